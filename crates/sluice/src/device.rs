@@ -1,0 +1,537 @@
+//! Device: instance, adapter choice, queue, features, limits and [`DeviceInfo`].
+//!
+//! A [`Device`] is a cheap, clonable handle. Buffers, tickets and pipelines keep the
+//! shared state alive; when the last `Device` handle goes, the runtime waits for the
+//! queue, releases what queued work still held, and the Vulkan objects go with the last
+//! buffer. Extensions used: `VK_KHR_push_descriptor` (required), `VK_EXT_memory_budget`
+//! (when present). Vulkan 1.3 is required (synchronization2, timeline semaphores).
+
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ash::vk;
+use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
+
+use crate::counters::{AtomicCounters, Counters};
+use crate::error::{Error, Result, VkResultExt};
+use crate::kernel::{KernelDesc, Pipeline};
+use crate::options::{Options, Validation};
+use crate::queue::QueueState;
+use crate::validation::{self, ValidationLog, ValidationMessage};
+
+static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One memory heap of the device.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct HeapInfo {
+    /// Heap size in bytes.
+    pub size: u64,
+    /// Whether the heap is device-local.
+    pub device_local: bool,
+    /// Whether some memory type of this heap is host-visible.
+    pub host_visible: bool,
+    /// Bytes this process may use (VK_EXT_memory_budget), if known.
+    pub budget: Option<u64>,
+    /// Bytes this process uses (VK_EXT_memory_budget), if known.
+    pub usage: Option<u64>,
+}
+
+/// What the chosen device is and can do.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DeviceInfo {
+    /// Device name, e.g. "NVIDIA H100 80GB HBM3" or "llvmpipe (LLVM 15.0.6, 256 bits)".
+    pub name: String,
+    /// Vendor name derived from the PCI vendor id.
+    pub vendor: String,
+    /// PCI vendor id.
+    pub vendor_id: u32,
+    /// "discrete", "integrated", "virtual", "cpu" or "other".
+    pub device_type: String,
+    /// Driver name (VkPhysicalDeviceDriverProperties).
+    pub driver: String,
+    /// Driver version text.
+    pub driver_info: String,
+    /// Vulkan API version, "major.minor.patch".
+    pub api_version: String,
+    /// Unified memory: every device-local memory type is also host-visible.
+    pub uma: bool,
+    /// Memory heaps with budgets.
+    pub heaps: Vec<HeapInfo>,
+    /// Subgroup (warp/wave) size.
+    pub subgroup_size: u32,
+    /// Whether the compute queue can write timestamps.
+    pub timestamps: bool,
+    /// Nanoseconds per timestamp tick.
+    pub timestamp_period_ns: f32,
+    /// Valid bits of a timestamp on the compute queue.
+    pub timestamp_valid_bits: u32,
+    /// Timeline semaphores (required, so always true on a made device).
+    pub timeline_semaphores: bool,
+    /// 16-bit float arithmetic and storage in shaders.
+    pub shader_f16: bool,
+    /// VK_EXT_memory_budget present.
+    pub memory_budget_ext: bool,
+    /// Largest push-constant block in bytes.
+    pub max_push_constant_bytes: u32,
+    /// Required alignment of storage-buffer binding offsets.
+    pub storage_offset_alignment: u64,
+    /// Largest workgroup count per dimension.
+    pub max_workgroup_count: [u32; 3],
+    /// Queue family used for compute.
+    pub queue_family: u32,
+}
+
+pub(crate) struct Extensions {
+    pub push_descriptor: ash::khr::push_descriptor::Device,
+    pub debug_utils: Option<ash::ext::debug_utils::Instance>,
+    pub messenger: vk::DebugUtilsMessengerEXT,
+}
+
+/// State shared by every handle of one device.
+pub(crate) struct DeviceShared {
+    pub id: u64,
+    _entry: ash::Entry,
+    pub instance: ash::Instance,
+    pub physical: vk::PhysicalDevice,
+    pub raw: ash::Device,
+    pub ext: Extensions,
+    pub info: DeviceInfo,
+    pub options: Options,
+    pub allocator: ManuallyDrop<Mutex<Allocator>>,
+    pub queue: QueueState,
+    pub pipeline_cache: vk::PipelineCache,
+    pub pipelines: Mutex<HashMap<(usize, usize, usize), Arc<Pipeline>>>,
+    pub counters: AtomicCounters,
+    pub next_buffer_id: AtomicU64,
+    pub validation_log: Box<ValidationLog>,
+}
+
+/// A Vulkan device with one compute queue. Clone it freely: clones share everything.
+#[derive(Clone)]
+pub struct Device {
+    pub(crate) handle: Arc<DeviceHandle>,
+}
+
+/// The user-facing owner; dropping the last one drains the queue (see module docs).
+pub(crate) struct DeviceHandle {
+    pub shared: Arc<DeviceShared>,
+}
+
+impl Drop for DeviceHandle {
+    fn drop(&mut self) {
+        // Drain the queue so queued work's resources are released; errors here (device
+        // lost) leave nothing to wait for.
+        self.shared.queue.drain(&self.shared);
+    }
+}
+
+
+fn vendor_name(id: u32) -> &'static str {
+    match id {
+        0x10de => "NVIDIA",
+        0x1002 => "AMD",
+        0x8086 => "Intel",
+        0x13b5 => "ARM",
+        0x5143 => "Qualcomm",
+        0x106b => "Apple",
+        0x10005 => "Mesa",
+        _ => "unknown",
+    }
+}
+
+fn type_name(t: vk::PhysicalDeviceType) -> &'static str {
+    match t {
+        vk::PhysicalDeviceType::DISCRETE_GPU => "discrete",
+        vk::PhysicalDeviceType::INTEGRATED_GPU => "integrated",
+        vk::PhysicalDeviceType::VIRTUAL_GPU => "virtual",
+        vk::PhysicalDeviceType::CPU => "cpu",
+        _ => "other",
+    }
+}
+
+fn type_rank(t: vk::PhysicalDeviceType) -> u32 {
+    match t {
+        vk::PhysicalDeviceType::DISCRETE_GPU => 0,
+        vk::PhysicalDeviceType::INTEGRATED_GPU => 1,
+        vk::PhysicalDeviceType::VIRTUAL_GPU => 2,
+        vk::PhysicalDeviceType::CPU => 3,
+        _ => 4,
+    }
+}
+
+fn has_extension(props: &[vk::ExtensionProperties], name: &CStr) -> bool {
+    props.iter().any(|p| p.extension_name_as_c_str().is_ok_and(|n| n == name))
+}
+
+impl Device {
+    /// Opens the Vulkan loader, picks a device as `options` say, and makes it ready.
+    pub fn new(options: Options) -> Result<Device> {
+        // SAFETY: loading libvulkan runs its initialisers; this is the documented way to
+        // use ash without linking at build time.
+        let entry = unsafe { ash::Entry::load() }.map_err(|e| Error::Loader(e.to_string()))?;
+        let validation_log = Box::<ValidationLog>::default();
+
+        // --- instance ---
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"sluice")
+            .engine_name(c"sluice")
+            .api_version(vk::API_VERSION_1_3);
+        let mut layers: Vec<*const std::ffi::c_char> = Vec::new();
+        let mut extensions: Vec<*const std::ffi::c_char> = Vec::new();
+        // SAFETY: plain enumeration through a loaded entry.
+        let instance_exts = unsafe { entry.enumerate_instance_extension_properties(None) }
+            .vk("vkEnumerateInstanceExtensionProperties")?;
+        let want_validation = options.validation != Validation::Off;
+        if want_validation {
+            // SAFETY: plain enumeration through a loaded entry.
+            let available = unsafe { entry.enumerate_instance_layer_properties() }
+                .vk("vkEnumerateInstanceLayerProperties")?;
+            if !available.iter().any(|l| l.layer_name_as_c_str().is_ok_and(|n| n == validation::LAYER_NAME)) {
+                return Err(Error::MissingFeature {
+                    device: "instance".into(),
+                    missing: "VK_LAYER_KHRONOS_validation (install Debian's vulkan-validationlayers)".into(),
+                });
+            }
+            layers.push(validation::LAYER_NAME.as_ptr());
+            extensions.push(ash::ext::validation_features::NAME.as_ptr());
+        }
+        let debug_utils_present = has_extension(&instance_exts, ash::ext::debug_utils::NAME) || want_validation;
+        if debug_utils_present {
+            extensions.push(ash::ext::debug_utils::NAME.as_ptr());
+        }
+        let enabled_features = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
+        let mut validation_features =
+            vk::ValidationFeaturesEXT::default().enabled_validation_features(&enabled_features);
+        let mut messenger_info = validation::messenger_info(&validation_log);
+        let mut instance_info = vk::InstanceCreateInfo::default()
+            .application_info(&app)
+            .enabled_layer_names(&layers)
+            .enabled_extension_names(&extensions);
+        if want_validation {
+            instance_info = instance_info.push_next(&mut messenger_info);
+            if options.validation == Validation::Synchronization {
+                instance_info = instance_info.push_next(&mut validation_features);
+            }
+        }
+        // SAFETY: every pointer in instance_info refers to locals alive for this call.
+        let instance = unsafe { entry.create_instance(&instance_info, None) }.vk("vkCreateInstance")?;
+
+        // From here on, failures must destroy the instance.
+        let built = Self::build(&entry, &instance, &options, &validation_log, want_validation, debug_utils_present);
+        match built {
+            Ok((physical, raw, ext, info, queue, cache)) => {
+                let allocator = Allocator::new(&AllocatorCreateDesc {
+                    instance: instance.clone(),
+                    device: raw.clone(),
+                    physical_device: physical,
+                    debug_settings: Default::default(),
+                    buffer_device_address: false,
+                    allocation_sizes: Default::default(),
+                })
+                .map_err(|e| Error::Allocation { requested: 0, what: "allocator".into(), reason: e.to_string() })?;
+                let shared = DeviceShared {
+                    id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+                    _entry: entry,
+                    instance,
+                    physical,
+                    raw,
+                    ext,
+                    info,
+                    options,
+                    allocator: ManuallyDrop::new(Mutex::new(allocator)),
+                    queue,
+                    pipeline_cache: cache,
+                    pipelines: Mutex::new(HashMap::new()),
+                    counters: AtomicCounters::default(),
+                    next_buffer_id: AtomicU64::new(1),
+                    validation_log,
+                };
+                Ok(Device { handle: Arc::new(DeviceHandle { shared: Arc::new(shared) }) })
+            }
+            Err(e) => {
+                // SAFETY: nothing made from the instance survives a failed build.
+                unsafe { instance.destroy_instance(None) };
+                Err(e)
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn build(
+        entry: &ash::Entry,
+        instance: &ash::Instance,
+        options: &Options,
+        log: &ValidationLog,
+        want_validation: bool,
+        debug_utils_present: bool,
+    ) -> Result<(vk::PhysicalDevice, ash::Device, Extensions, DeviceInfo, QueueState, vk::PipelineCache)> {
+        // SAFETY: instance is valid; all structs passed live across each call.
+        unsafe {
+            let physicals = instance.enumerate_physical_devices().vk("vkEnumeratePhysicalDevices")?;
+            let mut candidates: Vec<(vk::PhysicalDevice, vk::PhysicalDeviceProperties, String)> = physicals
+                .iter()
+                .map(|&p| {
+                    let props = instance.get_physical_device_properties(p);
+                    let name = props.device_name_as_c_str().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    (p, props, name)
+                })
+                .collect();
+            let seen: Vec<String> = candidates.iter().map(|c| c.2.clone()).collect();
+            candidates.retain(|c| vk::api_version_minor(c.1.api_version) >= 3 || vk::api_version_major(c.1.api_version) > 1);
+            if let Some(want) = &options.adapter {
+                let w = want.to_lowercase();
+                candidates.retain(|c| c.2.to_lowercase().contains(&w));
+            }
+            candidates.sort_by_key(|c| type_rank(c.1.device_type));
+            let (physical, props, name) = candidates
+                .into_iter()
+                .next()
+                .ok_or(Error::NoDevice { wanted: options.adapter.clone(), seen })?;
+
+            // Extensions.
+            let dev_exts =
+                instance.enumerate_device_extension_properties(physical).vk("vkEnumerateDeviceExtensionProperties")?;
+            if !has_extension(&dev_exts, ash::khr::push_descriptor::NAME) {
+                return Err(Error::MissingFeature { device: name, missing: "VK_KHR_push_descriptor".into() });
+            }
+            let memory_budget_ext = has_extension(&dev_exts, ash::ext::memory_budget::NAME);
+            let mut enabled_exts = vec![ash::khr::push_descriptor::NAME.as_ptr()];
+            if memory_budget_ext {
+                enabled_exts.push(ash::ext::memory_budget::NAME.as_ptr());
+            }
+
+            // Features.
+            let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
+            let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+            let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
+            let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f11).push_next(&mut f12).push_next(&mut f13);
+            instance.get_physical_device_features2(physical, &mut f2);
+            let shader_int64 = f2.features.shader_int64;
+            if f12.timeline_semaphore == 0 || f13.synchronization2 == 0 {
+                return Err(Error::MissingFeature { device: name, missing: "timelineSemaphore and synchronization2".into() });
+            }
+            let shader_f16 =
+                f12.shader_float16 != 0 && f11.storage_buffer16_bit_access != 0 && f11.uniform_and_storage_buffer16_bit_access != 0;
+            let mut e11 = vk::PhysicalDeviceVulkan11Features::default()
+                .storage_buffer16_bit_access(shader_f16)
+                .uniform_and_storage_buffer16_bit_access(shader_f16);
+            let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
+                .timeline_semaphore(true)
+                .host_query_reset(f12.host_query_reset != 0)
+                .shader_float16(shader_f16);
+            let mut e13 = vk::PhysicalDeviceVulkan13Features::default()
+                .synchronization2(true)
+                .subgroup_size_control(f13.subgroup_size_control != 0)
+                .compute_full_subgroups(f13.compute_full_subgroups != 0);
+            let base = vk::PhysicalDeviceFeatures::default().shader_int64(shader_int64 != 0);
+
+            // Queue: first compute family, preferring one with timestamps.
+            let families = instance.get_physical_device_queue_family_properties(physical);
+            let family = families
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
+                .min_by_key(|(_, f)| (f.timestamp_valid_bits == 0) as u32)
+                .map(|(i, _)| i as u32)
+                .ok_or(Error::MissingFeature { device: name.clone(), missing: "a compute queue".into() })?;
+            let priorities = [1.0f32];
+            let queue_infos =
+                [vk::DeviceQueueCreateInfo::default().queue_family_index(family).queue_priorities(&priorities)];
+            let device_info = vk::DeviceCreateInfo::default()
+                .queue_create_infos(&queue_infos)
+                .enabled_extension_names(&enabled_exts)
+                .enabled_features(&base)
+                .push_next(&mut e11)
+                .push_next(&mut e12)
+                .push_next(&mut e13);
+            let raw = instance.create_device(physical, &device_info, None).vk("vkCreateDevice")?;
+
+            // Properties for DeviceInfo.
+            let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
+            let mut driver = vk::PhysicalDeviceDriverProperties::default();
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup).push_next(&mut driver);
+            instance.get_physical_device_properties2(physical, &mut p2);
+            let mem = instance.get_physical_device_memory_properties(physical);
+            let uma = mem.memory_types[..mem.memory_type_count as usize]
+                .iter()
+                .filter(|t| t.property_flags.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL))
+                .all(|t| t.property_flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE));
+            let valid_bits = families[family as usize].timestamp_valid_bits;
+            let v = props.api_version;
+            let info = DeviceInfo {
+                name: name.clone(),
+                vendor: vendor_name(props.vendor_id).into(),
+                vendor_id: props.vendor_id,
+                device_type: type_name(props.device_type).into(),
+                driver: driver.driver_name_as_c_str().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+                driver_info: driver.driver_info_as_c_str().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+                api_version: format!(
+                    "{}.{}.{}",
+                    vk::api_version_major(v),
+                    vk::api_version_minor(v),
+                    vk::api_version_patch(v)
+                ),
+                uma,
+                heaps: Vec::new(),
+                subgroup_size: subgroup.subgroup_size,
+                timestamps: valid_bits > 0 && props.limits.timestamp_period > 0.0,
+                timestamp_period_ns: props.limits.timestamp_period,
+                timestamp_valid_bits: valid_bits,
+                timeline_semaphores: true,
+                shader_f16,
+                memory_budget_ext,
+                max_push_constant_bytes: props.limits.max_push_constants_size,
+                storage_offset_alignment: props.limits.min_storage_buffer_offset_alignment,
+                max_workgroup_count: props.limits.max_compute_work_group_count,
+                queue_family: family,
+            };
+
+            let cleanup = |raw: &ash::Device| raw.destroy_device(None);
+            let messenger = if want_validation {
+                let du = ash::ext::debug_utils::Instance::new(entry, instance);
+                match du.create_debug_utils_messenger(&validation::messenger_info(log), None) {
+                    Ok(m) => (Some(du), m),
+                    Err(e) => {
+                        cleanup(&raw);
+                        return Err(Error::vk("vkCreateDebugUtilsMessengerEXT", e));
+                    }
+                }
+            } else if debug_utils_present {
+                (Some(ash::ext::debug_utils::Instance::new(entry, instance)), vk::DebugUtilsMessengerEXT::null())
+            } else {
+                (None, vk::DebugUtilsMessengerEXT::null())
+            };
+            let ext = Extensions {
+                push_descriptor: ash::khr::push_descriptor::Device::new(instance, &raw),
+                debug_utils: messenger.0,
+                messenger: messenger.1,
+            };
+            let queue = match QueueState::new(&raw, family) {
+                Ok(q) => q,
+                Err(e) => {
+                    if let Some(du) = &ext.debug_utils {
+                        if ext.messenger != vk::DebugUtilsMessengerEXT::null() {
+                            du.destroy_debug_utils_messenger(ext.messenger, None);
+                        }
+                    }
+                    cleanup(&raw);
+                    return Err(e);
+                }
+            };
+            let cache = raw
+                .create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
+                .vk("vkCreatePipelineCache")?;
+            let mut info = info;
+            info.heaps = heap_infos(instance, physical, memory_budget_ext);
+            Ok((physical, raw, ext, info, queue, cache))
+        }
+    }
+
+    /// What this device is and can do (heap budgets as of creation; see [`Device::heaps`]).
+    pub fn info(&self) -> &DeviceInfo {
+        &self.handle.shared.info
+    }
+
+    /// The options the device was made with.
+    pub fn options(&self) -> &Options {
+        &self.handle.shared.options
+    }
+
+    /// Heaps with their current budget and usage.
+    pub fn heaps(&self) -> Vec<HeapInfo> {
+        self.handle.shared.heaps()
+    }
+
+    /// The cached pipeline for `kernel`, made on first use.
+    pub fn pipeline(&self, kernel: &KernelDesc) -> Result<Arc<Pipeline>> {
+        let key = (kernel.name.as_ptr() as usize, kernel.spirv.as_ptr() as usize, kernel.bindings.as_ptr() as usize);
+        let mut map = self.handle.shared.pipelines.lock().expect("pipeline cache poisoned");
+        if let Some(p) = map.get(&key) {
+            return Ok(p.clone());
+        }
+        if kernel.push_constant_bytes > self.handle.shared.info.max_push_constant_bytes {
+            return Err(Error::InvalidUse(format!(
+                "kernel {:?} takes {} push-constant bytes; the device allows {}",
+                kernel.name, kernel.push_constant_bytes, self.handle.shared.info.max_push_constant_bytes
+            )));
+        }
+        let p = Pipeline::create(&self.handle.shared.raw, self.handle.shared.pipeline_cache, kernel, self.handle.shared.id)?;
+        map.insert(key, p.clone());
+        Ok(p)
+    }
+
+    /// Device-wide counters since the device was made.
+    pub fn counters(&self) -> Counters {
+        self.handle.shared.counters.snapshot()
+    }
+
+    /// Validation messages collected so far (empty when validation is off).
+    pub fn validation_messages(&self) -> Vec<ValidationMessage> {
+        self.handle.shared.validation_log.messages.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    /// Takes and clears the collected validation messages.
+    pub fn take_validation_messages(&self) -> Vec<ValidationMessage> {
+        self.handle.shared.validation_log.messages.lock().map(|mut m| std::mem::take(&mut *m)).unwrap_or_default()
+    }
+}
+
+fn heap_infos(instance: &ash::Instance, physical: vk::PhysicalDevice, budget_ext: bool) -> Vec<HeapInfo> {
+    let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+    let mut mem2 = vk::PhysicalDeviceMemoryProperties2::default();
+    if budget_ext {
+        mem2 = mem2.push_next(&mut budget);
+    }
+    // SAFETY: valid instance and physical device; mem2 and its chain live across the call.
+    unsafe { instance.get_physical_device_memory_properties2(physical, &mut mem2) };
+    let mem = mem2.memory_properties;
+    let types = &mem.memory_types[..mem.memory_type_count as usize];
+    (0..mem.memory_heap_count as usize)
+        .map(|i| {
+            let h = mem.memory_heaps[i];
+            HeapInfo {
+                size: h.size,
+                device_local: h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL),
+                host_visible: types
+                    .iter()
+                    .any(|t| t.heap_index as usize == i && t.property_flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE)),
+                budget: budget_ext.then(|| budget.heap_budget[i]),
+                usage: budget_ext.then(|| budget.heap_usage[i]),
+            }
+        })
+        .collect()
+}
+
+impl DeviceShared {
+    /// Heaps with their current budget and usage.
+    pub(crate) fn heaps(&self) -> Vec<HeapInfo> {
+        heap_infos(&self.instance, self.physical, self.info.memory_budget_ext)
+    }
+}
+
+impl Drop for DeviceShared {
+    fn drop(&mut self) {
+        // SAFETY: this is the last reference: no buffer, ticket or encoder exists, and the
+        // queue was drained when the last `Device` handle went. Objects are destroyed
+        // children first; the allocator frees its memory before the device goes.
+        unsafe {
+            let _ = self.raw.device_wait_idle();
+            self.queue.destroy(&self.raw);
+            for p in self.pipelines.get_mut().map(|m| m.drain()).into_iter().flatten() {
+                p.1.destroy(&self.raw);
+            }
+            self.raw.destroy_pipeline_cache(self.pipeline_cache, None);
+            ManuallyDrop::drop(&mut self.allocator);
+            self.raw.destroy_device(None);
+            if let Some(du) = &self.ext.debug_utils {
+                if self.ext.messenger != vk::DebugUtilsMessengerEXT::null() {
+                    du.destroy_debug_utils_messenger(self.ext.messenger, None);
+                }
+            }
+            self.instance.destroy_instance(None);
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! The one typed configuration of the runtime, with documented defaults.
+
+use std::time::Duration;
+
+/// Where barriers go between dispatches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub enum BarrierMode {
+    /// One global barrier only where the hazard tracker finds RAW, WAR or WAW. Default.
+    #[default]
+    Auto,
+    /// A barrier between every two dispatches, for A/B checks and debugging.
+    Serial,
+}
+
+/// Khronos validation layer settings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub enum Validation {
+    /// No layer. Default.
+    #[default]
+    Off,
+    /// `VK_LAYER_KHRONOS_validation` with its default checks.
+    Core,
+    /// The layer plus synchronization validation (hazard detection).
+    Synchronization,
+}
+
+/// Runtime configuration. `Options::default()` is right for production use.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Options {
+    /// Pick the first device whose name contains this (case-insensitive). Default `None`:
+    /// discrete GPU, then integrated, then virtual, then CPU.
+    pub adapter: Option<String>,
+    /// Barrier placement. Default [`BarrierMode::Auto`].
+    pub barriers: BarrierMode,
+    /// Validation layer. Default [`Validation::Off`]; tests use `Synchronization`.
+    pub validation: Validation,
+    /// Times `wait` polls the timeline with a CPU pause before yielding. Default 64.
+    pub wait_spin_pauses: u32,
+    /// Times `wait` polls the timeline with `thread::yield_now` before parking in
+    /// `vkWaitSemaphores`. Default 16.
+    pub wait_spin_yields: u32,
+    /// Longest a `wait` blocks before returning [`crate::Error::Timeout`]. Default 60 s
+    /// (a decode step takes milliseconds; a minute means a hang).
+    pub wait_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            adapter: None,
+            barriers: BarrierMode::Auto,
+            validation: Validation::Off,
+            wait_spin_pauses: 64,
+            wait_spin_yields: 16,
+            wait_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Options {
+    /// Options for tests: synchronization validation on, everything else default.
+    pub fn for_tests() -> Self {
+        Options { validation: Validation::Synchronization, ..Options::default() }
+    }
+}

@@ -1,0 +1,57 @@
+//! Test support shared by every crate's GPU tests: a device with synchronization
+//! validation on, and a guard that fails the test on any validation message.
+//!
+//! A test run that finds no Vulkan device fails; it never skips.
+
+use crate::device::Device;
+use crate::options::Options;
+
+/// A device for tests: the default adapter with `Validation::Synchronization`.
+/// Panics (failing the test) when no device or no validation layer exists.
+pub fn test_device() -> Device {
+    test_device_with(Options::for_tests())
+}
+
+/// Like [`test_device`] with other options (validation is forced on).
+pub fn test_device_with(options: Options) -> Device {
+    let options = Options { validation: crate::options::Validation::Synchronization, ..options };
+    match Device::new(options) {
+        Ok(d) => d,
+        Err(e) => panic!("GPU tests need a Vulkan device and VK_LAYER_KHRONOS_validation: {e}"),
+    }
+}
+
+/// Fails the test if the device collected any validation message. Call after the work
+/// under test completed.
+pub fn assert_no_validation_messages(device: &Device) {
+    let messages = device.validation_messages();
+    assert!(
+        messages.is_empty(),
+        "{} validation message(s):\n{}",
+        messages.len(),
+        messages.iter().map(|m| format!("[{}] {}: {}", m.severity, m.id, m.text)).collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// Checks for validation messages when dropped (after the device drained its queue
+/// through `synchronize`), so a test cannot forget to.
+pub struct ValidationGuard {
+    device: Device,
+}
+
+impl ValidationGuard {
+    /// Guards `device`.
+    pub fn new(device: &Device) -> ValidationGuard {
+        ValidationGuard { device: device.clone() }
+    }
+}
+
+impl Drop for ValidationGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        self.device.synchronize().expect("synchronize");
+        assert_no_validation_messages(&self.device);
+    }
+}

@@ -1,1 +1,123 @@
-fn main(){}
+//! The `sluice` command line: `info`, `demo`, `microbench`.
+
+mod args;
+mod demo;
+mod info;
+mod microbench;
+
+use args::Args;
+use sluice::{BarrierMode, Device, Options, Validation};
+
+const USAGE: &str = "\
+sluice — Vulkan runtime for LLM decode
+
+USAGE:
+  sluice info [--json]                       the chosen Vulkan device
+  sluice demo [--json]                       100 small dispatches in Auto and Serial mode vs CPU
+  sluice microbench dispatch [--json] [-n 1000] [--runs 5]
+                                             GPU µs per tiny dispatch, dependent vs independent
+  sluice microbench sync [--json]            host wait costs
+
+COMMON OPTIONS:
+  --adapter NAME      use the first device whose name contains NAME
+  --serial            a barrier between every two dispatches (A/B against Auto)
+  --validate          enable the Khronos validation layer with synchronization validation
+";
+
+fn options(args: &Args) -> Options {
+    Options {
+        adapter: args.value("adapter").map(str::to_string),
+        barriers: if args.flag("serial") { BarrierMode::Serial } else { BarrierMode::Auto },
+        validation: if args.flag("validate") { Validation::Synchronization } else { Validation::Off },
+        ..Options::default()
+    }
+}
+
+fn print<T: serde::Serialize>(value: &T, json: bool, table: impl FnOnce(&T)) -> Result<(), String> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(value).map_err(|e| e.to_string())?);
+    } else {
+        table(value);
+    }
+    Ok(())
+}
+
+fn run(raw: Vec<String>) -> Result<(), String> {
+    let Some(cmd) = raw.first().cloned() else {
+        print!("{USAGE}");
+        return Ok(());
+    };
+    let args = Args::parse(&raw[1..], &["json", "serial", "validate", "help"]);
+    if args.flag("help") || cmd == "help" || cmd == "--help" || cmd == "-h" {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let json = args.flag("json");
+    let opts = options(&args);
+    let open = |o: Options| Device::new(o).map_err(|e| e.to_string());
+    let result = match cmd.as_str() {
+        "info" => {
+            args.finish()?;
+            info::run(&open(opts)?, json)
+        }
+        "demo" => {
+            args.finish()?;
+            let device = open(opts)?;
+            let report = demo::run(&device).map_err(|e| e.to_string())?;
+            let messages = device.validation_messages();
+            print(&report, json, |r| {
+                println!("device: {}", r.device);
+                println!("{:<8} {:>10} {:>9} {:>8}", "mode", "dispatches", "barriers", "elided");
+                for (name, m) in [("auto", &r.auto), ("serial", &r.serial)] {
+                    println!("{name:<8} {:>10} {:>9} {:>8}", m.dispatches, m.barriers, m.barriers_elided);
+                }
+                println!("results match CPU: {}; auto equals serial: {}", r.results_match_cpu, r.auto_equals_serial);
+            })?;
+            if !messages.is_empty() {
+                return Err(format!("{} validation message(s), first: {}", messages.len(), messages[0].text));
+            }
+            if !(report.results_match_cpu && report.auto_equals_serial) {
+                return Err("results differ".into());
+            }
+            Ok(())
+        }
+        "microbench" => {
+            let which = args.positional(0).unwrap_or("").to_string();
+            let count: u32 = args.parsed("n", 1000)?;
+            let runs: u32 = args.parsed("runs", 5)?;
+            args.finish()?;
+            let device = open(opts)?;
+            match which.as_str() {
+                "dispatch" => {
+                    let r = microbench::dispatch(&device, count.max(1), runs.max(1)).map_err(|e| e.to_string())?;
+                    print(&r, json, |r| {
+                        println!("device: {}  ({} dispatches, median of {} runs)", r.device, r.dispatches, r.runs);
+                        println!("dependent chain:  {:.3} µs GPU per dispatch ({} barriers)", r.chain_gpu_us_per_dispatch, r.chain_barriers);
+                        println!("independent:      {:.3} µs GPU per dispatch ({} barriers)", r.independent_gpu_us_per_dispatch, r.independent_barriers);
+                        println!("recording:        {:.3} µs CPU per dispatch", r.record_cpu_us_per_dispatch);
+                    })
+                }
+                "sync" => {
+                    let r = microbench::sync(&device).map_err(|e| e.to_string())?;
+                    print(&r, json, |r| {
+                        println!("device: {}", r.device);
+                        println!("wait on a completed ticket:   {:.1} ns (median)", r.completed_wait_ns);
+                        println!("synchronize on an idle queue: {:.1} ns (median)", r.synchronize_idle_ns);
+                        println!("submit + wait, tiny dispatch: {:.1} µs (median)", r.round_trip_us);
+                    })
+                }
+                other => Err(format!("unknown microbench {other:?}; try `dispatch` or `sync`")),
+            }
+        }
+        other => Err(format!("unknown command {other:?}\n\n{USAGE}")),
+    };
+    result
+}
+
+fn main() {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if let Err(e) = run(raw) {
+        eprintln!("sluice: error: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,50 @@
+//! `sluice info`: the chosen device as a table or JSON.
+
+use sluice::{Device, DeviceInfo};
+
+fn gib(b: u64) -> String {
+    format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+/// Prints the device's [`DeviceInfo`] with current heap budgets.
+pub fn run(device: &Device, json: bool) -> Result<(), String> {
+    let mut info: DeviceInfo = device.info().clone();
+    info.heaps = device.heaps();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    let rows: Vec<(&str, String)> = vec![
+        ("name", info.name.clone()),
+        ("vendor", format!("{} (0x{:04x})", info.vendor, info.vendor_id)),
+        ("type", info.device_type.clone()),
+        ("driver", format!("{} {}", info.driver, info.driver_info)),
+        ("Vulkan", info.api_version.clone()),
+        ("unified memory", info.uma.to_string()),
+        ("subgroup size", info.subgroup_size.to_string()),
+        ("timestamps", format!("{} ({} ns/tick, {} bits)", info.timestamps, info.timestamp_period_ns, info.timestamp_valid_bits)),
+        ("timeline semaphores", info.timeline_semaphores.to_string()),
+        ("shader f16", info.shader_f16.to_string()),
+        ("VK_EXT_memory_budget", info.memory_budget_ext.to_string()),
+        ("max push constants", format!("{} bytes", info.max_push_constant_bytes)),
+        ("storage offset alignment", format!("{} bytes", info.storage_offset_alignment)),
+        ("compute queue family", info.queue_family.to_string()),
+    ];
+    for (k, v) in rows {
+        println!("{k:<26} {v}");
+    }
+    for (i, h) in info.heaps.iter().enumerate() {
+        let kind = match (h.device_local, h.host_visible) {
+            (true, true) => "device-local, host-visible",
+            (true, false) => "device-local",
+            (false, true) => "host",
+            (false, false) => "other",
+        };
+        let budget = match (h.budget, h.usage) {
+            (Some(b), Some(u)) => format!(", budget {}, in use {}", gib(b), gib(u)),
+            _ => ", no budget info".into(),
+        };
+        println!("{:<26} {} ({kind}{budget})", format!("heap {i}"), gib(h.size));
+    }
+    Ok(())
+}

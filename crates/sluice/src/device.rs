@@ -107,6 +107,8 @@ pub(crate) struct DeviceShared {
     pub counters: AtomicCounters,
     pub next_buffer_id: AtomicU64,
     pub validation_log: Box<ValidationLog>,
+    pub waiter: Arc<crate::waiter::Waiter>,
+    pub deferred_writes: Mutex<Vec<crate::transfer::DeferredWrite>>,
 }
 
 /// A Vulkan device with one compute queue. Clone it freely: clones share everything.
@@ -248,6 +250,8 @@ impl Device {
                     counters: AtomicCounters::default(),
                     next_buffer_id: AtomicU64::new(1),
                     validation_log,
+                    waiter: Default::default(),
+                    deferred_writes: Mutex::new(Vec::new()),
                 };
                 Ok(Device { handle: Arc::new(DeviceHandle { shared: Arc::new(shared) }) })
             }

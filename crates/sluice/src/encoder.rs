@@ -4,11 +4,11 @@
 //!
 //! A kernel's bindings carry their access (read / read-write) in its [`KernelDesc`], so
 //! the byte ranges bound to a dispatch *are* its declared reads and writes; model code
-//! never places a barrier. Every command buffer that writes ends with one barrier that
+//! never places a barrier. Every command buffer that records work ends with one barrier that
 //! makes its writes visible to later submits on the queue and to the host.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ash::vk;
 
@@ -33,6 +33,9 @@ const READ_WRITE_ACCESS: vk::AccessFlags2 = vk::AccessFlags2::from_raw(
         | vk::AccessFlags2::TRANSFER_WRITE.as_raw(),
 );
 
+/// Most storage-buffer bindings a kernel may have.
+pub const MAX_BINDINGS: usize = 16;
+
 /// Records work for one submit. Made by [`Device::encoder`], consumed by [`Encoder::submit`].
 pub struct Encoder {
     device: Arc<DeviceShared>,
@@ -43,9 +46,12 @@ pub struct Encoder {
     retained: Vec<Retained>,
     bound: vk::Pipeline,
     ops: u64,
-    wrote: bool,
     reset_pools: Vec<vk::QueryPool>,
     accesses: Vec<Access>,
+    /// Readbacks to hand the ticket to at submit.
+    notify: Vec<Arc<OnceLock<Ticket>>>,
+    /// Whether submit first flushes the device's deferred writes.
+    flush_deferred: bool,
 }
 
 impl Device {
@@ -67,6 +73,13 @@ impl Device {
 
 impl Encoder {
     pub(crate) fn new(device: &Arc<DeviceShared>) -> Result<Encoder> {
+        let mut e = Self::new_without_deferred(device)?;
+        e.flush_deferred = true;
+        Ok(e)
+    }
+
+    /// An encoder whose submit does not flush deferred writes (the flush itself).
+    pub(crate) fn new_without_deferred(device: &Arc<DeviceShared>) -> Result<Encoder> {
         let slot = device.queue.acquire_slot(&device.raw)?;
         // SAFETY: the slot's pool was reset (or is new), so the buffer is in the initial state.
         let begun = unsafe {
@@ -88,9 +101,10 @@ impl Encoder {
             retained: Vec::new(),
             bound: vk::Pipeline::null(),
             ops: 0,
-            wrote: false,
             reset_pools: Vec::new(),
             accesses: Vec::new(),
+            notify: Vec::new(),
+            flush_deferred: false,
         })
     }
 
@@ -102,6 +116,14 @@ impl Encoder {
     /// What this encoder has recorded so far.
     pub fn counters(&self) -> Counters {
         self.counters
+    }
+
+    pub(crate) fn device(&self) -> &Arc<DeviceShared> {
+        &self.device
+    }
+
+    pub(crate) fn on_submit(&mut self, ticket: Arc<OnceLock<Ticket>>) {
+        self.notify.push(ticket);
     }
 
     fn cmd(&self) -> vk::CommandBuffer {
@@ -216,20 +238,21 @@ impl Encoder {
         }
         self.place(desc.name)?;
         let cmd = self.cmd();
-        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = bindings
-            .iter()
-            .map(|s| [vk::DescriptorBufferInfo::default().buffer(s.buffer.inner.raw).offset(s.offset).range(s.len)])
-            .collect();
-        let writes: Vec<vk::WriteDescriptorSet> = infos
-            .iter()
-            .enumerate()
-            .map(|(i, info)| {
-                vk::WriteDescriptorSet::default()
-                    .dst_binding(i as u32)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .buffer_info(info)
-            })
-            .collect();
+        if bindings.len() > MAX_BINDINGS {
+            return Err(Error::InvalidUse(format!("kernel {:?} has more than {MAX_BINDINGS} bindings", desc.name)));
+        }
+        let mut infos = [[vk::DescriptorBufferInfo::default()]; MAX_BINDINGS];
+        for (info, s) in infos.iter_mut().zip(bindings) {
+            info[0] = vk::DescriptorBufferInfo::default().buffer(s.buffer.inner.raw).offset(s.offset).range(s.len);
+        }
+        let mut writes = [vk::WriteDescriptorSet::default(); MAX_BINDINGS];
+        for (i, (w, info)) in writes.iter_mut().zip(infos.iter()).take(bindings.len()).enumerate() {
+            *w = vk::WriteDescriptorSet::default()
+                .dst_binding(i as u32)
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .buffer_info(info);
+        }
+        let writes = &writes[..bindings.len()];
         // SAFETY: the command buffer is recording; the pipeline, layout and buffers are
         // alive (the pipeline is cached by the device, buffers are retained below until
         // the submit completes); sizes were checked above.
@@ -245,7 +268,7 @@ impl Encoder {
                     vk::PipelineBindPoint::COMPUTE,
                     pipeline.layout,
                     0,
-                    &writes,
+                    writes,
                 );
             }
             if !push.is_empty() {
@@ -255,7 +278,6 @@ impl Encoder {
         }
         for (slice, access) in bindings.iter().zip(desc.bindings) {
             let w = *access == BindingAccess::ReadWrite;
-            self.wrote |= w;
             self.retain(slice, w);
         }
         self.counters.dispatches += 1;
@@ -283,7 +305,6 @@ impl Encoder {
         unsafe { self.device.raw.cmd_copy_buffer(self.cmd(), s.raw, d.raw, &region) };
         self.retain(&src, false);
         self.retain(&dst, true);
-        self.wrote = true;
         self.counters.copies += 1;
         Ok(())
     }
@@ -312,7 +333,10 @@ impl Encoder {
     pub fn submit(mut self) -> Result<Ticket> {
         let slot = self.slot.take().expect("encoder slot present until submit");
         let dev = &self.device.raw;
-        if self.wrote {
+        // One barrier at every submit boundary that recorded anything: its second scope
+        // covers later submits and the host, so cross-submit RAW/WAR/WAW and host reads
+        // need nothing else.
+        if self.ops > 0 {
             let barrier = [vk::MemoryBarrier2::default()
                 .src_stage_mask(WRITE_STAGES)
                 .src_access_mask(WRITE_ACCESS)
@@ -327,10 +351,20 @@ impl Encoder {
             self.device.queue.release_unsubmitted(dev, slot);
             return Err(Error::vk("vkEndCommandBuffer", e));
         }
+        if self.flush_deferred {
+            if let Err(e) = crate::transfer::flush_deferred(&self.device) {
+                self.device.queue.release_unsubmitted(dev, slot);
+                return Err(e);
+            }
+        }
         self.device.counters.add_recorded(&self.counters);
         let retained = std::mem::take(&mut self.retained);
         let value = self.device.queue.submit(&self.device, slot, retained)?;
-        Ok(Ticket { device: self.device.clone(), value })
+        let ticket = Ticket { device: self.device.clone(), value };
+        for n in self.notify.drain(..) {
+            let _ = n.set(ticket.clone());
+        }
+        Ok(ticket)
     }
 }
 

@@ -18,7 +18,9 @@ pub mod options;
 pub mod profile;
 pub mod queue;
 pub mod testing;
+pub mod transfer;
 pub mod validation;
+mod waiter;
 
 pub use class::ResourceClass;
 pub use counters::Counters;
@@ -30,4 +32,5 @@ pub use memory::{Buffer, BufferSlice};
 pub use options::{BarrierMode, Options, Validation};
 pub use profile::TimestampQueries;
 pub use queue::Ticket;
+pub use transfer::Readback;
 pub use validation::ValidationMessage;

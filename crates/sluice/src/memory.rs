@@ -120,10 +120,12 @@ impl Device {
     }
 }
 
+const STAGING_NAME: &str = "staging";
+
 /// A host-visible buffer for staging copies.
 pub(crate) fn create_staging(shared: &Arc<DeviceShared>, size: u64, readback: bool) -> Result<Buffer> {
     let loc = if readback { MemoryLocation::GpuToCpu } else { MemoryLocation::CpuToGpu };
-    create_buffer_at(shared, "staging", size, ResourceClass::Generic, loc)
+    create_buffer_at(shared, STAGING_NAME, size, ResourceClass::Generic, loc)
 }
 
 fn create_buffer_at(
@@ -183,7 +185,9 @@ fn create_buffer_at(
             let _ = shared.allocator.lock().expect("allocator poisoned").free(allocation);
             return Err(Error::vk("vkBindBufferMemory", e));
         }
-        let mapped = allocation.mapped_ptr().map(|p| MappedPtr(p.cast()));
+        // Staging buffers are always mapped; others only unless staging is forced.
+        let zero_copy = name == STAGING_NAME || !shared.options.force_staging;
+        let mapped = allocation.mapped_ptr().filter(|_| zero_copy).map(|p| MappedPtr(p.cast()));
         Ok(Buffer {
             inner: Arc::new(BufferInner {
                 device: shared.clone(),

@@ -39,6 +39,10 @@ pub struct Options {
     /// Times `wait` polls the timeline with `thread::yield_now` before parking in
     /// `vkWaitSemaphores`. Default 16.
     pub wait_spin_yields: u32,
+    /// Never use a host mapping for buffers the runtime places itself: every upload and
+    /// download goes through a staging copy in stream order. Default false (zero-copy
+    /// where memory is host-visible); tests turn it on to cover the staging path.
+    pub force_staging: bool,
     /// Longest a `wait` blocks before returning [`crate::Error::Timeout`]. Default 60 s
     /// (a decode step takes milliseconds; a minute means a hang).
     pub wait_timeout: Duration,
@@ -52,6 +56,7 @@ impl Default for Options {
             validation: Validation::Off,
             wait_spin_pauses: 64,
             wait_spin_yields: 16,
+            force_staging: false,
             wait_timeout: Duration::from_secs(60),
         }
     }

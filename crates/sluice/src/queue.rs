@@ -269,6 +269,20 @@ impl QueueState {
         }
     }
 
+    /// Blocks up to `timeout` for `value` without spinning or counting a host wait (the
+    /// async waiter's park); returns the value reached.
+    pub(crate) fn park(&self, shared: &DeviceShared, value: u64, timeout: Duration) -> Result<u64> {
+        let semaphores = [self.timeline];
+        let values = [value];
+        let info = vk::SemaphoreWaitInfo::default().semaphores(&semaphores).values(&values);
+        let nanos = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        // SAFETY: valid device and semaphore; info lives across the call.
+        match unsafe { shared.raw.wait_semaphores(&info, nanos) } {
+            Ok(()) | Err(vk::Result::TIMEOUT) => self.poll(shared),
+            Err(e) => Err(Error::vk("vkWaitSemaphores", e)),
+        }
+    }
+
     /// Waits for everything submitted so far.
     pub(crate) fn synchronize(&self, shared: &DeviceShared) -> Result<()> {
         let last = self.submitted.load(Ordering::Acquire);

@@ -104,6 +104,11 @@ fn run(raw: Vec<String>) -> Result<(), String> {
                         println!("wait on a completed ticket:   {:.1} ns (median)", r.completed_wait_ns);
                         println!("synchronize on an idle queue: {:.1} ns (median)", r.synchronize_idle_ns);
                         println!("submit + wait, tiny dispatch: {:.1} µs (median)", r.round_trip_us);
+                        println!("submit + .await, tiny:        {:.1} µs (median)", r.async_round_trip_us);
+                        println!(
+                            "4 KiB weight read during work: {:.2} µs (median), {} host waits, work still running: {}",
+                            r.weight_read_during_work_us, r.weight_read_host_waits, r.weight_read_overlapped_work
+                        );
                     })
                 }
                 other => Err(format!("unknown microbench {other:?}; try `dispatch` or `sync`")),

@@ -98,6 +98,34 @@ pub struct SyncReport {
     pub synchronize_idle_ns: f64,
     /// Median µs of submit + wait of one tiny dispatch.
     pub round_trip_us: f64,
+    /// Median µs of submit + `.await` of one tiny dispatch (waiter thread wakes the task).
+    pub async_round_trip_us: f64,
+    /// Median µs to read 4 KiB of a ReadOnlyWeight buffer while a long kernel runs.
+    pub weight_read_during_work_us: f64,
+    /// Host waits those weight reads caused (expected 0).
+    pub weight_read_host_waits: u64,
+    /// Whether the long kernel was still running after every weight read.
+    pub weight_read_overlapped_work: bool,
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
 }
 
 /// Measures wait costs.
@@ -118,6 +146,36 @@ pub fn sync(device: &Device) -> sluice::Result<SyncReport> {
         last = Some(ticket);
     }
     let ticket = last.expect("200 submits");
+    let mut async_round = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        let mut enc = device.encoder()?;
+        enc.dispatch(&k, [1, 1, 1], &[a.slice(..), b.slice(..)], &p)?;
+        block_on(enc.submit()?)?;
+        async_round.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    // Weight reads while a long kernel runs on other buffers.
+    let weight = device.create_buffer("bench.weight", 4096, ResourceClass::ReadOnlyWeight)?;
+    weight.write(0, &vec![7u32; 1024])?;
+    device.synchronize()?;
+    let spin = device.pipeline(&sluice_kernels::SPIN_U32)?;
+    let n = 1 << 16;
+    let s_src = device.create_buffer("bench.spin.src", n as u64 * 4, ResourceClass::Generic)?;
+    let s_dst = device.create_buffer("bench.spin.dst", n as u64 * 4, ResourceClass::TokenScratch)?;
+    let mut enc = device.encoder()?;
+    enc.dispatch(&spin, [n / 64, 1, 1], &[s_src.slice(..), s_dst.slice(..)], &sluice_kernels::SpinPush { iters: 60_000, n })?;
+    let busy = enc.submit()?;
+    let waits_before = device.counters().host_waits;
+    let mut reads = Vec::new();
+    let mut out = vec![0u8; 4096];
+    for _ in 0..100 {
+        let t = Instant::now();
+        weight.read_into(0, &mut out)?;
+        reads.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let overlapped = !busy.is_done()?;
+    let weight_waits = device.counters().host_waits - waits_before;
+    busy.wait()?;
     let mut completed = Vec::with_capacity(1000);
     for _ in 0..1000 {
         let t = Instant::now();
@@ -137,5 +195,9 @@ pub fn sync(device: &Device) -> sluice::Result<SyncReport> {
         completed_wait_ns: median(completed),
         synchronize_idle_ns: median(idle),
         round_trip_us: median(round),
+        async_round_trip_us: median(async_round),
+        weight_read_during_work_us: median(reads),
+        weight_read_host_waits: weight_waits,
+        weight_read_overlapped_work: overlapped,
     })
 }

@@ -52,9 +52,18 @@ pub struct Encoder {
     notify: Vec<Arc<OnceLock<Ticket>>>,
     /// Whether submit first flushes the device's deferred writes.
     flush_deferred: bool,
+    /// Capture mode: dispatches become graph nodes instead of commands.
+    capture: Option<Vec<crate::graph::Node>>,
+    /// Label given to the following dispatches (op kind, layer).
+    label: Arc<str>,
 }
 
 impl Device {
+    /// An encoder in capture mode: the same `dispatch` calls build a [`crate::graph::Graph`].
+    pub fn capture(&self) -> Encoder {
+        Encoder::new_capture(&self.handle.shared)
+    }
+
     /// A new encoder with the device's barrier mode.
     pub fn encoder(&self) -> Result<Encoder> {
         Encoder::new(&self.handle.shared)
@@ -105,7 +114,56 @@ impl Encoder {
             accesses: Vec::new(),
             notify: Vec::new(),
             flush_deferred: false,
+            capture: None,
+            label: Arc::from(""),
         })
+    }
+
+    /// An encoder in capture mode: it records graph nodes, not commands.
+    pub(crate) fn new_capture(device: &Arc<DeviceShared>) -> Encoder {
+        Encoder {
+            device: device.clone(),
+            slot: None,
+            tracker: HazardTracker::new(),
+            mode: device.options.barriers,
+            counters: Counters::default(),
+            retained: Vec::new(),
+            bound: vk::Pipeline::null(),
+            ops: 0,
+            reset_pools: Vec::new(),
+            accesses: Vec::new(),
+            notify: Vec::new(),
+            flush_deferred: false,
+            capture: Some(Vec::new()),
+            label: Arc::from(""),
+        }
+    }
+
+    /// Labels the dispatches that follow (e.g. "attn.q L3"); shown in graph dumps,
+    /// profiles and capture tools. An empty label means the kernel name.
+    pub fn set_label(&mut self, label: &str) {
+        if &*self.label != label {
+            self.label = Arc::from(label);
+        }
+    }
+
+    /// Whether this encoder captures a graph instead of recording commands.
+    pub fn is_capturing(&self) -> bool {
+        self.capture.is_some()
+    }
+
+    /// Ends a capture and returns the captured graph (unoptimized: captured order,
+    /// in-order barriers).
+    pub fn finish_capture(mut self) -> Result<crate::graph::Graph> {
+        let nodes = self.capture.take().ok_or_else(|| Error::InvalidUse("finish_capture on a recording encoder".into()))?;
+        Ok(crate::graph::Graph::new(self.device.clone(), nodes))
+    }
+
+    fn not_in_capture(&self, what: &str) -> Result<()> {
+        if self.capture.is_some() {
+            return Err(Error::InvalidUse(format!("{what} cannot be captured into a graph")));
+        }
+        Ok(())
     }
 
     /// Overrides the barrier mode for this encoder.
@@ -131,15 +189,7 @@ impl Encoder {
     }
 
     fn global_barrier(&mut self) {
-        let barrier = [vk::MemoryBarrier2::default()
-            .src_stage_mask(WRITE_STAGES)
-            .src_access_mask(WRITE_ACCESS)
-            .dst_stage_mask(WRITE_STAGES)
-            .dst_access_mask(READ_WRITE_ACCESS)];
-        // SAFETY: the command buffer is recording; the dependency info lives across the call.
-        unsafe {
-            self.device.raw.cmd_pipeline_barrier2(self.cmd(), &vk::DependencyInfo::default().memory_barriers(&barrier))
-        };
+        record_global_barrier(&self.device.raw, self.cmd());
     }
 
     /// Places the next op (dispatch or copy) whose accesses are in `self.accesses`.
@@ -186,7 +236,7 @@ impl Encoder {
     /// to binding `i` and is declared read or written as the kernel's descriptor says.
     pub fn dispatch<P: Pod>(
         &mut self,
-        pipeline: &Pipeline,
+        pipeline: &Arc<Pipeline>,
         groups: [u32; 3],
         bindings: &[BufferSlice<'_>],
         push: &P,
@@ -236,46 +286,24 @@ impl Encoder {
             };
             self.accesses.push(Access { buffer: b.id, class: b.class, offset: slice.offset, len: slice.len, kind });
         }
+        if let Some(nodes) = &mut self.capture {
+            // Validates (e.g. writes to weights) like a recorded dispatch would.
+            self.tracker.place(desc.name, &self.accesses)?;
+            nodes.push(crate::graph::Node {
+                label: if self.label.is_empty() { Arc::from(desc.name) } else { self.label.clone() },
+                pipeline: pipeline.clone(),
+                groups,
+                bindings: bindings.iter().map(|b| (b.buffer.clone(), b.offset, b.len)).collect(),
+                push: push.to_vec(),
+                accesses: self.accesses.clone(),
+            });
+            self.counters.dispatches += 1;
+            return Ok(());
+        }
         self.place(desc.name)?;
         let cmd = self.cmd();
-        if bindings.len() > MAX_BINDINGS {
-            return Err(Error::InvalidUse(format!("kernel {:?} has more than {MAX_BINDINGS} bindings", desc.name)));
-        }
-        let mut infos = [[vk::DescriptorBufferInfo::default()]; MAX_BINDINGS];
-        for (info, s) in infos.iter_mut().zip(bindings) {
-            info[0] = vk::DescriptorBufferInfo::default().buffer(s.buffer.inner.raw).offset(s.offset).range(s.len);
-        }
-        let mut writes = [vk::WriteDescriptorSet::default(); MAX_BINDINGS];
-        for (i, (w, info)) in writes.iter_mut().zip(infos.iter()).take(bindings.len()).enumerate() {
-            *w = vk::WriteDescriptorSet::default()
-                .dst_binding(i as u32)
-                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                .buffer_info(info);
-        }
-        let writes = &writes[..bindings.len()];
-        // SAFETY: the command buffer is recording; the pipeline, layout and buffers are
-        // alive (the pipeline is cached by the device, buffers are retained below until
-        // the submit completes); sizes were checked above.
-        unsafe {
-            let dev = &self.device.raw;
-            if self.bound != pipeline.pipeline {
-                dev.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline.pipeline);
-                self.bound = pipeline.pipeline;
-            }
-            if !writes.is_empty() {
-                self.device.ext.push_descriptor.cmd_push_descriptor_set(
-                    cmd,
-                    vk::PipelineBindPoint::COMPUTE,
-                    pipeline.layout,
-                    0,
-                    writes,
-                );
-            }
-            if !push.is_empty() {
-                dev.cmd_push_constants(cmd, pipeline.layout, vk::ShaderStageFlags::COMPUTE, 0, push);
-            }
-            dev.cmd_dispatch(cmd, groups[0], groups[1], groups[2]);
-        }
+        let raw = bindings.iter().map(|b| (b.buffer.inner.raw, b.offset, b.len));
+        record_dispatch_raw(&self.device, cmd, &mut self.bound, pipeline, groups, raw, push)?;
         for (slice, access) in bindings.iter().zip(desc.bindings) {
             let w = *access == BindingAccess::ReadWrite;
             self.retain(slice, w);
@@ -286,6 +314,7 @@ impl Encoder {
 
     /// Records a copy of `src` into `dst` (equal lengths), ordered like a dispatch.
     pub fn copy(&mut self, src: BufferSlice<'_>, dst: BufferSlice<'_>) -> Result<()> {
+        self.not_in_capture("a copy")?;
         self.check_slice(&src)?;
         self.check_slice(&dst)?;
         if src.len != dst.len || src.len == 0 {
@@ -312,6 +341,7 @@ impl Encoder {
     /// Writes a GPU timestamp into query `index` of `queries` once all earlier work in
     /// this command buffer has finished.
     pub fn write_timestamp(&mut self, queries: &TimestampQueries, index: u32) -> Result<()> {
+        self.not_in_capture("a timestamp")?;
         let pool = queries.inner.pool;
         if !Arc::ptr_eq(&queries.inner.device, &self.device) || index >= queries.inner.count {
             return Err(Error::InvalidUse(format!("timestamp index {index} of {} or foreign pool", queries.inner.count)));
@@ -331,19 +361,14 @@ impl Encoder {
 
     /// Ends recording and submits; returns the ticket of this submit.
     pub fn submit(mut self) -> Result<Ticket> {
+        self.not_in_capture("submit")?;
         let slot = self.slot.take().expect("encoder slot present until submit");
         let dev = &self.device.raw;
         // One barrier at every submit boundary that recorded anything: its second scope
         // covers later submits and the host, so cross-submit RAW/WAR/WAW and host reads
         // need nothing else.
         if self.ops > 0 {
-            let barrier = [vk::MemoryBarrier2::default()
-                .src_stage_mask(WRITE_STAGES)
-                .src_access_mask(WRITE_ACCESS)
-                .dst_stage_mask(WRITE_STAGES | vk::PipelineStageFlags2::HOST)
-                .dst_access_mask(READ_WRITE_ACCESS | vk::AccessFlags2::HOST_READ)];
-            // SAFETY: recording; the dependency info lives across the call.
-            unsafe { dev.cmd_pipeline_barrier2(slot.cmd, &vk::DependencyInfo::default().memory_barriers(&barrier)) };
+            record_submit_barrier(dev, slot.cmd);
             self.counters.barriers += 1;
         }
         // SAFETY: the command buffer is recording.
@@ -376,4 +401,88 @@ impl Drop for Encoder {
             self.device.queue.release_unsubmitted(&self.device.raw, slot);
         }
     }
+}
+
+/// Records the dataflow barrier: compute/transfer writes before compute/transfer reads
+/// and writes.
+pub(crate) fn record_global_barrier(raw: &ash::Device, cmd: vk::CommandBuffer) {
+    let barrier = [vk::MemoryBarrier2::default()
+        .src_stage_mask(WRITE_STAGES)
+        .src_access_mask(WRITE_ACCESS)
+        .dst_stage_mask(WRITE_STAGES)
+        .dst_access_mask(READ_WRITE_ACCESS)];
+    // SAFETY: the caller's command buffer is recording; the info lives across the call.
+    unsafe { raw.cmd_pipeline_barrier2(cmd, &vk::DependencyInfo::default().memory_barriers(&barrier)) };
+}
+
+/// Records the submit-boundary barrier: all work before it, before later submits' work
+/// and host reads.
+pub(crate) fn record_submit_barrier(raw: &ash::Device, cmd: vk::CommandBuffer) {
+    let barrier = [vk::MemoryBarrier2::default()
+        .src_stage_mask(WRITE_STAGES)
+        .src_access_mask(WRITE_ACCESS)
+        .dst_stage_mask(WRITE_STAGES | vk::PipelineStageFlags2::HOST)
+        .dst_access_mask(READ_WRITE_ACCESS | vk::AccessFlags2::HOST_READ)];
+    // SAFETY: the caller's command buffer is recording; the info lives across the call.
+    unsafe { raw.cmd_pipeline_barrier2(cmd, &vk::DependencyInfo::default().memory_barriers(&barrier)) };
+}
+
+/// Records one dispatch of a graph node.
+pub(crate) fn record_dispatch(
+    device: &DeviceShared,
+    cmd: vk::CommandBuffer,
+    bound: &mut vk::Pipeline,
+    pipeline: &Pipeline,
+    groups: [u32; 3],
+    bindings: &[(crate::memory::Buffer, u64, u64)],
+    push: &[u8],
+) -> Result<()> {
+    let raw = bindings.iter().map(|(b, o, l)| (b.inner.raw, *o, *l));
+    record_dispatch_raw(device, cmd, bound, pipeline, groups, raw, push)
+}
+
+/// Binds (if needed), pushes descriptors and constants, and dispatches. Callers have
+/// validated the bindings and keep the buffers alive until the work completes.
+fn record_dispatch_raw(
+    device: &DeviceShared,
+    cmd: vk::CommandBuffer,
+    bound: &mut vk::Pipeline,
+    pipeline: &Pipeline,
+    groups: [u32; 3],
+    bindings: impl ExactSizeIterator<Item = (vk::Buffer, u64, u64)>,
+    push: &[u8],
+) -> Result<()> {
+    let count = bindings.len();
+    if count > MAX_BINDINGS {
+        return Err(Error::InvalidUse(format!("kernel {:?} has more than {MAX_BINDINGS} bindings", pipeline.desc.name)));
+    }
+    let mut infos = [[vk::DescriptorBufferInfo::default()]; MAX_BINDINGS];
+    for (info, (buffer, offset, len)) in infos.iter_mut().zip(bindings) {
+        info[0] = vk::DescriptorBufferInfo::default().buffer(buffer).offset(offset).range(len);
+    }
+    let mut writes = [vk::WriteDescriptorSet::default(); MAX_BINDINGS];
+    for (i, (w, info)) in writes.iter_mut().zip(infos.iter()).take(count).enumerate() {
+        *w = vk::WriteDescriptorSet::default()
+            .dst_binding(i as u32)
+            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+            .buffer_info(info);
+    }
+    let writes = &writes[..count];
+    // SAFETY: the command buffer is recording; pipeline and layout are alive (cached by
+    // the device); the buffers are kept alive by the caller until the work completes.
+    unsafe {
+        let dev = &device.raw;
+        if *bound != pipeline.pipeline {
+            dev.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline.pipeline);
+            *bound = pipeline.pipeline;
+        }
+        if !writes.is_empty() {
+            device.ext.push_descriptor.cmd_push_descriptor_set(cmd, vk::PipelineBindPoint::COMPUTE, pipeline.layout, 0, writes);
+        }
+        if !push.is_empty() {
+            dev.cmd_push_constants(cmd, pipeline.layout, vk::ShaderStageFlags::COMPUTE, 0, push);
+        }
+        dev.cmd_dispatch(cmd, groups[0], groups[1], groups[2]);
+    }
+    Ok(())
 }

@@ -20,3 +20,10 @@ impl HazardTracker {
     }
     pub fn barrier(&mut self) { self.group.clear(); self.n = 0; }
 }
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HazardKind { ReadAfterWrite, WriteAfterRead, WriteAfterWrite }
+pub fn conflict(earlier: &Access, later: &Access) -> Option<HazardKind> {
+    if earlier.buffer != later.buffer || earlier.class == ResourceClass::ReadOnlyWeight || earlier.len == 0 || later.len == 0 { return None; }
+    if !(earlier.offset < later.offset + later.len && later.offset < earlier.offset + earlier.len) { return None; }
+    match (earlier.kind, later.kind) { (AccessKind::Write, AccessKind::Read) => Some(HazardKind::ReadAfterWrite), (AccessKind::Read, AccessKind::Write) => Some(HazardKind::WriteAfterRead), (AccessKind::Write, AccessKind::Write) => Some(HazardKind::WriteAfterWrite), _ => None }
+}

@@ -29,11 +29,14 @@ pub(crate) enum Retained {
     Buffer(Arc<BufferInner>, bool),
     /// Any other object (query pools, staging buffers held by value).
     Other(#[allow(dead_code)] Arc<dyn Send + Sync>),
+    /// A recorded stream and everything it binds.
+    Replay(Arc<crate::graph::ReplayInner>),
 }
 
 struct Pending {
     value: u64,
-    slot: CommandSlot,
+    /// The recycled command slot (None for a replayed recording, which owns its own).
+    slot: Option<CommandSlot>,
     _retained: Vec<Retained>,
 }
 
@@ -155,9 +158,25 @@ impl QueueState {
 
     /// Submits a finished command buffer; `retained` lives until it completes.
     pub(crate) fn submit(&self, shared: &DeviceShared, slot: CommandSlot, retained: Vec<Retained>) -> Result<u64> {
+        let cmd = slot.cmd;
+        self.submit_inner(shared, cmd, Some(slot), retained)
+    }
+
+    /// Resubmits a recorded command buffer kept alive by `replay`.
+    pub(crate) fn submit_recorded(&self, shared: &DeviceShared, cmd: vk::CommandBuffer, replay: Retained) -> Result<u64> {
+        self.submit_inner(shared, cmd, None, vec![replay])
+    }
+
+    fn submit_inner(
+        &self,
+        shared: &DeviceShared,
+        cmd: vk::CommandBuffer,
+        slot: Option<CommandSlot>,
+        retained: Vec<Retained>,
+    ) -> Result<u64> {
         let mut inner = self.inner.lock().expect("queue poisoned");
         let value = self.submitted.load(Ordering::Relaxed) + 1;
-        let cmd_infos = [vk::CommandBufferSubmitInfo::default().command_buffer(slot.cmd)];
+        let cmd_infos = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];
         let signals = [vk::SemaphoreSubmitInfo::default()
             .semaphore(self.timeline)
             .value(value)
@@ -168,17 +187,24 @@ impl QueueState {
         let result = unsafe { shared.raw.queue_submit2(self.raw, &[submit], vk::Fence::null()) };
         if let Err(e) = result {
             drop(inner);
-            self.release_unsubmitted(&shared.raw, slot);
+            if let Some(slot) = slot {
+                self.release_unsubmitted(&shared.raw, slot);
+            }
             return Err(Error::vk("vkQueueSubmit2", e));
         }
         self.submitted.store(value, Ordering::Release);
+        let note = |b: &BufferInner, wrote: bool| {
+            if wrote {
+                b.last_write.fetch_max(value, Ordering::AcqRel);
+            } else {
+                b.last_read.fetch_max(value, Ordering::AcqRel);
+            }
+        };
         for r in &retained {
-            if let Retained::Buffer(b, wrote) = r {
-                if *wrote {
-                    b.last_write.fetch_max(value, Ordering::AcqRel);
-                } else {
-                    b.last_read.fetch_max(value, Ordering::AcqRel);
-                }
+            match r {
+                Retained::Buffer(b, wrote) => note(b, *wrote),
+                Retained::Replay(rp) => rp.buffers.iter().for_each(|(b, w)| note(b, *w)),
+                Retained::Other(_) => {}
             }
         }
         inner.pending.push_back(Pending { value, slot, _retained: retained });
@@ -217,12 +243,13 @@ impl QueueState {
     fn reclaim_locked(&self, device: &ash::Device, inner: &mut QueueInner, completed: u64) {
         while inner.pending.front().is_some_and(|p| p.value <= completed) {
             let p = inner.pending.pop_front().expect("checked");
+            let Some(slot) = p.slot else { continue };
             // SAFETY: the work that used this pool has completed.
-            if unsafe { device.reset_command_pool(p.slot.pool, vk::CommandPoolResetFlags::empty()) }.is_ok() {
-                inner.free_slots.push(p.slot);
+            if unsafe { device.reset_command_pool(slot.pool, vk::CommandPoolResetFlags::empty()) }.is_ok() {
+                inner.free_slots.push(slot);
             } else {
                 // SAFETY: as above.
-                unsafe { device.destroy_command_pool(p.slot.pool, None) };
+                unsafe { device.destroy_command_pool(slot.pool, None) };
             }
         }
     }
@@ -305,7 +332,9 @@ impl QueueState {
         // SAFETY: the device is idle; nothing uses these objects any more.
         unsafe {
             for p in inner.pending.drain(..) {
-                device.destroy_command_pool(p.slot.pool, None);
+                if let Some(slot) = p.slot {
+                    device.destroy_command_pool(slot.pool, None);
+                }
             }
             for s in inner.free_slots.drain(..) {
                 device.destroy_command_pool(s.pool, None);

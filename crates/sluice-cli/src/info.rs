@@ -26,6 +26,7 @@ pub fn run(device: &Device, json: bool) -> Result<(), String> {
         ("timeline semaphores", info.timeline_semaphores.to_string()),
         ("shader f16", info.shader_f16.to_string()),
         ("VK_EXT_memory_budget", info.memory_budget_ext.to_string()),
+        ("memory priorities", info.memory_priority_ext.to_string()),
         ("max push constants", format!("{} bytes", info.max_push_constant_bytes)),
         ("storage offset alignment", format!("{} bytes", info.storage_offset_alignment)),
         ("compute queue family", info.queue_family.to_string()),

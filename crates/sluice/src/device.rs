@@ -74,6 +74,8 @@ pub struct DeviceInfo {
     pub shader_f16: bool,
     /// VK_EXT_memory_budget present.
     pub memory_budget_ext: bool,
+    /// VK_EXT_memory_priority with VK_EXT_pageable_device_local_memory present (class priorities reach the driver).
+    pub memory_priority_ext: bool,
     /// Largest push-constant block in bytes.
     pub max_push_constant_bytes: u32,
     /// Required alignment of storage-buffer binding offsets.
@@ -86,6 +88,8 @@ pub struct DeviceInfo {
 
 pub(crate) struct Extensions {
     pub push_descriptor: ash::khr::push_descriptor::Device,
+    /// VK_EXT_pageable_device_local_memory, when present (memory priorities).
+    pub pageable: Option<ash::ext::pageable_device_local_memory::Device>,
     pub debug_utils: Option<ash::ext::debug_utils::Instance>,
     pub messenger: vk::DebugUtilsMessengerEXT,
 }
@@ -109,6 +113,7 @@ pub(crate) struct DeviceShared {
     pub validation_log: Box<ValidationLog>,
     pub waiter: Arc<crate::waiter::Waiter>,
     pub deferred_writes: Mutex<Vec<crate::transfer::DeferredWrite>>,
+    pub residency: crate::residency::Residency,
 }
 
 /// A Vulkan device with one compute queue. Clone it freely: clones share everything.
@@ -252,6 +257,7 @@ impl Device {
                     validation_log,
                     waiter: Default::default(),
                     deferred_writes: Mutex::new(Vec::new()),
+                    residency: Default::default(),
                 };
                 Ok(Device { handle: Arc::new(DeviceHandle { shared: Arc::new(shared) }) })
             }
@@ -302,6 +308,8 @@ impl Device {
                 return Err(Error::MissingFeature { device: name, missing: "VK_KHR_push_descriptor".into() });
             }
             let memory_budget_ext = has_extension(&dev_exts, ash::ext::memory_budget::NAME);
+            let pageable_ext = has_extension(&dev_exts, ash::ext::memory_priority::NAME)
+                && has_extension(&dev_exts, ash::ext::pageable_device_local_memory::NAME);
             let mut enabled_exts = vec![ash::khr::push_descriptor::NAME.as_ptr()];
             if memory_budget_ext {
                 enabled_exts.push(ash::ext::memory_budget::NAME.as_ptr());
@@ -311,9 +319,21 @@ impl Device {
             let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
             let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
             let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
+            let mut fprio = vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default();
+            let mut fpage = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default();
             let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f11).push_next(&mut f12).push_next(&mut f13);
+            if pageable_ext {
+                f2 = f2.push_next(&mut fprio).push_next(&mut fpage);
+            }
             instance.get_physical_device_features2(physical, &mut f2);
             let shader_int64 = f2.features.shader_int64;
+            let pageable_ext = pageable_ext && fprio.memory_priority != 0 && fpage.pageable_device_local_memory != 0;
+            if pageable_ext {
+                enabled_exts.push(ash::ext::memory_priority::NAME.as_ptr());
+                enabled_exts.push(ash::ext::pageable_device_local_memory::NAME.as_ptr());
+            }
+            let mut eprio = vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default().memory_priority(true);
+            let mut epage = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default().pageable_device_local_memory(true);
             if f12.timeline_semaphore == 0 || f13.synchronization2 == 0 {
                 return Err(Error::MissingFeature { device: name, missing: "timelineSemaphore and synchronization2".into() });
             }
@@ -351,6 +371,7 @@ impl Device {
                 .push_next(&mut e11)
                 .push_next(&mut e12)
                 .push_next(&mut e13);
+            let device_info = if pageable_ext { device_info.push_next(&mut eprio).push_next(&mut epage) } else { device_info };
             let raw = instance.create_device(physical, &device_info, None).vk("vkCreateDevice")?;
 
             // Properties for DeviceInfo.
@@ -387,6 +408,7 @@ impl Device {
                 timeline_semaphores: true,
                 shader_f16,
                 memory_budget_ext,
+                memory_priority_ext: pageable_ext,
                 max_push_constant_bytes: props.limits.max_push_constants_size,
                 storage_offset_alignment: props.limits.min_storage_buffer_offset_alignment,
                 max_workgroup_count: props.limits.max_compute_work_group_count,
@@ -410,6 +432,7 @@ impl Device {
             };
             let ext = Extensions {
                 push_descriptor: ash::khr::push_descriptor::Device::new(instance, &raw),
+                pageable: pageable_ext.then(|| ash::ext::pageable_device_local_memory::Device::new(instance, &raw)),
                 debug_utils: messenger.0,
                 messenger: messenger.1,
             };

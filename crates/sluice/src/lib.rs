@@ -18,6 +18,7 @@ pub mod memory;
 pub mod options;
 pub mod profile;
 pub mod queue;
+pub mod residency;
 pub mod schedule;
 pub mod testing;
 pub mod transfer;

@@ -60,6 +60,8 @@ impl Drop for BufferInner {
         // buffer (queued work holds a reference until its ticket completes).
         unsafe { self.device.raw.destroy_buffer(self.raw, None) };
         if let Some(a) = self.allocation.get_mut().ok().and_then(|a| a.take()) {
+            // SAFETY: reading the handle only.
+            self.device.residency.forget(unsafe { a.memory() });
             if let Ok(mut alloc) = self.device.allocator.lock() {
                 let _ = alloc.free(a);
             }
@@ -152,12 +154,19 @@ fn create_buffer_at(
         let raw = unsafe { raw_dev.create_buffer(&info, None) }.vk("vkCreateBuffer")?;
         // SAFETY: raw is a live buffer of this device.
         let requirements = unsafe { raw_dev.get_buffer_memory_requirements(raw) };
+        // With driver-visible priorities, prioritised classes get their own memory object
+        // so a priority applies to them alone.
+        let dedicated = shared.ext.pageable.is_some() && name != STAGING_NAME;
         let allocated = shared.allocator.lock().expect("allocator poisoned").allocate(&AllocationCreateDesc {
             name,
             requirements,
             location,
             linear: true,
-            allocation_scheme: AllocationScheme::GpuAllocatorManaged,
+            allocation_scheme: if dedicated {
+                AllocationScheme::DedicatedBuffer(raw)
+            } else {
+                AllocationScheme::GpuAllocatorManaged
+            },
         });
         let allocation = match allocated {
             Ok(a) => a,
@@ -188,6 +197,10 @@ fn create_buffer_at(
         // Staging buffers are always mapped; others only unless staging is forced.
         let zero_copy = name == STAGING_NAME || !shared.options.force_staging;
         let mapped = allocation.mapped_ptr().filter(|_| zero_copy).map(|p| MappedPtr(p.cast()));
+        if name != STAGING_NAME {
+            // SAFETY: reading the handle only.
+            shared.residency.stage(unsafe { allocation.memory() }, crate::residency::class_priority(class));
+        }
         Ok(Buffer {
             inner: Arc::new(BufferInner {
                 device: shared.clone(),

@@ -174,6 +174,7 @@ impl QueueState {
         slot: Option<CommandSlot>,
         retained: Vec<Retained>,
     ) -> Result<u64> {
+        shared.residency.apply_at_submit(shared);
         let mut inner = self.inner.lock().expect("queue poisoned");
         let value = self.submitted.load(Ordering::Relaxed) + 1;
         let cmd_infos = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];

@@ -23,6 +23,8 @@ pub struct Counters {
     pub bytes_uploaded: u64,
     /// Bytes read back from GPU buffers to the host.
     pub bytes_downloaded: u64,
+    /// Timestamp queries written (zero unless profiling).
+    pub timestamp_queries: u64,
 }
 
 impl Counters {
@@ -38,6 +40,7 @@ impl Counters {
             host_waits: self.host_waits - earlier.host_waits,
             bytes_uploaded: self.bytes_uploaded - earlier.bytes_uploaded,
             bytes_downloaded: self.bytes_downloaded - earlier.bytes_downloaded,
+            timestamp_queries: self.timestamp_queries - earlier.timestamp_queries,
         }
     }
 }
@@ -54,6 +57,7 @@ pub(crate) struct AtomicCounters {
     pub host_waits: AtomicU64,
     pub bytes_uploaded: AtomicU64,
     pub bytes_downloaded: AtomicU64,
+    pub timestamp_queries: AtomicU64,
 }
 
 impl AtomicCounters {
@@ -68,6 +72,7 @@ impl AtomicCounters {
             host_waits: self.host_waits.load(Relaxed),
             bytes_uploaded: self.bytes_uploaded.load(Relaxed),
             bytes_downloaded: self.bytes_downloaded.load(Relaxed),
+            timestamp_queries: self.timestamp_queries.load(Relaxed),
         }
     }
 
@@ -78,5 +83,6 @@ impl AtomicCounters {
         self.barriers.fetch_add(c.barriers, Relaxed);
         self.barriers_elided.fetch_add(c.barriers_elided, Relaxed);
         self.command_buffers.fetch_add(c.command_buffers, Relaxed);
+        self.timestamp_queries.fetch_add(c.timestamp_queries, Relaxed);
     }
 }

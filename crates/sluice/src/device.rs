@@ -91,6 +91,8 @@ pub(crate) struct Extensions {
     /// VK_EXT_pageable_device_local_memory, when present (memory priorities).
     pub pageable: Option<ash::ext::pageable_device_local_memory::Device>,
     pub debug_utils: Option<ash::ext::debug_utils::Instance>,
+    /// Device-level debug-utils functions (command-buffer labels), when the extension is on.
+    pub labels: Option<ash::ext::debug_utils::Device>,
     pub messenger: vk::DebugUtilsMessengerEXT,
 }
 
@@ -433,6 +435,7 @@ impl Device {
             let ext = Extensions {
                 push_descriptor: ash::khr::push_descriptor::Device::new(instance, &raw),
                 pageable: pageable_ext.then(|| ash::ext::pageable_device_local_memory::Device::new(instance, &raw)),
+                labels: messenger.0.as_ref().map(|_| ash::ext::debug_utils::Device::new(instance, &raw)),
                 debug_utils: messenger.0,
                 messenger: messenger.1,
             };

@@ -355,6 +355,7 @@ impl Encoder {
             }
             self.device.raw.cmd_write_timestamp2(cmd, vk::PipelineStageFlags2::ALL_COMMANDS, pool, index);
         }
+        self.counters.timestamp_queries += 1;
         self.retained.push(Retained::Other(queries.inner.clone()));
         Ok(())
     }

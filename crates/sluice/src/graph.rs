@@ -185,6 +185,14 @@ impl Graph {
 
     /// Records the scheduled stream into a command buffer, once.
     pub fn record(&self) -> Result<Replay> {
+        self.record_with(false)
+    }
+
+    /// Like [`Graph::record`]; with `profile`, a timestamp is written before and after
+    /// every dispatch (read them with [`Replay::timings`] after a submit completes).
+    /// Timestamps order the work they bracket, so a profiled stream runs its concurrent
+    /// groups less concurrently than an unprofiled one.
+    pub fn record_with(&self, profile: bool) -> Result<Replay> {
         let d = &self.device;
         // SAFETY: valid device; the pool and buffer are owned by the Replay and destroyed
         // when its last user (the Replay or a pending submit) goes.
@@ -204,7 +212,21 @@ impl Graph {
             };
             (pool, cmd)
         };
-        let mut inner = ReplayInner { device: d.clone(), pool, cmd, buffers: Vec::new(), pipelines: Vec::new(), counters: Counters::default() };
+        let mut inner = ReplayInner {
+            device: d.clone(),
+            pool,
+            cmd,
+            buffers: Vec::new(),
+            pipelines: Vec::new(),
+            counters: Counters::default(),
+            profile: None,
+        };
+        let queries = if profile && !self.nodes.is_empty() {
+            let q = crate::profile::TimestampQueries::for_device(d, 2 * self.nodes.len() as u32)?;
+            Some(q)
+        } else {
+            None
+        };
         // SAFETY: `cmd` is in the initial state; SIMULTANEOUS_USE lets a submit be queued
         // while the previous one still runs (consecutive tokens).
         unsafe {
@@ -213,6 +235,11 @@ impl Graph {
                 .vk("vkBeginCommandBuffer")?;
         }
         let mut bound = vk::Pipeline::null();
+        let mut spans = Vec::new();
+        if let Some(q) = &queries {
+            // SAFETY: recording; the pool is owned by the replay.
+            unsafe { d.raw.cmd_reset_query_pool(cmd, q.inner.pool, 0, q.inner.count) };
+        }
         for (g, group) in self.schedule.groups.iter().enumerate() {
             if g > 0 {
                 crate::encoder::record_global_barrier(&d.raw, cmd);
@@ -220,7 +247,28 @@ impl Graph {
             }
             for &i in group {
                 let n = &self.nodes[i];
+                if let Some(labels) = &d.ext.labels {
+                    let name = std::ffi::CString::new(n.label.as_bytes()).unwrap_or_default();
+                    // SAFETY: recording; the label struct lives across the call.
+                    unsafe { labels.cmd_begin_debug_utils_label(cmd, &vk::DebugUtilsLabelEXT::default().label_name(&name)) };
+                }
+                if let Some(q) = &queries {
+                    let at = 2 * spans.len() as u32;
+                    // SAFETY: recording; index within the pool.
+                    unsafe { d.raw.cmd_write_timestamp2(cmd, vk::PipelineStageFlags2::TOP_OF_PIPE, q.inner.pool, at) };
+                }
                 crate::encoder::record_dispatch(d, cmd, &mut bound, &n.pipeline, n.groups, &n.bindings, &n.push)?;
+                if let Some(q) = &queries {
+                    let at = 2 * spans.len() as u32 + 1;
+                    // SAFETY: recording; index within the pool.
+                    unsafe { d.raw.cmd_write_timestamp2(cmd, vk::PipelineStageFlags2::COMPUTE_SHADER, q.inner.pool, at) };
+                    inner.counters.timestamp_queries += 2;
+                    spans.push((i, g));
+                }
+                if let Some(labels) = &d.ext.labels {
+                    // SAFETY: recording; closes the label opened above.
+                    unsafe { labels.cmd_end_debug_utils_label(cmd) };
+                }
                 inner.counters.dispatches += 1;
                 for (b, _, _) in &n.bindings {
                     let wrote = n.accesses.iter().any(|a| a.buffer == b.id() && a.kind == AccessKind::Write);
@@ -242,6 +290,13 @@ impl Graph {
         // SAFETY: recording.
         unsafe { d.raw.end_command_buffer(cmd) }.vk("vkEndCommandBuffer")?;
         inner.counters.command_buffers = 1;
+        inner.profile = queries.map(|q| ReplayProfile {
+            queries: q,
+            spans: spans
+                .into_iter()
+                .map(|(i, g)| (self.nodes[i].label.clone(), self.nodes[i].pipeline.desc.name, i, g))
+                .collect(),
+        });
         Ok(Replay { inner: Arc::new(inner) })
     }
 }
@@ -254,6 +309,13 @@ pub(crate) struct ReplayInner {
     pub buffers: Vec<(Arc<BufferInner>, bool)>,
     pipelines: Vec<Arc<Pipeline>>,
     counters: Counters,
+    profile: Option<ReplayProfile>,
+}
+
+struct ReplayProfile {
+    queries: crate::profile::TimestampQueries,
+    /// (label, kernel, captured index, group) per dispatch in execution order.
+    spans: Vec<(Arc<str>, &'static str, usize, usize)>,
 }
 
 impl Drop for ReplayInner {
@@ -280,6 +342,25 @@ impl Replay {
         d.counters.add_recorded(&c);
         let value = d.queue.submit_recorded(d, self.inner.cmd, Retained::Replay(self.inner.clone()))?;
         Ok(Ticket { device: d.clone(), value })
+    }
+
+    /// GPU timings of every dispatch of the last completed submit of a profiled replay
+    /// (`Graph::record_with(true)`), in execution order. Wait for the ticket first.
+    pub fn timings(&self) -> Result<Vec<crate::profile::DispatchTiming>> {
+        let p = self.inner.profile.as_ref().ok_or_else(|| Error::InvalidUse("this replay was recorded without profiling".into()))?;
+        let ns = p.queries.read_ns()?;
+        Ok(p.spans
+            .iter()
+            .enumerate()
+            .map(|(k, (label, kernel, index, group))| crate::profile::DispatchTiming {
+                label: label.to_string(),
+                kernel: kernel.to_string(),
+                node: *index,
+                group: *group,
+                begin_ns: ns[2 * k],
+                end_ns: ns[2 * k + 1],
+            })
+            .collect())
     }
 
     /// What one submit of this stream contains.

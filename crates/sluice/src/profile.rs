@@ -28,10 +28,14 @@ impl Drop for QueryPoolInner {
 impl TimestampQueries {
     /// A pool of `count` timestamps. Fails if the queue cannot write timestamps.
     pub fn new(device: &Device, count: u32) -> Result<TimestampQueries> {
-        if !device.info().timestamps {
-            return Err(Error::MissingFeature { device: device.info().name.clone(), missing: "timestamps on the compute queue".into() });
+        Self::for_device(&device.handle.shared, count)
+    }
+
+    pub(crate) fn for_device(shared: &Arc<DeviceShared>, count: u32) -> Result<TimestampQueries> {
+        if !shared.info.timestamps {
+            return Err(Error::MissingFeature { device: shared.info.name.clone(), missing: "timestamps on the compute queue".into() });
         }
-        let shared = device.handle.shared.clone();
+        let shared = shared.clone();
         // SAFETY: valid device and create info.
         let pool = unsafe {
             shared.raw.create_query_pool(
@@ -58,4 +62,203 @@ impl TimestampQueries {
         let period = d.info.timestamp_period_ns as f64;
         Ok(ticks.iter().map(|t| (t & mask) as f64 * period).collect())
     }
+}
+
+/// GPU time of one dispatch of a profiled replay.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DispatchTiming {
+    /// Label given when captured ("op L<layer>" by convention), or the kernel name.
+    pub label: String,
+    /// Kernel name.
+    pub kernel: String,
+    /// Index of the node in the captured graph.
+    pub node: usize,
+    /// Concurrent group (a barrier separates consecutive groups).
+    pub group: usize,
+    /// GPU begin, ns on the device clock.
+    pub begin_ns: f64,
+    /// GPU end, ns on the device clock.
+    pub end_ns: f64,
+}
+
+impl DispatchTiming {
+    /// The op kind: the label up to its first space ("attn.q L3" -> "attn.q").
+    pub fn op(&self) -> &str {
+        self.label.split(' ').next().unwrap_or(&self.label)
+    }
+    /// GPU time in µs.
+    pub fn us(&self) -> f64 {
+        (self.end_ns - self.begin_ns).max(0.0) / 1e3
+    }
+}
+
+/// A host-side span (record, submit, wait), ns since the profile's start.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CpuSpan {
+    /// What the host did.
+    pub name: String,
+    /// Start, ns since the profile's start.
+    pub begin_ns: f64,
+    /// Duration in ns.
+    pub dur_ns: f64,
+}
+
+/// Per-op-kind totals of one token.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct OpStat {
+    /// Op kind.
+    pub op: String,
+    /// Dispatches per token.
+    pub count: usize,
+    /// GPU µs per token (sum of its dispatches).
+    pub gpu_us: f64,
+    /// Share of the summed dispatch time.
+    pub share: f64,
+    /// Bytes the op reads and writes per token, when known.
+    pub bytes: Option<u64>,
+    /// Achieved GB/s (bytes / GPU time), when bytes are known.
+    pub gb_s: Option<f64>,
+}
+
+/// Sums dispatch times per op kind (largest first); `bytes(node)` gives the bytes a
+/// dispatch moves when known.
+pub fn op_table(timings: &[DispatchTiming], bytes: impl Fn(usize) -> Option<u64>) -> Vec<OpStat> {
+    let total: f64 = timings.iter().map(|t| t.us()).sum();
+    let mut ops: Vec<OpStat> = Vec::new();
+    for t in timings {
+        let b = bytes(t.node);
+        match ops.iter_mut().find(|o| o.op == t.op()) {
+            Some(o) => {
+                o.count += 1;
+                o.gpu_us += t.us();
+                o.bytes = o.bytes.zip(b).map(|(x, y)| x + y);
+            }
+            None => ops.push(OpStat { op: t.op().to_string(), count: 1, gpu_us: t.us(), share: 0.0, bytes: b, gb_s: None }),
+        }
+    }
+    for o in &mut ops {
+        o.share = if total > 0.0 { o.gpu_us / total } else { 0.0 };
+        o.gb_s = o.bytes.filter(|_| o.gpu_us > 0.0).map(|b| b as f64 / (o.gpu_us * 1e3));
+    }
+    ops.sort_by(|a, b| b.gpu_us.total_cmp(&a.gpu_us));
+    ops
+}
+
+/// GPU time between dispatches of one token: the token's span minus the union of
+/// dispatch spans (ns).
+pub fn idle_ns(timings: &[DispatchTiming]) -> f64 {
+    let mut spans: Vec<(f64, f64)> = timings.iter().map(|t| (t.begin_ns, t.end_ns)).collect();
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (Some(first), Some(last)) = (spans.first(), spans.iter().map(|s| s.1).reduce(f64::max)) else { return 0.0 };
+    let mut busy = 0.0;
+    let (mut cur_s, mut cur_e) = *first;
+    for &(s, e) in &spans[1..] {
+        if s > cur_e {
+            busy += cur_e - cur_s;
+            cur_s = s;
+            cur_e = e;
+        } else {
+            cur_e = cur_e.max(e);
+        }
+    }
+    busy += cur_e - cur_s;
+    (last - first.0 - busy).max(0.0)
+}
+
+/// Chrome trace-event JSON (opens in Perfetto): one GPU span per dispatch of the given
+/// token (thread "GPU", times relative to its first dispatch) and the host spans
+/// (thread "CPU").
+pub fn chrome_trace(timings: &[DispatchTiming], cpu: &[CpuSpan]) -> serde_json::Value {
+    let t0 = timings.iter().map(|t| t.begin_ns).fold(f64::INFINITY, f64::min);
+    let mut events = vec![
+        serde_json::json!({"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "sluice"}}),
+        serde_json::json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "GPU (one token)"}}),
+        serde_json::json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "CPU"}}),
+    ];
+    for t in timings {
+        events.push(serde_json::json!({
+            "name": t.label, "cat": t.op(), "ph": "X", "pid": 1, "tid": 1,
+            "ts": (t.begin_ns - t0) / 1e3, "dur": t.us(),
+            "args": {"kernel": t.kernel, "group": t.group, "node": t.node}
+        }));
+    }
+    for c in cpu {
+        events.push(serde_json::json!({
+            "name": c.name, "cat": "cpu", "ph": "X", "pid": 1, "tid": 2, "ts": c.begin_ns / 1e3, "dur": c.dur_ns / 1e3
+        }));
+    }
+    serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ns" })
+}
+
+/// An SVG picture: one token's GPU timeline (a lane per op kind, barriers as red lines)
+/// above a bar chart of GPU µs per op kind.
+pub fn timeline_svg(title: &str, timings: &[DispatchTiming], ops: &[OpStat]) -> String {
+    const W: f64 = 1200.0;
+    const LEFT: f64 = 150.0;
+    const LANE: f64 = 16.0;
+    let palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
+    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let t0 = timings.iter().map(|t| t.begin_ns).fold(f64::INFINITY, f64::min);
+    let t1 = timings.iter().map(|t| t.end_ns).fold(0.0, f64::max);
+    let span = (t1 - t0).max(1.0);
+    let x = |ns: f64| LEFT + (ns - t0) / span * (W - LEFT - 20.0);
+    let lane_of = |op: &str| ops.iter().position(|o| o.op == op).unwrap_or(0);
+    let timeline_h = 40.0 + LANE * ops.len() as f64;
+    let bars_top = timeline_h + 50.0;
+    let height = bars_top + 22.0 * ops.len() as f64 + 30.0;
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"18\" font-size=\"14\">{} — one token, {:.1} µs GPU, {} dispatches</text>\n",
+        esc(title),
+        span / 1e3,
+        timings.len()
+    );
+    for (i, o) in ops.iter().enumerate() {
+        let y = 30.0 + LANE * i as f64;
+        s += &format!("<text x=\"10\" y=\"{}\">{}</text>\n", y + 11.0, esc(&o.op));
+    }
+    // Barriers: where a new concurrent group starts.
+    let mut seen = std::collections::BTreeMap::new();
+    for t in timings {
+        let e = seen.entry(t.group).or_insert(t.begin_ns);
+        *e = f64::min(*e, t.begin_ns);
+    }
+    for (g, b) in &seen {
+        if *g > 0 {
+            let bx = x(*b);
+            s += &format!("<line x1=\"{bx:.1}\" x2=\"{bx:.1}\" y1=\"28\" y2=\"{}\" stroke=\"#d00\" stroke-width=\"0.4\" opacity=\"0.6\"/>\n", timeline_h);
+        }
+    }
+    for t in timings {
+        let lane = lane_of(t.op());
+        let (x0, x1) = (x(t.begin_ns), x(t.end_ns));
+        s += &format!(
+            "<rect x=\"{x0:.2}\" y=\"{}\" width=\"{:.2}\" height=\"{}\" fill=\"{}\"><title>{} ({}) {:.2} µs</title></rect>\n",
+            30.0 + LANE * lane as f64 + 2.0,
+            (x1 - x0).max(0.5),
+            LANE - 4.0,
+            palette[lane % palette.len()],
+            esc(&t.label),
+            t.kernel,
+            t.us()
+        );
+    }
+    s += &format!("<text x=\"10\" y=\"{}\" font-size=\"13\">GPU µs per token by op kind (red lines above: barriers)</text>\n", bars_top - 12.0);
+    let max = ops.iter().map(|o| o.gpu_us).fold(0.0, f64::max).max(1e-9);
+    for (i, o) in ops.iter().enumerate() {
+        let y = bars_top + 22.0 * i as f64;
+        let w = o.gpu_us / max * (W - LEFT - 260.0);
+        s += &format!(
+            "<text x=\"10\" y=\"{}\">{}</text><rect x=\"{LEFT}\" y=\"{y}\" width=\"{w:.1}\" height=\"16\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{}\">{:.1} µs ({:.0}%, {}×){}</text>\n",
+            y + 12.0,
+            esc(&o.op),
+            palette[i % palette.len()],
+            LEFT + w + 6.0,
+            y + 12.0,
+            o.gpu_us,
+            o.share * 100.0,
+            o.count,
+            o.gb_s.map(|g| format!(", {g:.0} GB/s")).unwrap_or_default()
+        );
+    }
+    s + "</svg>\n"
 }

@@ -1,0 +1,77 @@
+//! Profiling of a replayed stream: one GPU span per dispatch, ordered by the barriers,
+//! counters consistent, and zero queries when profiling is off.
+
+use sluice::graph::GraphOptions;
+use sluice::profile::{chrome_trace, idle_ns, op_table, timeline_svg};
+use sluice::testing::{test_device, ValidationGuard};
+use sluice::ResourceClass;
+use sluice_kernels::{AffinePush, AFFINE_U32};
+
+fn capture(d: &sluice::Device) -> sluice::graph::Graph {
+    let k = d.pipeline(&AFFINE_U32).unwrap();
+    let bufs: Vec<_> = (0..4).map(|i| d.create_buffer(&format!("b{i}"), 1024, ResourceClass::Generic).unwrap()).collect();
+    let mut cap = d.capture();
+    for step in 0..6u32 {
+        for chain in 0..2usize {
+            let (a, b) = if step % 2 == 0 { (2 * chain, 2 * chain + 1) } else { (2 * chain + 1, 2 * chain) };
+            cap.set_label(&format!("{} L{step}", if chain == 0 { "left" } else { "right" }));
+            cap.dispatch(&k, [4, 1, 1], &[bufs[a].slice(..), bufs[b].slice(..)], &AffinePush { mul: 3, add: step, n: 256 })
+                .unwrap();
+        }
+    }
+    let mut g = cap.finish_capture().unwrap();
+    g.optimize(GraphOptions::default());
+    g
+}
+
+#[test]
+fn profiled_replay_has_one_ordered_span_per_dispatch() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let graph = capture(&d);
+    let replay = graph.record_with(true).unwrap();
+    assert_eq!(replay.counters().timestamp_queries, 2 * replay.counters().dispatches);
+    let before = d.counters();
+    replay.submit().unwrap().wait().unwrap();
+    let delta = d.counters().since(&before);
+    assert_eq!(delta.dispatches, 12);
+    assert_eq!(delta.timestamp_queries, 24);
+    assert_eq!(delta.barriers, replay.counters().barriers);
+    let t = replay.timings().unwrap();
+    assert_eq!(t.len(), 12, "one span per dispatch");
+    for s in &t {
+        assert!(s.end_ns >= s.begin_ns, "{s:?}");
+    }
+    // A barrier separates groups: every dispatch of group g+1 starts after group g ended.
+    for a in &t {
+        for b in &t {
+            if b.group > a.group {
+                assert!(b.begin_ns >= a.end_ns, "{b:?} began before {a:?} ended");
+            }
+        }
+    }
+    let ops = op_table(&t, |_| Some(2048));
+    assert_eq!(ops.len(), 2);
+    assert_eq!(ops.iter().map(|o| o.count).sum::<usize>(), 12);
+    assert!((ops.iter().map(|o| o.share).sum::<f64>() - 1.0).abs() < 1e-9);
+    assert!(idle_ns(&t) >= 0.0);
+    let trace = chrome_trace(&t, &[]);
+    let text = serde_json::to_string(&trace).unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let gpu = parsed["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X" && e["tid"] == 1).count();
+    assert_eq!(gpu, 12);
+    let svg = timeline_svg("test", &t, &ops);
+    assert!(svg.starts_with("<svg") && svg.matches("<rect").count() >= 12);
+}
+
+#[test]
+fn profiling_off_records_no_queries() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let replay = capture(&d).record().unwrap();
+    assert_eq!(replay.counters().timestamp_queries, 0);
+    let before = d.counters();
+    replay.submit().unwrap().wait().unwrap();
+    assert_eq!(d.counters().since(&before).timestamp_queries, 0);
+    assert!(replay.timings().is_err());
+}

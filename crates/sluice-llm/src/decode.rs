@@ -1,0 +1,113 @@
+//! Decode loop in two modes: `Direct` records every step anew; `Replay` captures the step
+//! once, schedules it (reorder, barrier placement), records it into a command buffer and
+//! resubmits it. In replay the chosen token and the position advance on the GPU, so
+//! greedy decoding queues many steps without a host round trip.
+
+use std::time::Instant;
+
+use serde::Serialize;
+use sluice::graph::{Graph, GraphOptions, Replay};
+
+use crate::error::LlmError;
+use crate::gpu::GpuModel;
+
+/// How steps reach the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Mode {
+    /// Record and submit each step.
+    Direct,
+    /// Record once, resubmit (default).
+    Replay,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "direct" => Ok(Mode::Direct),
+            "replay" => Ok(Mode::Replay),
+            other => Err(format!("unknown mode {other:?}: use direct or replay")),
+        }
+    }
+}
+
+/// Shape of the recorded step.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct StepStats {
+    /// Dispatches per step.
+    pub dispatches: u64,
+    /// Barriers per step (including the submit boundary).
+    pub barriers: u64,
+}
+
+/// Runs decode steps of a [`GpuModel`] in a [`Mode`].
+pub struct Decoder<'m> {
+    model: &'m GpuModel,
+    mode: Mode,
+    replay: Option<Replay>,
+    /// CPU µs spent capturing, scheduling and recording the replayed step (once).
+    pub record_us: f64,
+}
+
+impl<'m> Decoder<'m> {
+    /// Prepares decoding; in replay mode captures, schedules and records the step.
+    pub fn new(model: &'m GpuModel, mode: Mode, graph: GraphOptions) -> Result<Decoder<'m>, LlmError> {
+        let t = Instant::now();
+        let replay = match mode {
+            Mode::Direct => None,
+            Mode::Replay => Some(Self::graph(model, graph)?.record()?),
+        };
+        Ok(Decoder { model, mode, replay, record_us: t.elapsed().as_secs_f64() * 1e6 })
+    }
+
+    /// The captured step as a scheduled graph (for dumps and profiles).
+    pub fn graph(model: &GpuModel, options: GraphOptions) -> Result<Graph, LlmError> {
+        let mut cap = model.device().capture();
+        model.encode_step(&mut cap)?;
+        let mut graph = cap.finish_capture()?;
+        graph.optimize(options);
+        Ok(graph)
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The model.
+    pub fn model(&self) -> &GpuModel {
+        self.model
+    }
+
+    /// Submits one step for the token and position already in the params buffer.
+    pub fn submit_step(&self) -> Result<sluice::Ticket, LlmError> {
+        Ok(match &self.replay {
+            Some(r) => r.submit()?,
+            None => {
+                let mut enc = self.model.device().encoder()?;
+                self.model.encode_step(&mut enc)?;
+                enc.submit()?
+            }
+        })
+    }
+
+    /// Runs `token` at `pos` and returns the greedy next token (waits).
+    pub fn step(&self, token: u32, pos: usize) -> Result<u32, LlmError> {
+        self.model.set_params(token, pos)?;
+        self.submit_step()?;
+        self.model.next_token()
+    }
+
+    /// Greedy: feeds `token` at `pos` and lets the GPU continue for `n` steps in total,
+    /// queueing all of them before reading the `n` chosen tokens back.
+    pub fn run_greedy(&self, token: u32, pos: usize, n: usize) -> Result<Vec<u32>, LlmError> {
+        if pos + n >= self.model.context() {
+            return Err(LlmError::ContextFull { context: self.model.context() });
+        }
+        self.model.set_params(token, pos)?;
+        for _ in 0..n {
+            self.submit_step()?;
+        }
+        self.model.gpu_tokens(pos + 1, pos + 1 + n)
+    }
+}

@@ -1,0 +1,514 @@
+//! The model on the GPU: weights in `ReadOnlyWeight` buffers, the KV cache in
+//! `AppendOnlyKv` buffers, per-token intermediates in `TokenScratch`, logits and the next
+//! token in `PersistentOutput`, and the per-token values (token id, position) in a small
+//! params buffer the kernels read — so a recorded step can be replayed unchanged.
+//!
+//! [`GpuModel::encode_step`] records one decode step through the encoder using only
+//! declared accesses; the runtime's hazard tracker places every barrier.
+
+use std::sync::Arc;
+
+use sluice::{Buffer, Device, Encoder, Pipeline, ResourceClass};
+use sluice_kernels as k;
+use sluice_kernels::WeightDtype;
+
+use crate::config::{Arch, ModelConfig};
+use crate::error::LlmError;
+
+/// Tensor data handed to the uploader: raw little-endian bytes of a dtype, or f32 values.
+pub enum TensorData<'a> {
+    /// Bytes as stored in a file, `[rows, cols]` row-major, unpadded.
+    Raw {
+        /// Element type of the bytes.
+        dtype: WeightDtype,
+        /// The bytes.
+        bytes: &'a [u8],
+    },
+    /// f32 values, `[rows, cols]` row-major.
+    F32(Vec<f32>),
+}
+
+/// How the GPU model is built.
+#[derive(Clone, Debug)]
+pub struct GpuOptions {
+    /// KV-cache capacity in tokens (prompt + generated). Default 4352 (4096 + 256).
+    pub context: usize,
+    /// Weight dtype on the GPU; default: as stored (synthetic models: f16).
+    pub weight_dtype: WeightDtype,
+    /// Fuse gate/up projections with SiLU·mul into one kernel. Default true.
+    pub fuse_gate_up: bool,
+    /// Positions per attention workgroup (<= 256). Default 256.
+    pub attention_chunk: u32,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions { context: 4352, weight_dtype: WeightDtype::F16, fuse_gate_up: true, attention_chunk: 256 }
+    }
+}
+
+struct Kernels {
+    embed: Arc<Pipeline>,
+    matvec: Arc<Pipeline>,
+    matvec_silu: Arc<Pipeline>,
+    rmsnorm: Arc<Pipeline>,
+    qk_rope: Arc<Pipeline>,
+    attn_split: Arc<Pipeline>,
+    attn_combine: Arc<Pipeline>,
+    argmax: Arc<Pipeline>,
+    silu_mul: Arc<Pipeline>,
+    advance: Arc<Pipeline>,
+}
+
+/// A weight matrix on the GPU with its shape.
+pub struct Matrix {
+    /// The buffer (padded rows, see `sluice_kernels::pack_weights`).
+    pub buffer: Buffer,
+    /// Output rows.
+    pub rows: u32,
+    /// Input columns.
+    pub cols: u32,
+}
+
+impl Matrix {
+    fn stride8(&self) -> u32 {
+        self.cols.div_ceil(8)
+    }
+}
+
+struct Layer {
+    attn_norm: Buffer,
+    q: Matrix,
+    k: Matrix,
+    v: Matrix,
+    o: Matrix,
+    q_norm: Option<Buffer>,
+    k_norm: Option<Buffer>,
+    mlp_norm: Buffer,
+    gate: Matrix,
+    up: Matrix,
+    down: Matrix,
+    k_cache: Buffer,
+    v_cache: Buffer,
+}
+
+struct Scratch {
+    x: Buffer,
+    xn: Buffer,
+    q: Buffer,
+    k: Buffer,
+    v: Buffer,
+    attn: Buffer,
+    partial: Buffer,
+    h: Buffer,
+    g: Buffer,
+    u: Buffer,
+    /// Stand-in for the q/k norm weights of models without them (Llama).
+    ones: Buffer,
+}
+
+/// A model resident on the GPU, ready to decode.
+pub struct GpuModel {
+    device: Device,
+    config: ModelConfig,
+    options: GpuOptions,
+    kernels: Kernels,
+    embed: Matrix,
+    layers: Vec<Layer>,
+    final_norm: Buffer,
+    lm_head: Option<Matrix>,
+    scratch: Scratch,
+    /// `[token, pos, seq_len, 0]` as u32, read by the kernels.
+    params: Buffer,
+    /// Logits of the last step, f32 `[vocab]`.
+    logits: Buffer,
+    /// `(index: u32, value: f32)` of the last step's argmax.
+    result: Buffer,
+    /// Token ring: `tokens[pos]` is the token at position `pos` chosen on the GPU.
+    tokens: Buffer,
+    splits: u32,
+}
+
+fn f32_bytes(v: &[f32]) -> &[u8] {
+    // SAFETY: f32 has no padding and any byte is initialised; the slice borrows `v`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+impl GpuModel {
+    /// Uploads a model. `tensor(name, rows, cols)` returns each HF-named tensor; `progress`
+    /// is called with (bytes uploaded, total bytes).
+    pub fn load<'a>(
+        device: &Device,
+        config: &ModelConfig,
+        options: GpuOptions,
+        mut tensor: impl FnMut(&str) -> Result<TensorData<'a>, LlmError>,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<GpuModel, LlmError> {
+        let c = config;
+        if c.head_dim % 2 != 0 || c.head_dim > 256 {
+            return Err(LlmError::Unsupported(format!("head_dim {} (must be even and <= 256)", c.head_dim)));
+        }
+        if options.attention_chunk == 0 || options.attention_chunk > 256 {
+            return Err(LlmError::Unsupported(format!("attention chunk {} (1..=256)", options.attention_chunk)));
+        }
+        let dt = options.weight_dtype;
+        let total = crate::gpu::weight_bytes(c, dt);
+        check_fits(device, c, &options, total)?;
+        let kernels = Kernels {
+            embed: device.pipeline(k::embed(dt))?,
+            matvec: device.pipeline(k::matvec(dt))?,
+            matvec_silu: device.pipeline(k::matvec_silu(dt))?,
+            rmsnorm: device.pipeline(&k::RMSNORM)?,
+            qk_rope: device.pipeline(&k::QK_NORM_ROPE)?,
+            attn_split: device.pipeline(&k::ATTENTION_SPLIT)?,
+            attn_combine: device.pipeline(&k::ATTENTION_COMBINE)?,
+            argmax: device.pipeline(&k::ARGMAX)?,
+            silu_mul: device.pipeline(&k::SILU_MUL)?,
+            advance: device.pipeline(&k::ADVANCE_PARAMS)?,
+        };
+        let mut done = 0u64;
+        let mut matrix = |name: &str, rows: usize, cols: usize| -> Result<Matrix, LlmError> {
+            let data = tensor(name)?;
+            let packed: Vec<u8> = match data {
+                TensorData::Raw { dtype, bytes } if dtype == dt && cols % 8 == 0 => bytes.to_vec(),
+                TensorData::Raw { dtype, bytes } => {
+                    k::pack_weights(dt, rows, cols, &k::unpack_to_f32(dtype, bytes))
+                }
+                TensorData::F32(v) => k::pack_weights(dt, rows, cols, &v),
+            };
+            let want = rows * cols.div_ceil(8) * 8 * dt.bytes();
+            if packed.len() != want {
+                return Err(LlmError::Shape {
+                    tensor: name.to_string(),
+                    expected: vec![rows, cols],
+                    found: format!("{} bytes of {:?} (want {want})", packed.len(), dt),
+                });
+            }
+            let buffer = device.create_buffer(name, packed.len() as u64, ResourceClass::ReadOnlyWeight)?;
+            buffer.write_bytes(0, &packed)?;
+            done += packed.len() as u64;
+            progress(done, total);
+            Ok(Matrix { buffer, rows: rows as u32, cols: cols as u32 })
+        };
+        let (h, hd, nh, nkv, inter) = (c.hidden, c.head_dim, c.heads, c.kv_heads, c.intermediate);
+        let embed = matrix("model.embed_tokens.weight", c.vocab, h)?;
+        let mut vector_names = Vec::new();
+        let mut layers_m = Vec::new();
+        for i in 0..c.layers {
+            let p = format!("model.layers.{i}.");
+            let q = matrix(&format!("{p}self_attn.q_proj.weight"), nh * hd, h)?;
+            let kk = matrix(&format!("{p}self_attn.k_proj.weight"), nkv * hd, h)?;
+            let v = matrix(&format!("{p}self_attn.v_proj.weight"), nkv * hd, h)?;
+            let o = matrix(&format!("{p}self_attn.o_proj.weight"), h, nh * hd)?;
+            let gate = matrix(&format!("{p}mlp.gate_proj.weight"), inter, h)?;
+            let up = matrix(&format!("{p}mlp.up_proj.weight"), inter, h)?;
+            let down = matrix(&format!("{p}mlp.down_proj.weight"), h, inter)?;
+            layers_m.push((q, kk, v, o, gate, up, down));
+            vector_names.push(p);
+            // Bound staging memory: let the uploads of one layer finish before the next.
+            device.synchronize()?;
+        }
+        let lm_head = if c.tied_embeddings { None } else { Some(matrix("lm_head.weight", c.vocab, h)?) };
+        drop(matrix);
+        let mut vector = |name: &str, n: usize| -> Result<Buffer, LlmError> {
+            let v = match tensor(name)? {
+                TensorData::Raw { dtype, bytes } => k::unpack_to_f32(dtype, bytes),
+                TensorData::F32(v) => v,
+            };
+            if v.len() != n {
+                return Err(LlmError::Shape { tensor: name.into(), expected: vec![n], found: format!("{} values", v.len()) });
+            }
+            let b = device.create_buffer(name, (n * 4) as u64, ResourceClass::ReadOnlyWeight)?;
+            b.write_bytes(0, f32_bytes(&v))?;
+            Ok(b)
+        };
+        let f32_buf = |name: &str, n: usize, class| device.create_buffer(name, (n.max(1) * 4) as u64, class);
+        let kv_bytes = (nkv * options.context * hd * 2) as u64;
+        let mut layers = Vec::new();
+        for (i, (p, (q, kk, v, o, gate, up, down))) in vector_names.iter().zip(layers_m).enumerate() {
+            let qwen = c.arch == Arch::Qwen3;
+            layers.push(Layer {
+                attn_norm: vector(&format!("{p}input_layernorm.weight"), h)?,
+                q_norm: if qwen { Some(vector(&format!("{p}self_attn.q_norm.weight"), hd)?) } else { None },
+                k_norm: if qwen { Some(vector(&format!("{p}self_attn.k_norm.weight"), hd)?) } else { None },
+                mlp_norm: vector(&format!("{p}post_attention_layernorm.weight"), h)?,
+                q,
+                k: kk,
+                v,
+                o,
+                gate,
+                up,
+                down,
+                k_cache: device.create_buffer(&format!("kv.{i}.k"), kv_bytes, ResourceClass::AppendOnlyKv)?,
+                v_cache: device.create_buffer(&format!("kv.{i}.v"), kv_bytes, ResourceClass::AppendOnlyKv)?,
+            });
+        }
+        let final_norm = vector("model.norm.weight", h)?;
+        let splits = (options.context as u32).div_ceil(options.attention_chunk);
+        let scratch = Scratch {
+            x: f32_buf("x", h, ResourceClass::TokenScratch)?,
+            xn: f32_buf("xn", h.max(nh * hd), ResourceClass::TokenScratch)?,
+            q: f32_buf("q", nh * hd, ResourceClass::TokenScratch)?,
+            k: f32_buf("k", nkv * hd, ResourceClass::TokenScratch)?,
+            v: f32_buf("v", nkv * hd, ResourceClass::TokenScratch)?,
+            attn: f32_buf("attn", nh * hd, ResourceClass::TokenScratch)?,
+            partial: f32_buf("attn.partial", nh * splits as usize * (hd + 2), ResourceClass::TokenScratch)?,
+            h: f32_buf("mlp.h", inter, ResourceClass::TokenScratch)?,
+            g: f32_buf("mlp.g", inter, ResourceClass::TokenScratch)?,
+            u: f32_buf("mlp.u", inter, ResourceClass::TokenScratch)?,
+            ones: {
+                let b = f32_buf("ones", hd, ResourceClass::ReadOnlyWeight)?;
+                b.write(0, &vec![1.0f32; hd])?;
+                b
+            },
+        };
+        let params = device.create_buffer("params", 16, ResourceClass::Generic)?;
+        let logits = device.create_buffer("logits", (c.vocab * 4) as u64, ResourceClass::PersistentOutput)?;
+        let result = device.create_buffer("next_token", 8, ResourceClass::PersistentOutput)?;
+        let tokens = device.create_buffer("tokens", (options.context * 4) as u64, ResourceClass::PersistentOutput)?;
+        device.synchronize()?;
+        Ok(GpuModel {
+            device: device.clone(),
+            config: c.clone(),
+            options,
+            kernels,
+            embed,
+            layers,
+            final_norm,
+            lm_head,
+            scratch,
+            params,
+            logits,
+            result,
+            tokens,
+            splits,
+        })
+    }
+
+    /// The model's configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The device it lives on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// KV-cache capacity in tokens.
+    pub fn context(&self) -> usize {
+        self.options.context
+    }
+
+    /// Bytes of weights read per decode step.
+    pub fn weight_bytes(&self) -> u64 {
+        let mut n = self.embed.buffer.size() / self.embed.rows as u64; // one embedding row
+        for l in &self.layers {
+            n += [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down].iter().map(|m| m.buffer.size()).sum::<u64>();
+        }
+        n + self.lm_head.as_ref().unwrap_or(&self.embed).buffer.size()
+    }
+
+    /// Writes the per-token params: the input token and its position.
+    pub fn set_params(&self, token: u32, pos: usize) -> Result<(), LlmError> {
+        if pos >= self.options.context {
+            return Err(LlmError::ContextFull { context: self.options.context });
+        }
+        if token as usize >= self.config.vocab {
+            return Err(LlmError::Unsupported(format!("token id {token} >= vocab {}", self.config.vocab)));
+        }
+        self.params.write(0, &[token, pos as u32, pos as u32 + 1, 0])?;
+        Ok(())
+    }
+
+    fn matvec(&self, enc: &mut Encoder, m: &Matrix, x: &Buffer, y: &Buffer, accumulate: bool) -> sluice::Result<()> {
+        let push = k::MatvecPush { rows: m.rows, cols: m.cols, stride8: m.stride8(), accumulate: accumulate as u32 };
+        enc.dispatch(
+            &self.kernels.matvec,
+            k::matvec_groups(m.rows),
+            &[m.buffer.slice(..), x.slice(0..m.cols as u64 * 4), y.slice(0..m.rows as u64 * 4)],
+            &push,
+        )
+    }
+
+    fn rmsnorm(&self, enc: &mut Encoder, x: &Buffer, w: &Buffer, y: &Buffer, n: usize) -> sluice::Result<()> {
+        let push = k::RmsNormPush { n: n as u32, rows: 1, eps: self.config.rms_eps, _pad: 0 };
+        let bytes = n as u64 * 4;
+        enc.dispatch(&self.kernels.rmsnorm, [1, 1, 1], &[x.slice(0..bytes), w.slice(..), y.slice(0..bytes)], &push)
+    }
+
+    /// Records one decode step (params must hold the token and position): logits into
+    /// the logits buffer, argmax into the result buffer and `params.token`.
+    pub fn encode_step(&self, enc: &mut Encoder) -> sluice::Result<()> {
+        let c = &self.config;
+        let s = &self.scratch;
+        let (h, hd) = (c.hidden, c.head_dim);
+        let (nh, nkv) = (c.heads as u32, c.kv_heads as u32);
+        enc.set_label("embed");
+        enc.dispatch(
+            &self.kernels.embed,
+            k::embed_groups(h as u32),
+            &[self.params.slice(..), self.embed.buffer.slice(..), s.x.slice(..)],
+            &k::EmbedPush { cols: h as u32, stride8: self.embed.stride8() },
+        )?;
+        let rope = k::QkRopePush {
+            heads: nh,
+            kv_heads: nkv,
+            head_dim: hd as u32,
+            capacity: self.options.context as u32,
+            use_norm: (c.arch == Arch::Qwen3) as u32,
+            eps: c.rms_eps,
+            theta: c.rope_theta,
+            _pad: 0,
+        };
+        let attn = k::AttnPush {
+            heads: nh,
+            kv_heads: nkv,
+            head_dim: hd as u32,
+            capacity: self.options.context as u32,
+            chunk: self.options.attention_chunk,
+            splits: self.splits,
+            scale: 1.0 / (hd as f32).sqrt(),
+            _pad: 0,
+        };
+        for (i, l) in self.layers.iter().enumerate() {
+            let label = |enc: &mut Encoder, op: &str| enc.set_label(&format!("{op} L{i}"));
+            label(enc, "attn_norm");
+            self.rmsnorm(enc, &s.x, &l.attn_norm, &s.xn, h)?;
+            label(enc, "attn.qkv");
+            self.matvec(enc, &l.q, &s.xn, &s.q, false)?;
+            self.matvec(enc, &l.k, &s.xn, &s.k, false)?;
+            self.matvec(enc, &l.v, &s.xn, &s.v, false)?;
+            label(enc, "qk_norm_rope");
+            let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
+            let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
+            enc.dispatch(
+                &self.kernels.qk_rope,
+                [nh + nkv, 1, 1],
+                &[
+                    self.params.slice(..),
+                    s.q.slice(..),
+                    s.k.slice(..),
+                    s.v.slice(..),
+                    qn.slice(..),
+                    kn.slice(..),
+                    l.k_cache.slice(..),
+                    l.v_cache.slice(..),
+                ],
+                &rope,
+            )?;
+            label(enc, "attention");
+            enc.dispatch(
+                &self.kernels.attn_split,
+                [self.splits, nh, 1],
+                &[self.params.slice(..), s.q.slice(..), l.k_cache.slice(..), l.v_cache.slice(..), s.partial.slice(..)],
+                &attn,
+            )?;
+            enc.dispatch(
+                &self.kernels.attn_combine,
+                [nh, 1, 1],
+                &[self.params.slice(..), s.partial.slice(..), s.attn.slice(..)],
+                &attn,
+            )?;
+            label(enc, "attn.o");
+            self.matvec(enc, &l.o, &s.attn, &s.x, true)?;
+            label(enc, "mlp_norm");
+            self.rmsnorm(enc, &s.x, &l.mlp_norm, &s.xn, h)?;
+            label(enc, "mlp.gate_up");
+            if self.options.fuse_gate_up {
+                let push =
+                    k::MatvecPush { rows: l.gate.rows, cols: l.gate.cols, stride8: l.gate.stride8(), accumulate: 0 };
+                enc.dispatch(
+                    &self.kernels.matvec_silu,
+                    k::matvec_groups(l.gate.rows),
+                    &[l.gate.buffer.slice(..), l.up.buffer.slice(..), s.xn.slice(0..h as u64 * 4), s.h.slice(..)],
+                    &push,
+                )?;
+            } else {
+                self.matvec(enc, &l.gate, &s.xn, &s.g, false)?;
+                self.matvec(enc, &l.up, &s.xn, &s.u, false)?;
+                enc.dispatch(
+                    &self.kernels.silu_mul,
+                    [k::groups_for(c.intermediate as u32, 256), 1, 1],
+                    &[s.g.slice(..), s.u.slice(..), s.h.slice(..)],
+                    &k::CountPush { n: c.intermediate as u32 },
+                )?;
+            }
+            label(enc, "mlp.down");
+            self.matvec(enc, &l.down, &s.h, &s.x, true)?;
+        }
+        enc.set_label("final_norm");
+        self.rmsnorm(enc, &s.x, &self.final_norm, &s.xn, h)?;
+        enc.set_label("lm_head");
+        self.matvec(enc, self.lm_head.as_ref().unwrap_or(&self.embed), &s.xn, &self.logits, false)?;
+        enc.set_label("argmax");
+        enc.dispatch(
+            &self.kernels.argmax,
+            [1, 1, 1],
+            &[self.logits.slice(..), self.result.slice(..), self.params.slice(..)],
+            &k::ArgmaxPush { n: c.vocab as u32 },
+        )?;
+        enc.set_label("advance");
+        enc.dispatch(&self.kernels.advance, [1, 1, 1], &[self.params.slice(..), self.tokens.slice(..)], &())?;
+        Ok(())
+    }
+
+    /// Tokens the GPU chose for positions `from..to` (waits for their writers).
+    pub fn gpu_tokens(&self, from: usize, to: usize) -> Result<Vec<u32>, LlmError> {
+        if to > self.options.context || from > to {
+            return Err(LlmError::ContextFull { context: self.options.context });
+        }
+        Ok(self.tokens.read::<u32>(from as u64 * 4, to - from)?)
+    }
+
+    /// Runs one step for `token` at `pos` and returns the greedy next token.
+    pub fn step(&self, token: u32, pos: usize) -> Result<u32, LlmError> {
+        self.set_params(token, pos)?;
+        let mut enc = self.device.encoder()?;
+        self.encode_step(&mut enc)?;
+        enc.submit()?;
+        self.next_token()
+    }
+
+    /// The argmax of the last completed step (waits for it).
+    pub fn next_token(&self) -> Result<u32, LlmError> {
+        Ok(self.result.read::<u32>(0, 1)?[0])
+    }
+
+    /// The logits of the last step (waits for it).
+    pub fn logits(&self) -> Result<Vec<f32>, LlmError> {
+        Ok(self.logits.read::<f32>(0, self.config.vocab)?)
+    }
+}
+
+/// Bytes of all weights of `config` stored as `dtype` on the GPU (rows padded to 8).
+pub fn weight_bytes(config: &ModelConfig, dtype: WeightDtype) -> u64 {
+    let c = config;
+    let m = |rows: usize, cols: usize| (rows * cols.div_ceil(8) * 8 * dtype.bytes()) as u64;
+    let per_layer = m(c.heads * c.head_dim, c.hidden)
+        + 2 * m(c.kv_heads * c.head_dim, c.hidden)
+        + m(c.hidden, c.heads * c.head_dim)
+        + 2 * m(c.intermediate, c.hidden)
+        + m(c.hidden, c.intermediate)
+        + ((2 * c.hidden + 2 * c.head_dim) * 4) as u64;
+    let embed = m(c.vocab, c.hidden);
+    embed + c.layers as u64 * per_layer + if c.tied_embeddings { 0 } else { embed } + (c.hidden * 4) as u64
+}
+
+/// Fails before any upload when the model cannot fit in device memory.
+fn check_fits(device: &Device, c: &ModelConfig, o: &GpuOptions, weights: u64) -> Result<(), LlmError> {
+    let kv = (2 * c.layers * c.kv_heads * o.context * c.head_dim * 2) as u64;
+    let scratch = ((c.vocab + 4 * c.intermediate + 8 * c.hidden) * 4) as u64;
+    let needed = weights + kv + scratch;
+    let available: u64 = device
+        .heaps()
+        .iter()
+        .filter(|h| h.device_local)
+        .map(|h| h.budget.unwrap_or(h.size).saturating_sub(h.usage.unwrap_or(0)))
+        .max()
+        .unwrap_or(0);
+    if needed > available {
+        return Err(LlmError::DoesNotFit { needed, available, device: device.info().name.clone() });
+    }
+    Ok(())
+}

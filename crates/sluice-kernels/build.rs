@@ -78,7 +78,11 @@ struct Reflected {
 
 fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
     let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
-    let caps = Capabilities::IMMEDIATES | Capabilities::SUBGROUP | Capabilities::SHADER_FLOAT16 | Capabilities::SHADER_INT64;
+    let caps = Capabilities::IMMEDIATES
+        | Capabilities::SUBGROUP
+        | Capabilities::SHADER_FLOAT16
+        | Capabilities::SHADER_FLOAT16_IN_FLOAT32
+        | Capabilities::SHADER_INT64;
     let info = Validator::new(ValidationFlags::all(), caps)
         .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
         .subgroup_operations(naga::valid::SubgroupOperationSet::all())

@@ -34,7 +34,12 @@ fn model_args(args: &Args, device: &Device, default_context: usize) -> Result<Mo
     let mut load = LoadOptions::default();
     load.gpu.context = args.parsed("context", default_context)?;
     if let Some(dt) = args.value("dtype") {
-        load.dtype = Some(dt.parse()?);
+        load.dtype = Some(match dt {
+            "f16" => sluice_kernels::WeightDtype::F16,
+            "bf16" => sluice_kernels::WeightDtype::Bf16,
+            "f32" => sluice_kernels::WeightDtype::F32,
+            other => return Err(format!("--dtype {other:?}: use f16, bf16 or f32")),
+        });
     }
     load.gpu.fuse_gate_up = !args.flag("no-fuse");
     let graph = GraphOptions { reorder: !args.flag("no-reorder"), lookahead: args.parsed("lookahead", 64)? };

@@ -3,6 +3,7 @@
 mod args;
 mod demo;
 mod info;
+mod llm;
 mod microbench;
 
 use args::Args;
@@ -17,6 +18,22 @@ USAGE:
   sluice microbench dispatch [--json] [-n 1000] [--runs 5]
                                              GPU µs per tiny dispatch, dependent vs independent
   sluice microbench sync [--json]            host wait costs
+  sluice generate [--model M] (--prompt TEXT | --prompt-ids 1,2,3) [-n 32]
+                  [--temperature T --top-k K --top-p P --seed S] [--json] [--logits-out FILE]
+  sluice bench [--model M] [-n 128] [--depth D] [--repeat R] [--json]
+  sluice graph [--model M] [--dump text|json]
+  sluice profile [--model M] [-n 16] [--out DIR]
+
+MODEL OPTIONS:
+  --model M           synthetic:tiny | synthetic:tiny-llama | synthetic:qwen3-0.6b |
+                      synthetic:qwen3-4b | a Hugging Face model directory
+                      (default: synthetic:qwen3-0.6b on a GPU, synthetic:tiny on a CPU driver)
+  --mode direct|replay   record every step, or record once and resubmit (default replay)
+  --dtype f16|bf16|f32   weight dtype on the GPU (default: as stored; synthetic: f16)
+  --context N         KV-cache capacity in tokens
+  --no-fuse           separate gate/up/silu·mul kernels instead of the fused one
+  --no-reorder        keep the captured order (replay)
+  --lookahead N       reorder window (default 64)
 
 COMMON OPTIONS:
   --adapter NAME      use the first device whose name contains NAME
@@ -47,7 +64,7 @@ fn run(raw: Vec<String>) -> Result<(), String> {
         print!("{USAGE}");
         return Ok(());
     };
-    let args = Args::parse(&raw[1..], &["json", "serial", "validate", "help"]);
+    let args = Args::parse(&raw[1..], &["json", "serial", "validate", "help", "no-fuse", "no-reorder"]);
     if args.flag("help") || cmd == "help" || cmd == "--help" || cmd == "-h" {
         print!("{USAGE}");
         return Ok(());
@@ -114,6 +131,10 @@ fn run(raw: Vec<String>) -> Result<(), String> {
                 other => Err(format!("unknown microbench {other:?}; try `dispatch` or `sync`")),
             }
         }
+        "generate" => llm::generate(&args, &open(opts)?),
+        "bench" => llm::bench(&args, &open(opts)?),
+        "graph" => llm::graph(&args, &open(opts)?),
+        "profile" => llm::profile(&args, &open(opts)?),
         other => Err(format!("unknown command {other:?}\n\n{USAGE}")),
     };
     result

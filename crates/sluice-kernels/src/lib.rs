@@ -55,3 +55,318 @@ pub fn affine_u32_cpu(x: u32, p: &AffinePush) -> u32 {
 pub fn groups_for(n: u32, size: u32) -> u32 {
     n.div_ceil(size).max(1)
 }
+
+// ---------------------------------------------------------------------------------------
+// LLM decode kernels.
+//
+// Conventions shared by every kernel below: activations are f32; weights are row-major
+// `[rows, cols]` with the row stride padded to `stride8 = ceil(cols / 8)` chunks of 8
+// elements (padding zero; see [`pack_weights`]); the KV cache is f16 pairs packed in u32,
+// `[kv_heads, capacity, head_dim]`; per-token values come from the 16-byte params buffer
+// `{ token, pos, seq_len, pad }` (u32 each; `seq_len = pos + 1`).
+// ---------------------------------------------------------------------------------------
+
+mod reference;
+pub use reference::*;
+
+/// Element type of weight matrices on the GPU; picks the kernel variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WeightDtype {
+    /// IEEE half.
+    F16,
+    /// bfloat16.
+    Bf16,
+    /// IEEE single.
+    F32,
+}
+
+impl WeightDtype {
+    /// Bytes per element.
+    pub fn bytes(self) -> usize {
+        match self {
+            WeightDtype::F16 | WeightDtype::Bf16 => 2,
+            WeightDtype::F32 => 4,
+        }
+    }
+
+    /// Lower-case name, as in kernel names (`f16`, `bf16`, `f32`).
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightDtype::F16 => "f16",
+            WeightDtype::Bf16 => "bf16",
+            WeightDtype::F32 => "f32",
+        }
+    }
+}
+
+/// 8-element chunks per padded weight row: `ceil(cols / 8)`.
+pub fn stride8(cols: u32) -> u32 {
+    cols.div_ceil(8)
+}
+
+/// Rounds `v` to the nearest value representable in `dtype` (round to nearest even), as
+/// [`pack_weights`] does; for building CPU references of f16/bf16 paths.
+pub fn round_to(dtype: WeightDtype, v: f32) -> f32 {
+    match dtype {
+        WeightDtype::F16 => half::f16::from_f32(v).to_f32(),
+        WeightDtype::Bf16 => half::bf16::from_f32(v).to_f32(),
+        WeightDtype::F32 => v,
+    }
+}
+
+/// Packs a row-major `[rows, cols]` f32 matrix into the GPU layout of `dtype`: rows padded
+/// to `stride8(cols) * 8` elements with zeros, little-endian. Panics if
+/// `data.len() != rows * cols`.
+pub fn pack_weights(dtype: WeightDtype, rows: usize, cols: usize, data: &[f32]) -> Vec<u8> {
+    assert_eq!(data.len(), rows * cols, "pack_weights: {} values for [{rows}, {cols}]", data.len());
+    let padded = cols.div_ceil(8) * 8;
+    let mut out = Vec::with_capacity(rows * padded * dtype.bytes());
+    for row in 0..rows {
+        let src = &data[row * cols..(row + 1) * cols];
+        for i in 0..padded {
+            let v = src.get(i).copied().unwrap_or(0.0);
+            match dtype {
+                WeightDtype::F16 => out.extend_from_slice(&half::f16::from_f32(v).to_le_bytes()),
+                WeightDtype::Bf16 => out.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
+                WeightDtype::F32 => out.extend_from_slice(&v.to_le_bytes()),
+            }
+        }
+    }
+    out
+}
+
+/// Decodes little-endian `dtype` elements (as stored in a file, no padding) to f32. A
+/// trailing partial element is ignored.
+pub fn unpack_to_f32(dtype: WeightDtype, bytes: &[u8]) -> Vec<f32> {
+    match dtype {
+        WeightDtype::F16 => bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        WeightDtype::Bf16 => bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        WeightDtype::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+    }
+}
+
+/// Packs f32 values as f16 pairs (low half = even element), the KV-cache format. An odd
+/// count is padded with a zero.
+pub fn pack_f16_pairs(values: &[f32]) -> Vec<u32> {
+    values
+        .chunks(2)
+        .map(|p| {
+            let lo = half::f16::from_f32(p[0]).to_bits() as u32;
+            let hi = p.get(1).map_or(0, |&v| half::f16::from_f32(v).to_bits() as u32);
+            lo | (hi << 16)
+        })
+        .collect()
+}
+
+/// Unpacks f16 pairs (the KV-cache format) to f32.
+pub fn unpack_f16_pairs(words: &[u32]) -> Vec<f32> {
+    words
+        .iter()
+        .flat_map(|&w| [half::f16::from_bits(w as u16).to_f32(), half::f16::from_bits((w >> 16) as u16).to_f32()])
+        .collect()
+}
+
+/// The `embed` variant for `dtype` ([`EMBED_F16`], [`EMBED_BF16`], [`EMBED_F32`]).
+pub fn embed(dtype: WeightDtype) -> &'static KernelDesc {
+    match dtype {
+        WeightDtype::F16 => &EMBED_F16,
+        WeightDtype::Bf16 => &EMBED_BF16,
+        WeightDtype::F32 => &EMBED_F32,
+    }
+}
+
+/// The `matvec` variant for `dtype` ([`MATVEC_F16`], [`MATVEC_BF16`], [`MATVEC_F32`]).
+pub fn matvec(dtype: WeightDtype) -> &'static KernelDesc {
+    match dtype {
+        WeightDtype::F16 => &MATVEC_F16,
+        WeightDtype::Bf16 => &MATVEC_BF16,
+        WeightDtype::F32 => &MATVEC_F32,
+    }
+}
+
+/// The `matvec_silu` variant for `dtype`.
+pub fn matvec_silu(dtype: WeightDtype) -> &'static KernelDesc {
+    match dtype {
+        WeightDtype::F16 => &MATVEC_SILU_F16,
+        WeightDtype::Bf16 => &MATVEC_SILU_BF16,
+        WeightDtype::F32 => &MATVEC_SILU_F32,
+    }
+}
+
+/// Rows per `matvec` / `matvec_silu` workgroup.
+pub const MATVEC_ROWS_PER_GROUP: u32 = 4;
+
+/// Dispatch size of `matvec` / `matvec_silu` for `rows` output rows: `ceil(rows / 4)`
+/// workgroups, as a 2-D grid when that exceeds 65535 (the kernel linearises it; surplus
+/// workgroups do nothing).
+pub fn matvec_groups(rows: u32) -> [u32; 3] {
+    let blocks = rows.div_ceil(MATVEC_ROWS_PER_GROUP).max(1);
+    if blocks <= 65535 {
+        [blocks, 1, 1]
+    } else {
+        let y = blocks.div_ceil(65535);
+        [blocks.div_ceil(y), y, 1]
+    }
+}
+
+/// Dispatch size of `embed` for a row of `cols` elements: one invocation per 8-element
+/// chunk, 64 per workgroup.
+pub fn embed_groups(cols: u32) -> [u32; 3] {
+    [groups_for(stride8(cols), 64), 1, 1]
+}
+
+/// Splits `attention_split` needs to cover `capacity` positions with `chunk` per split.
+pub fn attention_splits(capacity: u32, chunk: u32) -> u32 {
+    capacity.div_ceil(chunk).max(1)
+}
+
+/// Push constants of `embed_*`: `x[c] = W[params.token, c]`. Bindings: 0 params (read),
+/// 1 table `[vocab, cols]` (read), 2 x f32 (read-write). Dispatch [`embed_groups`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EmbedPush {
+    /// Row length (hidden size).
+    pub cols: u32,
+    /// Padded row stride in 8-element chunks, [`stride8`]`(cols)`.
+    pub stride8: u32,
+}
+// SAFETY: repr(C), two u32 fields, no padding, any bit pattern valid.
+unsafe impl Pod for EmbedPush {}
+const _: () = assert!(std::mem::size_of::<EmbedPush>() == EMBED_F16.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<EmbedPush>() == EMBED_BF16.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<EmbedPush>() == EMBED_F32.push_constant_bytes as usize);
+
+/// Push constants of `matvec_*` and `matvec_silu_*`.
+///
+/// `matvec`: bindings 0 w (read), 1 x f32 (read), 2 y f32 (read-write);
+/// `y[r] = (accumulate != 0 ? y[r] : 0) + W[r] . x`.
+/// `matvec_silu`: bindings 0 w_gate, 1 w_up, 2 x (read), 3 y (read-write);
+/// `y[r] = silu(Wg[r] . x) * (Wu[r] . x)`, `accumulate` ignored.
+/// Dispatch [`matvec_groups`]`(rows)`. The x binding may be exactly `cols` floats.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MatvecPush {
+    /// Output rows.
+    pub rows: u32,
+    /// Input columns.
+    pub cols: u32,
+    /// Padded row stride in 8-element chunks, [`stride8`]`(cols)`.
+    pub stride8: u32,
+    /// Non-zero: add to y (fused residual add) instead of overwriting it.
+    pub accumulate: u32,
+}
+// SAFETY: repr(C), four u32 fields, no padding, any bit pattern valid.
+unsafe impl Pod for MatvecPush {}
+const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_F16.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_BF16.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_F32.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_SILU_F16.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_SILU_BF16.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_SILU_F32.push_constant_bytes as usize);
+
+/// Push constants of [`RMSNORM`]: bindings 0 x (read), 1 weight f32 `[n]` (read), 2 y
+/// (read-write); `y[row*n + i] = x[row*n + i] * inverseSqrt(mean(x_row^2) + eps) * w[i]`.
+/// Dispatch `[rows, 1, 1]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RmsNormPush {
+    /// Row length.
+    pub n: u32,
+    /// Rows (workgroups).
+    pub rows: u32,
+    /// Added to the mean square.
+    pub eps: f32,
+    /// Zero.
+    pub _pad: u32,
+}
+// SAFETY: repr(C), 4-byte fields only, no padding, any bit pattern valid.
+unsafe impl Pod for RmsNormPush {}
+const _: () = assert!(std::mem::size_of::<RmsNormPush>() == RMSNORM.push_constant_bytes as usize);
+
+/// Push constants of [`QK_NORM_ROPE`]: bindings 0 params (read), 1 q (read-write)
+/// `[heads*hd]`, 2 k (read) `[kv_heads*hd]`, 3 v (read), 4 q_norm f32 `[hd]` (read),
+/// 5 k_norm f32 `[hd]` (read), 6 kcache (read-write), 7 vcache (read-write).
+/// Dispatch `[heads + kv_heads, 1, 1]`. q := rope(norm(q)) in place;
+/// `kcache[j, pos] = f16(rope(norm(k_j)))`, `vcache[j, pos] = f16(v_j)`.
+/// `head_dim` even and <= 256.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QkRopePush {
+    /// Query heads.
+    pub heads: u32,
+    /// Key/value heads.
+    pub kv_heads: u32,
+    /// Head dimension (even, <= 256).
+    pub head_dim: u32,
+    /// KV-cache capacity in positions.
+    pub capacity: u32,
+    /// Non-zero: per-head RMSNorm of q and k with q_norm / k_norm (Qwen3).
+    pub use_norm: u32,
+    /// RMSNorm epsilon.
+    pub eps: f32,
+    /// RoPE base (`rope_theta`).
+    pub theta: f32,
+    /// Zero.
+    pub _pad: u32,
+}
+// SAFETY: repr(C), 4-byte fields only, no padding, any bit pattern valid.
+unsafe impl Pod for QkRopePush {}
+const _: () = assert!(std::mem::size_of::<QkRopePush>() == QK_NORM_ROPE.push_constant_bytes as usize);
+
+/// Push constants of [`ATTENTION_SPLIT`] and [`ATTENTION_COMBINE`].
+///
+/// Split: bindings 0 params, 1 q `[heads*hd]`, 2 kcache, 3 vcache (read), 4 partial f32
+/// `[heads, splits, hd + 2]` (read-write); dispatch `[splits, heads, 1]`.
+/// Combine: bindings 0 params, 1 partial (read), 2 out f32 `[heads*hd]` (read-write);
+/// dispatch `[heads, 1, 1]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttnPush {
+    /// Query heads.
+    pub heads: u32,
+    /// Key/value heads (divides `heads`).
+    pub kv_heads: u32,
+    /// Head dimension (even, <= 256).
+    pub head_dim: u32,
+    /// KV-cache capacity in positions.
+    pub capacity: u32,
+    /// Positions per split (<= 256).
+    pub chunk: u32,
+    /// Splits, [`attention_splits`]`(capacity, chunk)`.
+    pub splits: u32,
+    /// Score scale, usually `1 / sqrt(head_dim)`.
+    pub scale: f32,
+    /// Zero.
+    pub _pad: u32,
+}
+// SAFETY: repr(C), 4-byte fields only, no padding, any bit pattern valid.
+unsafe impl Pod for AttnPush {}
+const _: () = assert!(std::mem::size_of::<AttnPush>() == ATTENTION_SPLIT.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<AttnPush>() == ATTENTION_COMBINE.push_constant_bytes as usize);
+
+/// Push constants of [`ARGMAX`]: bindings 0 logits (read), 1 result `{index: u32, value:
+/// f32}` (read-write), 2 params (read-write: `params.token := index`). Dispatch
+/// `[1, 1, 1]` (one workgroup of 1024).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ArgmaxPush {
+    /// Logit count (>= 1).
+    pub n: u32,
+}
+// SAFETY: repr(C), one u32 field.
+unsafe impl Pod for ArgmaxPush {}
+const _: () = assert!(std::mem::size_of::<ArgmaxPush>() == ARGMAX.push_constant_bytes as usize);
+
+/// Push constants of the element-wise [`SILU_MUL`] (bindings 0 g, 1 u (read), 2 y
+/// (read-write): `y = silu(g) * u`) and [`ADD`] (bindings 0 a (read), 1 y (read-write):
+/// `y += a`). Dispatch `[groups_for(n, 256), 1, 1]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CountPush {
+    /// Element count.
+    pub n: u32,
+}
+// SAFETY: repr(C), one u32 field.
+unsafe impl Pod for CountPush {}
+const _: () = assert!(std::mem::size_of::<CountPush>() == SILU_MUL.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<CountPush>() == ADD.push_constant_bytes as usize);

@@ -17,12 +17,13 @@ use crate::error::LlmError;
 
 /// Tensor data handed to the uploader: raw little-endian bytes of a dtype, or f32 values.
 pub enum TensorData<'a> {
-    /// Bytes as stored in a file, `[rows, cols]` row-major, unpadded.
+    /// Bytes as stored in a file (borrowed from the mapping) or generated, `[rows, cols]`
+    /// row-major, unpadded.
     Raw {
         /// Element type of the bytes.
         dtype: WeightDtype,
         /// The bytes.
-        bytes: &'a [u8],
+        bytes: std::borrow::Cow<'a, [u8]>,
     },
     /// f32 values, `[rows, cols]` row-major.
     F32(Vec<f32>),
@@ -146,10 +147,10 @@ impl GpuModel {
     ) -> Result<GpuModel, LlmError> {
         let c = config;
         if c.head_dim % 2 != 0 || c.head_dim > 256 {
-            return Err(LlmError::Unsupported(format!("head_dim {} (must be even and <= 256)", c.head_dim)));
+            return Err(LlmError::InvalidArgument(format!("head_dim {} is not supported (must be even and <= 256)", c.head_dim)));
         }
         if options.attention_chunk == 0 || options.attention_chunk > 256 {
-            return Err(LlmError::Unsupported(format!("attention chunk {} (1..=256)", options.attention_chunk)));
+            return Err(LlmError::InvalidArgument(format!("attention chunk {} must be in 1..=256", options.attention_chunk)));
         }
         let dt = options.weight_dtype;
         let total = crate::gpu::weight_bytes(c, dt);
@@ -170,19 +171,16 @@ impl GpuModel {
         let mut matrix = |name: &str, rows: usize, cols: usize| -> Result<Matrix, LlmError> {
             let data = tensor(name)?;
             let packed: Vec<u8> = match data {
-                TensorData::Raw { dtype, bytes } if dtype == dt && cols % 8 == 0 => bytes.to_vec(),
-                TensorData::Raw { dtype, bytes } => {
-                    k::pack_weights(dt, rows, cols, &k::unpack_to_f32(dtype, bytes))
-                }
+                TensorData::Raw { dtype, bytes } if dtype == dt && cols % 8 == 0 => bytes.into_owned(),
+                TensorData::Raw { dtype, bytes } => k::pack_weights(dt, rows, cols, &k::unpack_to_f32(dtype, &bytes)),
                 TensorData::F32(v) => k::pack_weights(dt, rows, cols, &v),
             };
             let want = rows * cols.div_ceil(8) * 8 * dt.bytes();
             if packed.len() != want {
-                return Err(LlmError::Shape {
-                    tensor: name.to_string(),
-                    expected: vec![rows, cols],
-                    found: format!("{} bytes of {:?} (want {want})", packed.len(), dt),
-                });
+                return Err(LlmError::InvalidArgument(format!(
+                    "tensor {name:?}: {} bytes of {dt:?} after packing, expected {want} for shape [{rows}, {cols}]",
+                    packed.len()
+                )));
             }
             let buffer = device.create_buffer(name, packed.len() as u64, ResourceClass::ReadOnlyWeight)?;
             buffer.write_bytes(0, &packed)?;
@@ -212,11 +210,11 @@ impl GpuModel {
         drop(matrix);
         let mut vector = |name: &str, n: usize| -> Result<Buffer, LlmError> {
             let v = match tensor(name)? {
-                TensorData::Raw { dtype, bytes } => k::unpack_to_f32(dtype, bytes),
+                TensorData::Raw { dtype, bytes } => k::unpack_to_f32(dtype, &bytes),
                 TensorData::F32(v) => v,
             };
             if v.len() != n {
-                return Err(LlmError::Shape { tensor: name.into(), expected: vec![n], found: format!("{} values", v.len()) });
+                return Err(LlmError::InvalidArgument(format!("tensor {name:?} has {} values, expected {n}", v.len())));
             }
             let b = device.create_buffer(name, (n * 4) as u64, ResourceClass::ReadOnlyWeight)?;
             b.write_bytes(0, f32_bytes(&v))?;
@@ -262,6 +260,7 @@ impl GpuModel {
                 b
             },
         };
+        progress(total, total);
         let params = device.create_buffer("params", 16, ResourceClass::Generic)?;
         let logits = device.create_buffer("logits", (c.vocab * 4) as u64, ResourceClass::PersistentOutput)?;
         let result = device.create_buffer("next_token", 8, ResourceClass::PersistentOutput)?;
@@ -315,7 +314,7 @@ impl GpuModel {
             return Err(LlmError::ContextFull { context: self.options.context });
         }
         if token as usize >= self.config.vocab {
-            return Err(LlmError::Unsupported(format!("token id {token} >= vocab {}", self.config.vocab)));
+            return Err(LlmError::InvalidArgument(format!("token id {token} is outside the vocabulary of {}", self.config.vocab)));
         }
         self.params.write(0, &[token, pos as u32, pos as u32 + 1, 0])?;
         Ok(())

@@ -1,1 +1,22 @@
+//! sluice-llm: Qwen3 and Llama decode on the sluice runtime.
+//!
+//! CPU side: model config ([`config`]), safetensors reading ([`safetensors`]), tensor
+//! naming and synthetic weights ([`weights`]), an f32 reference forward ([`reference`]),
+//! sampling ([`sampler`]) and a BPE tokenizer ([`tokenizer`]). GPU side: the model on the
+//! device ([`gpu`]), the decode loop in direct or replay mode ([`decode`]), generation and
+//! benchmarks ([`run`]) and opening models by name ([`load`]).
+#![warn(missing_docs)]
 
+pub mod config;
+pub mod decode;
+pub mod error;
+pub mod gpu;
+pub mod load;
+pub mod reference;
+pub mod run;
+pub mod safetensors;
+pub mod sampler;
+pub mod tokenizer;
+pub mod weights;
+
+pub use error::LlmError;

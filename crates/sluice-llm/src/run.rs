@@ -32,19 +32,20 @@ pub fn generate(
 ) -> Result<Generation, LlmError> {
     let model = decoder.model();
     if prompt.is_empty() {
-        return Err(LlmError::Unsupported("empty prompt: give at least one token".into()));
+        return Err(LlmError::InvalidArgument("empty prompt: give at least one token".into()));
     }
     if prompt.len() + n > model.context() {
         return Err(LlmError::ContextFull { context: model.context() });
     }
-    let mut sampler = sampling.sampler();
+    sampling.check()?;
+    let mut sampler = crate::sampler::Sampler::new(*sampling)?;
     let t0 = Instant::now();
     let mut next = 0;
     for (pos, &t) in prompt.iter().enumerate() {
         next = decoder.step(t, pos)?;
     }
     if !sampling.is_greedy() {
-        next = sampler.sample(&model.logits()?);
+        next = sampler.sample(&model.logits()?)?;
     }
     let prefill = t0.elapsed().as_secs_f64();
     let mut tokens = Vec::with_capacity(n);
@@ -57,7 +58,7 @@ pub fn generate(
         }
         next = decoder.step(next, prompt.len() + i)?;
         if !sampling.is_greedy() {
-            next = sampler.sample(&model.logits()?);
+            next = sampler.sample(&model.logits()?)?;
         }
     }
     let decode = t1.elapsed().as_secs_f64();
@@ -67,6 +68,14 @@ pub fn generate(
         tok_s: if n > 1 { (n - 1) as f64 / decode } else { 0.0 },
         prefill_tok_s: prompt.len() as f64 / prefill,
     })
+}
+
+/// Logits after feeding `prompt` from position 0 (overwrites the KV cache from 0).
+pub fn prompt_logits(decoder: &Decoder<'_>, prompt: &[u32]) -> Result<Vec<f32>, LlmError> {
+    for (pos, &t) in prompt.iter().enumerate() {
+        decoder.step(t, pos)?;
+    }
+    decoder.model().logits()
 }
 
 /// A decode benchmark's figures (like llama-bench's `tg` row, plus runtime counters).

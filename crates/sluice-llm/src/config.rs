@@ -1,0 +1,516 @@
+//! Model hyper-parameters: parsed from a Hugging Face `config.json`, or built in by
+//! name for the synthetic models.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::error::{LlmError, Result};
+use crate::safetensors::DType;
+
+/// The model family, which decides tensor names and the q/k norm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Arch {
+    /// `Qwen3ForCausalLM`: Llama layout plus per-head RMSNorm on q and k.
+    Qwen3,
+    /// `LlamaForCausalLM` (and dense models with the same layout).
+    Llama,
+}
+
+impl Arch {
+    /// The name HF writes in `architectures`.
+    pub fn hf_name(self) -> &'static str {
+        match self {
+            Arch::Qwen3 => "Qwen3ForCausalLM",
+            Arch::Llama => "LlamaForCausalLM",
+        }
+    }
+
+    /// The name HF writes in `model_type`.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            Arch::Qwen3 => "qwen3",
+            Arch::Llama => "llama",
+        }
+    }
+
+    /// Whether the attention has per-head RMSNorm on q and k (before RoPE).
+    pub fn has_qk_norm(self) -> bool {
+        matches!(self, Arch::Qwen3)
+    }
+}
+
+/// The names accepted by [`ModelConfig::synthetic`].
+pub const SYNTHETIC_NAMES: &[&str] = &["tiny", "tiny-llama", "qwen3-0.6b", "qwen3-4b"];
+
+/// Hyper-parameters of a dense decoder-only model (Qwen3 or Llama).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    /// Model family.
+    pub arch: Arch,
+    /// Width of the residual stream.
+    pub hidden: usize,
+    /// Width of the MLP (gate/up output).
+    pub intermediate: usize,
+    /// Number of decoder layers.
+    pub layers: usize,
+    /// Number of query heads.
+    pub heads: usize,
+    /// Number of key/value heads (GQA); divides `heads`.
+    pub kv_heads: usize,
+    /// Width of one attention head (need not equal hidden / heads).
+    pub head_dim: usize,
+    /// Vocabulary size (rows of the embedding and of the LM head).
+    pub vocab: usize,
+    /// RoPE base frequency.
+    pub rope_theta: f32,
+    /// RMSNorm epsilon.
+    pub rms_eps: f32,
+    /// Whether the LM head reuses the token embedding (no `lm_head.weight`).
+    pub tied_embeddings: bool,
+    /// Longest context the model supports.
+    pub max_positions: usize,
+    /// Beginning-of-sequence token, if the config names one.
+    pub bos_token: Option<u32>,
+    /// End-of-sequence token, if the config names one (the first, if it names several).
+    pub eos_token: Option<u32>,
+}
+
+fn cfg_err(path: &Path, msg: impl Into<String>) -> LlmError {
+    LlmError::Config { path: path.to_path_buf(), msg: msg.into() }
+}
+
+/// A present, non-null field.
+fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    obj.get(key).filter(|v| !v.is_null())
+}
+
+fn as_usize(v: &Value, key: &str, path: &Path) -> Result<usize> {
+    v.as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| cfg_err(path, format!("field `{key}` must be a non-negative integer, found {v}")))
+}
+
+fn req_usize(obj: &Map<String, Value>, key: &str, path: &Path) -> Result<usize> {
+    match field(obj, key) {
+        Some(v) => as_usize(v, key, path),
+        None => Err(cfg_err(path, format!("missing field `{key}`"))),
+    }
+}
+
+fn opt_usize(obj: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<usize>> {
+    field(obj, key).map(|v| as_usize(v, key, path)).transpose()
+}
+
+fn as_f64(v: &Value, key: &str, path: &Path) -> Result<f64> {
+    v.as_f64().ok_or_else(|| cfg_err(path, format!("field `{key}` must be a number, found {v}")))
+}
+
+fn opt_bool(obj: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<bool>> {
+    field(obj, key)
+        .map(|v| v.as_bool().ok_or_else(|| cfg_err(path, format!("field `{key}` must be true or false, found {v}"))))
+        .transpose()
+}
+
+/// A token id field: a number, a list of numbers (first one taken), or absent/null.
+fn opt_token(obj: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<u32>> {
+    let v = match field(obj, key) {
+        None => return Ok(None),
+        Some(Value::Array(a)) if a.is_empty() => return Ok(None),
+        Some(Value::Array(a)) => &a[0],
+        Some(v) => v,
+    };
+    v.as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .map(Some)
+        .ok_or_else(|| cfg_err(path, format!("field `{key}` must be a token id (or a list of them), found {v}")))
+}
+
+/// A rope type that is not the plain one is refused rather than computed wrongly.
+fn check_rope_type(v: &Value, key: &str, path: &Path) -> Result<()> {
+    let ty = v.get("rope_type").or_else(|| v.get("type")).and_then(Value::as_str).unwrap_or("default");
+    if ty != "default" {
+        return Err(cfg_err(path, format!("`{key}` with rope type {ty:?} is not supported (only the default RoPE)")));
+    }
+    Ok(())
+}
+
+impl ModelConfig {
+    /// Reads and checks a Hugging Face `config.json`.
+    pub fn from_hf_json(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let text = std::fs::read(path).map_err(|e| LlmError::io(path, "read", e))?;
+        let value: Value =
+            serde_json::from_slice(&text).map_err(|e| LlmError::Json { path: path.to_path_buf(), source: e })?;
+        Self::from_hf_value(&value, path)
+    }
+
+    /// Checks an already parsed `config.json`; `path` is only used in error messages.
+    pub fn from_hf_value(value: &Value, path: &Path) -> Result<Self> {
+        let obj = value.as_object().ok_or_else(|| cfg_err(path, "config is not a JSON object"))?;
+        let archs = field(obj, "architectures").ok_or_else(|| cfg_err(path, "missing field `architectures`"))?;
+        let names: Vec<&str> = match archs {
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            Value::String(s) => vec![s.as_str()],
+            other => return Err(cfg_err(path, format!("field `architectures` must be a list of names, found {other}"))),
+        };
+        let arch = match names.as_slice() {
+            ["Qwen3ForCausalLM"] => Arch::Qwen3,
+            ["LlamaForCausalLM"] => Arch::Llama,
+            _ => return Err(LlmError::UnsupportedArch { path: path.to_path_buf(), found: archs.to_string() }),
+        };
+
+        let hidden = req_usize(obj, "hidden_size", path)?;
+        let intermediate = req_usize(obj, "intermediate_size", path)?;
+        let layers = req_usize(obj, "num_hidden_layers", path)?;
+        let heads = req_usize(obj, "num_attention_heads", path)?;
+        let kv_heads = opt_usize(obj, "num_key_value_heads", path)?.unwrap_or(heads);
+        if heads == 0 {
+            return Err(cfg_err(path, "num_attention_heads is 0"));
+        }
+        let head_dim = match opt_usize(obj, "head_dim", path)? {
+            Some(d) => d,
+            None => {
+                if hidden % heads != 0 {
+                    return Err(cfg_err(
+                        path,
+                        format!("no `head_dim`, and hidden_size ({hidden}) is not divisible by num_attention_heads ({heads})"),
+                    ));
+                }
+                hidden / heads
+            }
+        };
+        let vocab = req_usize(obj, "vocab_size", path)?;
+        let rope_params = field(obj, "rope_parameters");
+        if let Some(rp) = rope_params {
+            check_rope_type(rp, "rope_parameters", path)?;
+        }
+        let rope_theta = match field(obj, "rope_theta").or_else(|| rope_params.and_then(|rp| rp.get("rope_theta"))) {
+            Some(v) => as_f64(v, "rope_theta", path)?,
+            None => 10000.0,
+        };
+        let rms_eps = as_f64(
+            field(obj, "rms_norm_eps").ok_or_else(|| cfg_err(path, "missing field `rms_norm_eps`"))?,
+            "rms_norm_eps",
+            path,
+        )?;
+        let tied_embeddings = opt_bool(obj, "tie_word_embeddings", path)?.unwrap_or(false);
+        let max_positions = req_usize(obj, "max_position_embeddings", path)?;
+
+        // Features this crate does not compute: refuse them instead of producing wrong logits.
+        if let Some(v) = field(obj, "rope_scaling") {
+            check_rope_type(v, "rope_scaling", path)?;
+        }
+        if let Some(act) = field(obj, "hidden_act") {
+            if act.as_str() != Some("silu") {
+                return Err(cfg_err(path, format!("hidden_act {act} is not supported (only \"silu\")")));
+            }
+        }
+        for key in ["attention_bias", "mlp_bias"] {
+            if opt_bool(obj, key, path)? == Some(true) {
+                return Err(cfg_err(path, format!("`{key}: true` is not supported (no bias tensors)")));
+            }
+        }
+        if opt_bool(obj, "use_sliding_window", path)? == Some(true) {
+            return Err(cfg_err(path, "`use_sliding_window: true` is not supported"));
+        }
+
+        let cfg = ModelConfig {
+            arch,
+            hidden,
+            intermediate,
+            layers,
+            heads,
+            kv_heads,
+            head_dim,
+            vocab,
+            rope_theta: rope_theta as f32,
+            rms_eps: rms_eps as f32,
+            tied_embeddings,
+            max_positions,
+            bos_token: opt_token(obj, "bos_token_id", path)?,
+            eos_token: opt_token(obj, "eos_token_id", path)?,
+        };
+        cfg.check().map_err(|msg| cfg_err(path, msg))?;
+        Ok(cfg)
+    }
+
+    /// Checks that the numbers describe a model this crate can run; the message names them.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        for (name, v) in [
+            ("hidden_size", self.hidden),
+            ("intermediate_size", self.intermediate),
+            ("num_hidden_layers", self.layers),
+            ("num_attention_heads", self.heads),
+            ("num_key_value_heads", self.kv_heads),
+            ("head_dim", self.head_dim),
+            ("vocab_size", self.vocab),
+            ("max_position_embeddings", self.max_positions),
+        ] {
+            if v == 0 {
+                return Err(format!("{name} is 0"));
+            }
+        }
+        if self.heads % self.kv_heads != 0 {
+            return Err(format!(
+                "num_attention_heads ({}) is not divisible by num_key_value_heads ({})",
+                self.heads, self.kv_heads
+            ));
+        }
+        if self.head_dim % 2 != 0 {
+            return Err(format!("head_dim ({}) must be even for rotary embeddings", self.head_dim));
+        }
+        if u32::try_from(self.vocab).is_err() {
+            return Err(format!("vocab_size ({}) does not fit token ids in u32", self.vocab));
+        }
+        if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
+            return Err(format!("rope_theta ({}) must be a positive number", self.rope_theta));
+        }
+        if !(self.rms_eps.is_finite() && self.rms_eps >= 0.0) {
+            return Err(format!("rms_norm_eps ({}) must be a non-negative number", self.rms_eps));
+        }
+        Ok(())
+    }
+
+    /// The config as HF `config.json` content; [`ModelConfig::from_hf_value`] reads it back unchanged.
+    pub fn to_hf_json(&self) -> Value {
+        json!({
+            "architectures": [self.arch.hf_name()],
+            "model_type": self.arch.model_type(),
+            "hidden_size": self.hidden,
+            "intermediate_size": self.intermediate,
+            "num_hidden_layers": self.layers,
+            "num_attention_heads": self.heads,
+            "num_key_value_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "vocab_size": self.vocab,
+            "rope_theta": self.rope_theta as f64,
+            "rms_norm_eps": self.rms_eps as f64,
+            "tie_word_embeddings": self.tied_embeddings,
+            "max_position_embeddings": self.max_positions,
+            "bos_token_id": self.bos_token,
+            "eos_token_id": self.eos_token,
+            "hidden_act": "silu",
+            "attention_bias": false,
+            "mlp_bias": false,
+            "rope_scaling": null,
+            "use_sliding_window": false,
+        })
+    }
+
+    /// A built-in config by name: `tiny`, `tiny-llama`, `qwen3-0.6b`, `qwen3-4b` (see [`SYNTHETIC_NAMES`]).
+    /// Synthetic models have random weights, so they name no special tokens.
+    pub fn synthetic(name: &str) -> Result<Self> {
+        let qwen3 = |hidden, intermediate, layers, heads| ModelConfig {
+            arch: Arch::Qwen3,
+            hidden,
+            intermediate,
+            layers,
+            heads,
+            kv_heads: 8,
+            head_dim: 128,
+            vocab: 151936,
+            rope_theta: 1_000_000.0,
+            rms_eps: 1e-6,
+            tied_embeddings: true,
+            max_positions: 40960,
+            bos_token: None,
+            eos_token: None,
+        };
+        Ok(match name {
+            "tiny" => ModelConfig {
+                arch: Arch::Qwen3,
+                hidden: 64,
+                intermediate: 192,
+                layers: 2,
+                heads: 4,
+                kv_heads: 2,
+                head_dim: 16,
+                vocab: 256,
+                rope_theta: 1_000_000.0,
+                rms_eps: 1e-6,
+                tied_embeddings: true,
+                max_positions: 4096,
+                bos_token: None,
+                eos_token: None,
+            },
+            "tiny-llama" => ModelConfig {
+                arch: Arch::Llama,
+                hidden: 96,
+                intermediate: 160,
+                layers: 3,
+                heads: 6,
+                kv_heads: 2,
+                head_dim: 16,
+                vocab: 300,
+                rope_theta: 10000.0,
+                rms_eps: 1e-5,
+                tied_embeddings: false,
+                max_positions: 4096,
+                bos_token: None,
+                eos_token: None,
+            },
+            "qwen3-0.6b" => qwen3(1024, 3072, 28, 16),
+            "qwen3-4b" => qwen3(2560, 9728, 36, 32),
+            _ => {
+                return Err(LlmError::UnknownSynthetic { name: name.to_string(), known: SYNTHETIC_NAMES.join(", ") })
+            }
+        })
+    }
+
+    /// Width of all query heads together (`heads * head_dim`).
+    pub fn q_dim(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    /// Width of all key (or value) heads together (`kv_heads * head_dim`).
+    pub fn kv_dim(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+
+    /// Query heads per key/value head.
+    pub fn group_size(&self) -> usize {
+        self.heads / self.kv_heads
+    }
+
+    /// Number of weight elements over all tensors the model stores.
+    pub fn num_params(&self) -> u64 {
+        crate::weights::expected_tensors(self).iter().map(|t| t.numel() as u64).sum()
+    }
+
+    /// Bytes of all weight tensors (including norm vectors) stored in `dtype`.
+    pub fn weight_bytes(&self, dtype: DType) -> u64 {
+        self.num_params() * dtype.size() as u64
+    }
+
+    /// Bytes of K and V cache for `positions` positions of every layer, one element of `dtype` each.
+    pub fn kv_cache_bytes(&self, positions: usize, dtype: DType) -> u64 {
+        2 * (self.layers * self.kv_dim() * positions * dtype.size()) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::safetensors::TestDir;
+
+    const QWEN3_06B: &str = r#"{
+      "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+      "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+      "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+      "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+      "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+      "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+      "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+      "use_cache": true, "use_sliding_window": false, "vocab_size": 151936
+    }"#;
+
+    fn parse(d: &TestDir, text: &str) -> Result<ModelConfig> {
+        let p = d.join("config.json");
+        std::fs::write(&p, text).unwrap();
+        ModelConfig::from_hf_json(&p)
+    }
+
+    fn edit(text: &str, f: impl FnOnce(&mut Map<String, Value>)) -> String {
+        let mut v: Value = serde_json::from_str(text).unwrap();
+        f(v.as_object_mut().unwrap());
+        v.to_string()
+    }
+
+    #[test]
+    fn parses_qwen3_config() {
+        let d = TestDir::new("cfg-q");
+        let c = parse(&d, QWEN3_06B).unwrap();
+        let mut want = ModelConfig::synthetic("qwen3-0.6b").unwrap();
+        want.bos_token = Some(151643);
+        want.eos_token = Some(151645);
+        assert_eq!(c, want);
+        assert_eq!((c.q_dim(), c.kv_dim(), c.group_size()), (2048, 1024, 2));
+    }
+
+    #[test]
+    fn parses_llama_config_with_defaults() {
+        let d = TestDir::new("cfg-l");
+        let text = r#"{"architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "intermediate_size": 5632,
+            "num_hidden_layers": 22, "num_attention_heads": 32, "num_key_value_heads": 4,
+            "vocab_size": 32000, "rms_norm_eps": 1e-05, "max_position_embeddings": 2048,
+            "bos_token_id": 1, "eos_token_id": [2, 7], "rope_scaling": null}"#;
+        let c = parse(&d, text).unwrap();
+        assert_eq!(c.arch, Arch::Llama);
+        assert_eq!((c.hidden, c.intermediate, c.layers, c.heads, c.kv_heads), (2048, 5632, 22, 32, 4));
+        assert_eq!(c.head_dim, 64, "head_dim defaults to hidden / heads");
+        assert_eq!(c.rope_theta, 10000.0, "rope_theta defaults to 10000");
+        assert!(!c.tied_embeddings, "tie_word_embeddings defaults to false");
+        assert_eq!((c.rms_eps, c.max_positions, c.vocab), (1e-5, 2048, 32000));
+        assert_eq!((c.bos_token, c.eos_token), (Some(1), Some(2)));
+        // kv heads default to heads
+        let c = parse(&d, &edit(text, |o| drop(o.remove("num_key_value_heads")))).unwrap();
+        assert_eq!(c.kv_heads, 32);
+        // rope_theta inside rope_parameters (newer transformers)
+        let t = edit(text, |o| {
+            o.insert("rope_parameters".into(), serde_json::json!({"rope_type": "default", "rope_theta": 500000.0}));
+        });
+        assert_eq!(parse(&d, &t).unwrap().rope_theta, 500000.0);
+    }
+
+    #[test]
+    fn config_errors_are_clear() {
+        let d = TestDir::new("cfg-e");
+        let check = |text: String, needles: &[&str]| {
+            let m = parse(&d, &text).unwrap_err().to_string();
+            assert!(m.contains("config.json"), "{m}");
+            for n in needles {
+                assert!(m.contains(n), "{m:?} lacks {n:?}");
+            }
+        };
+        check(
+            edit(QWEN3_06B, |o| drop(o.insert("architectures".into(), serde_json::json!(["MistralForCausalLM"])))),
+            &["unsupported architecture", "MistralForCausalLM"],
+        );
+        check(edit(QWEN3_06B, |o| drop(o.remove("hidden_size"))), &["missing field `hidden_size`"]);
+        check(edit(QWEN3_06B, |o| drop(o.remove("architectures"))), &["missing field `architectures`"]);
+        check(
+            edit(QWEN3_06B, |o| drop(o.insert("num_key_value_heads".into(), 3.into()))),
+            &["num_attention_heads (16)", "num_key_value_heads (3)"],
+        );
+        check(edit(QWEN3_06B, |o| drop(o.insert("vocab_size".into(), "big".into()))), &["vocab_size", "\"big\""]);
+        check(
+            edit(QWEN3_06B, |o| {
+                o.insert("rope_scaling".into(), serde_json::json!({"rope_type": "llama3", "factor": 8.0}));
+            }),
+            &["llama3", "not supported"],
+        );
+        check(edit(QWEN3_06B, |o| drop(o.insert("attention_bias".into(), true.into()))), &["attention_bias"]);
+        check(edit(QWEN3_06B, |o| drop(o.insert("head_dim".into(), 7.into()))), &["head_dim (7)"]);
+        check("{\"architectures\": [".into(), &["invalid JSON"]);
+        let m = ModelConfig::from_hf_json(d.join("missing.json")).unwrap_err().to_string();
+        assert!(m.contains("missing.json") && m.contains("cannot read"), "{m}");
+        let m = ModelConfig::synthetic("qwen9").unwrap_err().to_string();
+        assert!(m.contains("qwen9") && m.contains("tiny"), "{m}");
+    }
+
+    #[test]
+    fn hf_json_round_trips_every_synthetic() {
+        for name in SYNTHETIC_NAMES {
+            let c = ModelConfig::synthetic(name).unwrap();
+            c.check().unwrap();
+            let back = ModelConfig::from_hf_value(&c.to_hf_json(), Path::new("x")).unwrap();
+            assert_eq!(back, c, "{name}");
+        }
+    }
+
+    #[test]
+    fn weight_bytes_match_anchors() {
+        // anchors.json weight_bytes_f16 leave out the final norm vector (hidden * 2 bytes).
+        let q06 = ModelConfig::synthetic("qwen3-0.6b").unwrap();
+        assert_eq!(q06.weight_bytes(DType::F16), 1_192_097_792 + 2 * 1024);
+        let q4 = ModelConfig::synthetic("qwen3-4b").unwrap();
+        assert_eq!(q4.weight_bytes(DType::F16), 8_044_931_072 + 2 * 2560);
+        assert_eq!(q4.weight_bytes(DType::F32), 2 * q4.weight_bytes(DType::BF16));
+        let tiny = ModelConfig::synthetic("tiny").unwrap();
+        // embed 256*64 + 2 layers * (2*64 + 64*64 + 2*32*64 + 64*64 + 2*16 + 3*192*64) + 64
+        assert_eq!(tiny.num_params(), 256 * 64 + 2 * (128 + 4096 + 4096 + 4096 + 32 + 3 * 192 * 64) + 64);
+        assert_eq!(q06.kv_cache_bytes(4096, DType::F16), 2 * 28 * 1024 * 4096 * 2);
+    }
+}

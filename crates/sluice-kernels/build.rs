@@ -4,7 +4,8 @@
 //!
 //! Weight-dtype variants: a shader whose first line is `//! variants: f16 bf16 f32` is
 //! compiled once per listed dtype, with `wgsl/dtype/<dtype>.wgsl` appended (it defines the
-//! weight loaders), into kernels named `<stem>_<dtype>`. Files under `wgsl/dtype/` are
+//! weight loaders), into kernels named `<stem>_<dtype>`. A line `//! include: NAME`
+//! appends `wgsl/include/NAME.wgsl`. Files under `wgsl/dtype/` and `wgsl/include/` are
 //! not kernels themselves.
 
 use std::fmt::Write as _;
@@ -29,7 +30,14 @@ fn main() {
     for path in &files {
         println!("cargo:rerun-if-changed={}", path.display());
         let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
-        let source = std::fs::read_to_string(path).unwrap();
+        let mut source = std::fs::read_to_string(path).unwrap();
+        // `//! include: NAME` lines append wgsl/include/NAME.wgsl (shared helpers).
+        for name in source.clone().lines().filter_map(|l| l.strip_prefix("//! include:")) {
+            let inc = dir.join("include").join(format!("{}.wgsl", name.trim()));
+            println!("cargo:rerun-if-changed={}", inc.display());
+            let text = std::fs::read_to_string(&inc).unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), inc.display()));
+            source.push_str(&format!("\n// ---- include/{}.wgsl ----\n{text}", name.trim()));
+        }
         match source.lines().next().and_then(|l| l.strip_prefix("//! variants:")) {
             Some(list) => {
                 for dtype in list.split_whitespace() {

@@ -1,8 +1,10 @@
-// Greedy choice: result = (index, value) of the largest logit (ties: lowest index; NaN
-// never wins); also params.token = index so a replayed step feeds itself.
+// Greedy pick: result = (index, value) of the largest logit among n; ties go to the
+// lowest index, NaN never wins (all NaN -> index 0). Also writes params.token = index, so
+// a replayed decode step feeds itself. One workgroup of 1024: dispatch [1, 1, 1].
+
+struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct F32s { d: array<f32> }
 struct Result { index: u32, value: f32 }
-struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct Push { n: u32 }
 
 @group(0) @binding(0) var<storage, read> logits: F32s;
@@ -11,43 +13,63 @@ struct Push { n: u32 }
 var<immediate> pc: Push;
 
 const WG: u32 = 1024u;
+const NONE: u32 = 0xffffffffu;
+
 var<workgroup> best_v: array<f32, 1024>;
 var<workgroup> best_i: array<u32, 1024>;
 
+// Is (v, i) better than (bv, bi)? A NaN v never is.
 fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
-    // NaN compares false everywhere, so it never wins.
     return v > bv || (v == bv && i < bi);
 }
 
 @compute @workgroup_size(1024)
-fn main(@builtin(local_invocation_index) t: u32) {
-    var bv = -3.4e38;
-    var bi = 0xffffffffu;
-    for (var i = t; i < pc.n; i += WG) {
-        let v = logits.d[i];
-        if (better(v, i, bv, bi)) {
-            bv = v;
-            bi = i;
-        }
+fn main(
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(subgroup_id) sg_id: u32,
+    @builtin(subgroup_invocation_id) sg_lane: u32,
+    @builtin(num_subgroups) nsg: u32,
+) {
+    var bv = bitcast<f32>(0xff800000u); // -inf
+    var bi = NONE;
+    var i = tid;
+    // Four independent loads in flight per round.
+    for (; i + 3u * WG < pc.n; i += 4u * WG) {
+        let v0 = logits.d[i];
+        let v1 = logits.d[i + WG];
+        let v2 = logits.d[i + 2u * WG];
+        let v3 = logits.d[i + 3u * WG];
+        if (better(v0, i, bv, bi)) { bv = v0; bi = i; }
+        if (better(v1, i + WG, bv, bi)) { bv = v1; bi = i + WG; }
+        if (better(v2, i + 2u * WG, bv, bi)) { bv = v2; bi = i + 2u * WG; }
+        if (better(v3, i + 3u * WG, bv, bi)) { bv = v3; bi = i + 3u * WG; }
     }
-    best_v[t] = bv;
-    best_i[t] = bi;
+    for (; i < pc.n; i += WG) {
+        let v = logits.d[i];
+        if (better(v, i, bv, bi)) { bv = v; bi = i; }
+    }
+    let m = subgroupMax(bv);
+    let mi = subgroupMin(select(NONE, bi, bv == m));
+    if (sg_lane == 0u) {
+        best_v[sg_id] = m;
+        best_i[sg_id] = mi;
+    }
     workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if (t < stride) {
-            let ov = best_v[t + stride];
-            let oi = best_i[t + stride];
-            if (better(ov, oi, best_v[t], best_i[t])) {
-                best_v[t] = ov;
-                best_i[t] = oi;
+    if (tid == 0u) {
+        var v = best_v[0];
+        var idx = best_i[0];
+        for (var j = 1u; j < nsg; j++) {
+            if (better(best_v[j], best_i[j], v, idx)) {
+                v = best_v[j];
+                idx = best_i[j];
             }
         }
-        workgroupBarrier();
-    }
-    if (t == 0u) {
-        let idx = select(best_i[0], 0u, best_i[0] == 0xffffffffu);
+        if (idx == NONE) {
+            idx = 0u;
+            v = logits.d[0];
+        }
         result.index = idx;
-        result.value = best_v[0];
+        result.value = v;
         params.token = idx;
     }
 }

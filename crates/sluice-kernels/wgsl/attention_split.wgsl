@@ -1,11 +1,28 @@
-// Decode attention, split over the sequence. Workgroup (s, h) covers positions
-// [s*chunk, min((s+1)*chunk, seq_len)) for query head h (kv head h / (heads/kv_heads))
-// and writes partial[h, s] = (o[hd] = sum e^(score-m) v, m = max score, l = sum e^(score-m)),
-// score = scale * q.k. K and V caches are f16 pairs, [kv_heads, capacity, head_dim].
+// Decode attention, split over the sequence (flash-decoding, first pass).
+// Dispatch [splits, heads, 1], workgroup 256. Workgroup (s, h) covers positions
+// [s*chunk, min((s+1)*chunk, seq_len)) (chunk <= 256, head_dim even and <= 256) for query
+// head h and kv head h / (heads / kv_heads), and writes, unnormalised,
+//   partial[h, s, :] = (m = max score, l = sum exp(score - m), o[hd] = sum exp(score - m) v)
+// with score = scale * q . k. An empty range writes m = -3e38, l = 0, o = 0 and returns
+// at once. Caches: f16 pairs in u32, [kv_heads, capacity, head_dim].
+//
+// Scores: 16 lanes per position, each reading every 16th u32 of the key (coalesced); the
+// 16 partial sums go to shared memory and are added after one barrier. Values: one lane
+// per u32 column (f16 pair), 256 / (hd/2) position groups, summed in shared memory.
+
+struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
-struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
-struct Push { heads: u32, kv_heads: u32, head_dim: u32, capacity: u32, chunk: u32, splits: u32, scale: f32, pad: u32 }
+struct Push {
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    capacity: u32,
+    chunk: u32,
+    splits: u32,
+    scale: f32,
+    pad: u32,
+}
 
 @group(0) @binding(0) var<storage, read> params: Params;
 @group(0) @binding(1) var<storage, read> q: F32s;
@@ -14,96 +31,115 @@ struct Push { heads: u32, kv_heads: u32, head_dim: u32, capacity: u32, chunk: u3
 @group(0) @binding(4) var<storage, read_write> partial: F32s;
 var<immediate> pc: Push;
 
-const WG: u32 = 128u;
-var<workgroup> qs: array<f32, 256>;
+const SLICES: u32 = 16u;
+const NEG: f32 = -3.0e38;
+
+var<workgroup> qs: array<vec2<f32>, 128>;
+var<workgroup> part: array<f32, 4096>; // 256 positions x SLICES
 var<workgroup> sc: array<f32, 256>;
-var<workgroup> red: array<f32, 128>;
+var<workgroup> ov: array<vec2<f32>, 256>;
+var<workgroup> red: array<f32, 256>;
 
-fn reduce_max(v: f32, t: u32, sg: u32, sgi: u32) -> f32 {
-    let m = subgroupMax(v);
-    if (sgi == 0u) {
-        red[t / sg] = m;
-    }
-    workgroupBarrier();
-    var r = -3.0e38;
-    for (var i = 0u; i < WG / sg; i++) {
-        r = max(r, red[i]);
-    }
-    workgroupBarrier();
-    return r;
-}
-
-fn reduce_sum(v: f32, t: u32, sg: u32, sgi: u32) -> f32 {
-    let m = subgroupAdd(v);
-    if (sgi == 0u) {
-        red[t / sg] = m;
-    }
-    workgroupBarrier();
-    var r = 0.0;
-    for (var i = 0u; i < WG / sg; i++) {
-        r += red[i];
-    }
-    workgroupBarrier();
-    return r;
-}
-
-@compute @workgroup_size(128)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32,
-        @builtin(subgroup_size) sg: u32, @builtin(subgroup_invocation_id) sgi: u32) {
+@compute @workgroup_size(256)
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(subgroup_id) sg_id: u32,
+    @builtin(subgroup_invocation_id) sg_lane: u32,
+    @builtin(num_subgroups) nsg: u32,
+) {
     let s = wg.x;
     let h = wg.y;
     let hd = pc.head_dim;
-    let half = hd / 2u;
-    let kvh = h / (pc.heads / pc.kv_heads);
+    let pairs = hd / 2u;
+    let obase = (h * pc.splits + s) * (hd + 2u);
+    let seq = min(params.seq_len, pc.capacity);
     let start = s * pc.chunk;
-    let end = min(start + pc.chunk, params.seq_len);
-    let out = (h * pc.splits + s) * (hd + 2u);
-    if (start >= end) {
-        for (var d = t; d < hd; d += WG) {
-            partial.d[out + d] = 0.0;
-        }
-        if (t == 0u) {
-            partial.d[out + hd] = -3.0e38;
-            partial.d[out + hd + 1u] = 0.0;
+    if (start >= seq) {
+        for (var i = tid; i < hd + 2u; i += 256u) {
+            partial.d[obase + i] = select(0.0, NEG, i == 0u);
         }
         return;
     }
-    for (var d = t; d < hd; d += WG) {
-        qs[d] = q.d[h * hd + d] * pc.scale;
+    let n = min(seq - start, pc.chunk);
+    let kvh = h / (pc.heads / pc.kv_heads);
+    // First u32 of position `start` of this kv head.
+    let row0 = (kvh * pc.capacity + start) * pairs;
+
+    if (tid < pairs) {
+        let qb = h * hd + 2u * tid;
+        qs[tid] = vec2<f32>(q.d[qb], q.d[qb + 1u]) * pc.scale;
     }
     workgroupBarrier();
-    let n = end - start;
-    let kv_base = (kvh * pc.capacity + start) * half;
-    var local_max = -3.0e38;
-    for (var p = t; p < n; p += WG) {
-        let row = kv_base + p * half;
-        var dotv = 0.0;
-        for (var j = 0u; j < half; j++) {
-            let kk = unpack2x16float(kcache.d[row + j]);
-            dotv += qs[2u * j] * kk.x + qs[2u * j + 1u] * kk.y;
+
+    // Scores.
+    let slice = tid % SLICES;
+    for (var pb = 0u; pb < n; pb += 256u / SLICES) {
+        let p = pb + tid / SLICES;
+        if (p < n) {
+            let row = row0 + p * pairs;
+            var acc = 0.0;
+            for (var d = slice; d < pairs; d += SLICES) {
+                acc += dot(qs[d], unpack2x16float(kcache.d[row + d]));
+            }
+            part[p * SLICES + slice] = acc;
         }
-        sc[p] = dotv;
-        local_max = max(local_max, dotv);
     }
-    let m = reduce_max(local_max, t, sg, sgi);
-    var local_sum = 0.0;
-    for (var p = t; p < n; p += WG) {
-        let e = exp(sc[p] - m);
-        sc[p] = e;
-        local_sum += e;
-    }
-    let l = reduce_sum(local_sum, t, sg, sgi);
-    // o[2j], o[2j+1] for word j = t (head_dim <= 256).
-    if (t < half) {
-        var o = vec2<f32>(0.0, 0.0);
-        for (var p = 0u; p < n; p++) {
-            o += sc[p] * unpack2x16float(vcache.d[kv_base + p * half + t]);
+    workgroupBarrier();
+    var score = NEG;
+    if (tid < n) {
+        var acc = 0.0;
+        for (var j = 0u; j < SLICES; j++) {
+            acc += part[tid * SLICES + j];
         }
-        partial.d[out + 2u * t] = o.x;
-        partial.d[out + 2u * t + 1u] = o.y;
+        score = acc;
     }
-    if (t == 0u) {
-        partial.d[out + hd] = m;
-        partial.d[out + hd + 1u] = l;
+
+    // Max and exp-sum over the chunk.
+    let smax = subgroupMax(score);
+    if (sg_lane == 0u) {
+        red[sg_id] = smax;
+    }
+    workgroupBarrier();
+    var m = NEG;
+    for (var j = 0u; j < nsg; j++) {
+        m = max(m, red[j]);
+    }
+    let e = select(0.0, exp(score - m), tid < n);
+    sc[tid] = e;
+    workgroupBarrier(); // everyone has read red (the max) and written sc
+    let ssum = subgroupAdd(e);
+    if (sg_lane == 0u) {
+        red[sg_id] = ssum;
+    }
+    workgroupBarrier();
+    var l = 0.0;
+    for (var j = 0u; j < nsg; j++) {
+        l += red[j];
+    }
+
+    // Weighted values.
+    let groups = 256u / pairs;
+    let col = tid % pairs;
+    let grp = tid / pairs;
+    var o = vec2<f32>(0.0);
+    if (grp < groups) {
+        for (var p = grp; p < n; p += groups) {
+            o += sc[p] * unpack2x16float(vcache.d[row0 + p * pairs + col]);
+        }
+    }
+    ov[tid] = o;
+    workgroupBarrier();
+    if (tid < pairs) {
+        var acc = vec2<f32>(0.0);
+        for (var g = 0u; g < groups; g++) {
+            acc += ov[g * pairs + tid];
+        }
+        partial.d[obase + 2u + 2u * tid] = acc.x;
+        partial.d[obase + 3u + 2u * tid] = acc.y;
+    }
+    if (tid == 0u) {
+        partial.d[obase] = m;
+        partial.d[obase + 1u] = l;
     }
 }

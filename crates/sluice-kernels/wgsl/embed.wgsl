@@ -1,8 +1,11 @@
 //! variants: f16 bf16 f32
-// x[c] = W[params.token, c]; one thread per 8-element chunk.
+// Token embedding gather: x[c] = W[params.token, c] for c < cols. W: [vocab, stride8 * 8].
+// Workgroup of 64, one 8-element chunk per invocation: dispatch embed_groups(cols) =
+// [ceil(stride8 / 64), 1, 1]. A token past the table's end writes zeros.
+
+struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
-struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct Push { cols: u32, stride8: u32 }
 
 @group(0) @binding(0) var<storage, read> params: Params;
@@ -12,17 +15,23 @@ var<immediate> pc: Push;
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let c = gid.x;
-    if (c >= pc.stride8) {
+    let c8 = gid.x;
+    if (c8 >= pc.stride8) {
         return;
     }
-    let i = (params.token * pc.stride8 + c) * WPC;
-    let v = decode8(w.d[i], w.d[i + WPC - 1u]);
-    let vals = array<f32, 8>(v.a.x, v.a.y, v.a.z, v.a.w, v.b.x, v.b.y, v.b.z, v.b.w);
-    for (var k = 0u; k < 8u; k++) {
-        let col = c * 8u + k;
-        if (col < pc.cols) {
-            x.d[col] = vals[k];
+    let vocab = arrayLength(&w.d) / (pc.stride8 * W_VEC4S);
+    let token = params.token;
+    var v = W8(vec4<f32>(0.0), vec4<f32>(0.0));
+    if (token < vocab) {
+        v = load_w8(token * pc.stride8 + c8);
+    }
+    let base = c8 * 8u;
+    for (var k = 0u; k < 4u; k++) {
+        if (base + k < pc.cols) {
+            x.d[base + k] = v.a[k];
+        }
+        if (base + 4u + k < pc.cols) {
+            x.d[base + 4u + k] = v.b[k];
         }
     }
 }

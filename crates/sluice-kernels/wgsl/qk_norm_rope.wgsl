@@ -1,11 +1,27 @@
-// Workgroup g < heads: q head g := rope(norm(q_g)) in place. Workgroup g >= heads (kv head
-// j = g - heads): kcache[j, pos] := f16(rope(norm(k_j))), vcache[j, pos] := f16(v_j).
-// norm (use_norm != 0, Qwen3): per-head RMSNorm with q_norm / k_norm weights. rope: HF
-// rotate-half layout, inv_freq_i = theta^(-2i/hd). One thread per rotation pair.
+// Per-head q/k RMSNorm (optional, Qwen3) + rotary embedding (HF rotate-half layout) +
+// KV-cache append. Dispatch [heads + kv_heads, 1, 1], workgroup 128 (one invocation per
+// rotation pair i < head_dim / 2; head_dim even and <= 256).
+//   workgroup g < heads:  q[g] := rope(norm_q(q[g]))                  (in place)
+//   workgroup heads + j:  kcache[j, pos, :] := f16(rope(norm_k(k[j])))
+//                         vcache[j, pos, :] := f16(v[j])
+// rope: inv_freq_i = theta^(-2i/hd), angle = pos * inv_freq_i,
+//   out[i] = x[i] cos - x[i + hd/2] sin,  out[i + hd/2] = x[i + hd/2] cos + x[i] sin.
+// The caches are f16 pairs packed in u32, layout [kv_heads, capacity, head_dim]; nothing
+// is written when pos >= capacity.
+
+struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
-struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
-struct Push { heads: u32, kv_heads: u32, head_dim: u32, capacity: u32, use_norm: u32, eps: f32, theta: f32, pad: u32 }
+struct Push {
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    capacity: u32,
+    use_norm: u32,
+    eps: f32,
+    theta: f32,
+    pad: u32,
+}
 
 @group(0) @binding(0) var<storage, read> params: Params;
 @group(0) @binding(1) var<storage, read_write> q: F32s;
@@ -17,74 +33,91 @@ struct Push { heads: u32, kv_heads: u32, head_dim: u32, capacity: u32, use_norm:
 @group(0) @binding(7) var<storage, read_write> vcache: U32s;
 var<immediate> pc: Push;
 
-var<workgroup> partial: array<f32, 128>;
+var<workgroup> red: array<f32, 128>;
 var<workgroup> rotated: array<f32, 256>;
 
+// 2 pi = TWO_PI_HI + TWO_PI_LO; TWO_PI_HI has 8 significant bits, so turns * TWO_PI_HI is
+// exact for any realistic number of turns (Cody-Waite reduction).
+const TWO_PI_HI: f32 = 6.28125;
+const TWO_PI_LO: f32 = 0.0019353071795864769;
+const INV_TWO_PI: f32 = 0.15915494309189535;
+
 @compute @workgroup_size(128)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32,
-        @builtin(subgroup_size) sg: u32, @builtin(subgroup_invocation_id) sgi: u32) {
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) i: u32,
+    @builtin(subgroup_id) sg_id: u32,
+    @builtin(subgroup_invocation_id) sg_lane: u32,
+    @builtin(num_subgroups) nsg: u32,
+) {
+    let g = wg.x;
     let hd = pc.head_dim;
     let half = hd / 2u;
-    let is_q = wg.x < pc.heads;
-    let head = select(wg.x - pc.heads, wg.x, is_q);
-    let src = head * hd;
-    let in_pair = t < half;
+    let is_q = g < pc.heads;
+    let head = select(g - pc.heads, g, is_q);
+    let base = head * hd;
+    let in_range = i < half;
+    let ia = min(i, half - 1u);
     var a = 0.0;
     var b = 0.0;
-    if (in_pair) {
+    if (in_range) {
         if (is_q) {
-            a = q.d[src + t];
-            b = q.d[src + t + half];
+            a = q.d[base + ia];
+            b = q.d[base + ia + half];
         } else {
-            a = k.d[src + t];
-            b = k.d[src + t + half];
+            a = k.d[base + ia];
+            b = k.d[base + ia + half];
         }
     }
     if (pc.use_norm != 0u) {
         let s = subgroupAdd(a * a + b * b);
-        if (sgi == 0u) {
-            partial[t / sg] = s;
+        if (sg_lane == 0u) {
+            red[sg_id] = s;
         }
         workgroupBarrier();
-        var total = 0.0;
-        for (var i = 0u; i < 128u / sg; i++) {
-            total += partial[i];
+        var ss = 0.0;
+        for (var j = 0u; j < nsg; j++) {
+            ss += red[j];
         }
-        let inv = inverseSqrt(total / f32(hd) + pc.eps);
-        if (in_pair) {
-            if (is_q) {
-                a = a * inv * q_norm.d[t];
-                b = b * inv * q_norm.d[t + half];
-            } else {
-                a = a * inv * k_norm.d[t];
-                b = b * inv * k_norm.d[t + half];
-            }
+        let inv = inverseSqrt(ss / f32(hd) + pc.eps);
+        var wa = 0.0;
+        var wb = 0.0;
+        if (is_q) {
+            wa = q_norm.d[ia];
+            wb = q_norm.d[ia + half];
+        } else {
+            wa = k_norm.d[ia];
+            wb = k_norm.d[ia + half];
         }
+        a = a * inv * wa;
+        b = b * inv * wb;
     }
     let pos = params.pos;
-    let inv_freq = exp2(-(f32(2u * t) / f32(hd)) * log2(pc.theta));
-    var angle = f32(pos) * inv_freq;
-    angle = angle - 6.2831855 * floor(angle / 6.2831855);
-    let c = cos(angle);
-    let s = sin(angle);
-    let ra = a * c - b * s;
-    let rb = b * c + a * s;
+    // Same rounding steps as HF: f32 inv_freq, f32 angle; then a reduction to [-pi, pi] so
+    // the device's sin/cos stay accurate at large positions.
+    let inv_freq = pow(pc.theta, -f32(2u * ia) / f32(hd));
+    let angle = f32(pos) * inv_freq;
+    let turns = round(angle * INV_TWO_PI);
+    let reduced = (angle - turns * TWO_PI_HI) - turns * TWO_PI_LO;
+    let c = cos(reduced);
+    let sn = sin(reduced);
+    let oa = a * c - b * sn;
+    let ob = b * c + a * sn;
     if (is_q) {
-        if (in_pair) {
-            q.d[src + t] = ra;
-            q.d[src + t + half] = rb;
+        if (in_range) {
+            q.d[base + i] = oa;
+            q.d[base + i + half] = ob;
         }
         return;
     }
-    if (in_pair) {
-        rotated[t] = ra;
-        rotated[t + half] = rb;
+    if (in_range) {
+        rotated[i] = oa;
+        rotated[i + half] = ob;
     }
     workgroupBarrier();
-    // Word j of the cache row holds elements 2j and 2j+1.
-    let row = (head * pc.capacity + pos) * half;
-    if (in_pair) {
-        kcache.d[row + t] = pack2x16float(vec2<f32>(rotated[2u * t], rotated[2u * t + 1u]));
-        vcache.d[row + t] = pack2x16float(vec2<f32>(v.d[src + 2u * t], v.d[src + 2u * t + 1u]));
+    if (in_range && pos < pc.capacity) {
+        let e = ((head * pc.capacity + pos) * hd) / 2u + i;
+        kcache.d[e] = pack2x16float(vec2<f32>(rotated[2u * i], rotated[2u * i + 1u]));
+        vcache.d[e] = pack2x16float(vec2<f32>(v.d[base + 2u * i], v.d[base + 2u * i + 1u]));
     }
 }

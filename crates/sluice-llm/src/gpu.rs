@@ -324,7 +324,7 @@ impl GpuModel {
         let push = k::MatvecPush { rows: m.rows, cols: m.cols, stride8: m.stride8(), accumulate: accumulate as u32 };
         enc.dispatch(
             &self.kernels.matvec,
-            k::matvec_groups(m.rows),
+            matvec_groups(m.rows, m.cols),
             &[m.buffer.slice(..), x.slice(0..m.cols as u64 * 4), y.slice(0..m.rows as u64 * 4)],
             &push,
         )
@@ -477,6 +477,26 @@ impl GpuModel {
     /// The logits of the last step (waits for it).
     pub fn logits(&self) -> Result<Vec<f32>, LlmError> {
         Ok(self.logits.read::<f32>(0, self.config.vocab)?)
+    }
+}
+
+/// Threads per row the `matvec` kernel uses for rows of `cols` (same rule as
+/// `wgsl/include/matvec_common.wgsl`).
+fn matvec_threads_per_row(cols: u32) -> u32 {
+    match cols.div_ceil(8) {
+        0..=255 => 64,
+        256..=1023 => 128,
+        _ => 256,
+    }
+}
+
+/// Workgroups for the `matvec` kernel: 256 / threads-per-row rows each, 2-D past 65535.
+fn matvec_groups(rows: u32, cols: u32) -> [u32; 3] {
+    let n = rows.div_ceil(256 / matvec_threads_per_row(cols)).max(1);
+    if n <= 65535 {
+        [n, 1, 1]
+    } else {
+        [65535, n.div_ceil(65535), 1]
     }
 }
 

@@ -1,10 +1,26 @@
-// Weight chunks of 8 f16 values: one vec4<u32> per chunk, little-endian pairs.
-const WPC: u32 = 1u;
+// Weight loaders for f16 weights: one vec4<u32> holds 8 elements (little-endian pairs, low
+// 16 bits = even element). Appended to every `//! variants:` kernel built for f16.
+//
+// Contract with the kernels: the kernel declares `w` (`struct WVec { d: array<vec4<u32>> }`);
+// a kernel with a second matrix declares it as `w_b` and defines, dtype-independently,
+//   fn load_w8_b(chunk: u32) -> W8 { let i = chunk * W_VEC4S; return decode_w8(w_b.d[i], w_b.d[i + W_VEC4S - 1u]); }
+// (a snippet cannot name `w_b` itself: kernels with one matrix have no such binding).
+// `chunk` = row * stride8 + c8 (8 elements per chunk).
+
 struct W8 { a: vec4<f32>, b: vec4<f32> }
-fn decode8(lo: vec4<u32>, hi: vec4<u32>) -> W8 {
-    let p0 = unpack2x16float(lo.x);
-    let p1 = unpack2x16float(lo.y);
-    let p2 = unpack2x16float(lo.z);
-    let p3 = unpack2x16float(lo.w);
-    return W8(vec4<f32>(p0.x, p0.y, p1.x, p1.y), vec4<f32>(p2.x, p2.y, p3.x, p3.y));
+
+// vec4<u32> words per 8-element chunk.
+const W_VEC4S: u32 = 1u;
+
+// Decodes one chunk; `hi` is ignored for 16-bit dtypes.
+fn decode_w8(lo: vec4<u32>, hi: vec4<u32>) -> W8 {
+    return W8(
+        vec4<f32>(unpack2x16float(lo.x), unpack2x16float(lo.y)),
+        vec4<f32>(unpack2x16float(lo.z), unpack2x16float(lo.w)),
+    );
+}
+
+fn load_w8(chunk: u32) -> W8 {
+    let v = w.d[chunk];
+    return decode_w8(v, v);
 }

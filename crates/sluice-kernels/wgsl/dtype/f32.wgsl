@@ -1,6 +1,15 @@
-// Weight chunks of 8 f32 values: two vec4<u32> per chunk.
-const WPC: u32 = 2u;
+// Weight loaders for f32 weights: an 8-element chunk is two vec4<u32> (bitcast to f32).
+// Contract with the kernels: see dtype/f16.wgsl.
+
 struct W8 { a: vec4<f32>, b: vec4<f32> }
-fn decode8(lo: vec4<u32>, hi: vec4<u32>) -> W8 {
+
+// vec4<u32> words per 8-element chunk.
+const W_VEC4S: u32 = 2u;
+
+fn decode_w8(lo: vec4<u32>, hi: vec4<u32>) -> W8 {
     return W8(bitcast<vec4<f32>>(lo), bitcast<vec4<f32>>(hi));
+}
+
+fn load_w8(chunk: u32) -> W8 {
+    return decode_w8(w.d[2u * chunk], w.d[2u * chunk + 1u]);
 }

@@ -1,0 +1,167 @@
+//! GPU time of the LLM kernels at real model shapes (Qwen3-0.6B / 4B), from timestamps
+//! around each dispatch. Weights rotate over enough copies (>= 256 MiB) that the L2 cache
+//! cannot serve them. Prints one line per case: median µs and achieved GB/s.
+//!
+//! `cargo run --release -p sluice-kernels --example kernel_bench [reps]`
+
+use sluice::{Buffer, Device, Options, ResourceClass, TimestampQueries};
+use sluice_kernels::*;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn buffer(d: &Device, name: &str, bytes: u64, class: ResourceClass) -> Buffer {
+    d.create_buffer(name, bytes.max(16), class).unwrap()
+}
+
+/// Times `reps` dispatches recorded by `record(enc, i)`; returns per-dispatch µs (median).
+fn time(d: &Device, reps: u32, mut record: impl FnMut(&mut sluice::Encoder, u32)) -> f64 {
+    let q = TimestampQueries::new(d, reps + 1).unwrap();
+    let mut enc = d.encoder().unwrap();
+    enc.write_timestamp(&q, 0).unwrap();
+    for i in 0..reps {
+        record(&mut enc, i);
+        enc.write_timestamp(&q, i + 1).unwrap();
+    }
+    enc.submit().unwrap().wait().unwrap();
+    let ts = q.read_ns().unwrap();
+    median(ts.windows(2).skip(1).map(|w| (w[1] - w[0]) / 1000.0).collect())
+}
+
+fn main() {
+    let reps: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(50);
+    let d = Device::new(Options::default()).unwrap();
+    let info = d.info();
+    println!("device: {} (subgroup {})", info.name, info.subgroup_size);
+    let shapes: &[(&str, u32, u32)] = &[
+        ("0.6b q", 2048, 1024),
+        ("0.6b kv", 1024, 1024),
+        ("0.6b o", 1024, 2048),
+        ("0.6b down", 1024, 3072),
+        ("0.6b lm_head", 151936, 1024),
+        ("4b q", 4096, 2560),
+        ("4b o", 2560, 4096),
+        ("4b down", 2560, 9728),
+        ("4b gate", 9728, 2560),
+        ("8k x 8k", 8192, 8192),
+    ];
+    let budget = 256u64 << 20;
+    for dtype in [WeightDtype::F16, WeightDtype::Bf16, WeightDtype::F32] {
+        let k = d.pipeline(matvec(dtype)).unwrap();
+        for &(name, rows, cols) in shapes {
+            if dtype != WeightDtype::F16 && !name.starts_with("4b") {
+                continue;
+            }
+            let wbytes = rows as u64 * stride8(cols) as u64 * 8 * dtype.bytes() as u64;
+            let copies = budget.div_ceil(wbytes).clamp(2, 64);
+            let ws: Vec<Buffer> =
+                (0..copies).map(|_| buffer(&d, "w", wbytes, ResourceClass::ReadOnlyWeight)).collect();
+            let x = buffer(&d, "x", cols as u64 * 4, ResourceClass::TokenScratch);
+            x.write(0, &vec![0.5f32; cols as usize]).unwrap();
+            let y = buffer(&d, "y", rows as u64 * 4, ResourceClass::TokenScratch);
+            let push = MatvecPush { rows, cols, stride8: stride8(cols), accumulate: 0 };
+            let us = time(&d, reps, |enc, i| {
+                let w = &ws[(i as u64 % copies) as usize];
+                enc.dispatch(&k, matvec_groups(rows), &[w.slice(..), x.slice(..), y.slice(..)], &push).unwrap();
+            });
+            let bytes = wbytes + cols as u64 * 4 + rows as u64 * 4;
+            println!("matvec_{:<4} {name:<13} {rows:>6}x{cols:<5} {us:>8.2} us {:>7.0} GB/s", dtype.name(), bytes as f64 / us / 1e3);
+        }
+    }
+    // Fused gate/up.
+    let k = d.pipeline(matvec_silu(WeightDtype::F16)).unwrap();
+    for &(name, rows, cols) in &[("0.6b gate_up", 3072u32, 1024u32), ("4b gate_up", 9728, 2560)] {
+        let wbytes = rows as u64 * stride8(cols) as u64 * 16;
+        let copies = budget.div_ceil(2 * wbytes).clamp(2, 64);
+        let ws: Vec<Buffer> = (0..2 * copies).map(|_| buffer(&d, "w", wbytes, ResourceClass::ReadOnlyWeight)).collect();
+        let x = buffer(&d, "x", cols as u64 * 4, ResourceClass::TokenScratch);
+        x.write(0, &vec![0.5f32; cols as usize]).unwrap();
+        let y = buffer(&d, "y", rows as u64 * 4, ResourceClass::TokenScratch);
+        let push = MatvecPush { rows, cols, stride8: stride8(cols), accumulate: 0 };
+        let us = time(&d, reps, |enc, i| {
+            let j = 2 * (i as u64 % copies) as usize;
+            let s = [ws[j].slice(..), ws[j + 1].slice(..), x.slice(..), y.slice(..)];
+            enc.dispatch(&k, matvec_groups(rows), &s, &push).unwrap();
+        });
+        println!("matvec_silu_f16 {name:<13} {rows:>6}x{cols:<5} {us:>8.2} us {:>7.0} GB/s", (2 * wbytes) as f64 / us / 1e3);
+    }
+    // Attention at depth (0.6B: 16/8 heads, 4B: 32/8 heads; head_dim 128).
+    let split = d.pipeline(&ATTENTION_SPLIT).unwrap();
+    let combine = d.pipeline(&ATTENTION_COMBINE).unwrap();
+    for (name, heads, kv_heads) in [("0.6b", 16u32, 8u32), ("4b", 32, 8)] {
+        let (hd, capacity, chunk) = (128u32, 4352u32, 256u32);
+        let splits = attention_splits(capacity, chunk);
+        let cache = (kv_heads * capacity * hd * 2) as u64;
+        let kc = buffer(&d, "kc", cache, ResourceClass::AppendOnlyKv);
+        let vc = buffer(&d, "vc", cache, ResourceClass::AppendOnlyKv);
+        kc.write(0, &vec![0x3c003c00u32; (cache / 4) as usize]).unwrap();
+        vc.write(0, &vec![0x3c003c00u32; (cache / 4) as usize]).unwrap();
+        let q = buffer(&d, "q", (heads * hd * 4) as u64, ResourceClass::TokenScratch);
+        q.write(0, &vec![0.01f32; (heads * hd) as usize]).unwrap();
+        let part = buffer(&d, "part", (heads * splits * (hd + 2) * 4) as u64, ResourceClass::TokenScratch);
+        let out = buffer(&d, "out", (heads * hd * 4) as u64, ResourceClass::TokenScratch);
+        let p = AttnPush { heads, kv_heads, head_dim: hd, capacity, chunk, splits, scale: 0.088, _pad: 0 };
+        for depth in [1u32, 512, 4096] {
+            let params = buffer(&d, "params", 16, ResourceClass::Generic);
+            params.write(0, &[0u32, depth - 1, depth, 0]).unwrap();
+            let us_split = time(&d, reps, |enc, _| {
+                let s = [params.slice(..), q.slice(..), kc.slice(..), vc.slice(..), part.slice(..)];
+                enc.dispatch(&split, [splits, heads, 1], &s, &p).unwrap();
+            });
+            let us_comb = time(&d, reps, |enc, _| {
+                enc.dispatch(&combine, [heads, 1, 1], &[params.slice(..), part.slice(..), out.slice(..)], &p).unwrap();
+            });
+            let kv_bytes = 2 * (kv_heads * depth * hd * 2) as u64;
+            println!(
+                "attention {name:<5} depth {depth:>5}: split {us_split:>7.2} us ({:>5.0} GB/s of KV), combine {us_comb:>6.2} us",
+                kv_bytes as f64 / us_split / 1e3
+            );
+        }
+    }
+    // Small ops.
+    let n = 151936u32;
+    let logits = buffer(&d, "logits", n as u64 * 4, ResourceClass::TokenScratch);
+    logits.write(0, &(0..n).map(|i| (i % 1000) as f32).collect::<Vec<_>>()).unwrap();
+    let result = buffer(&d, "result", 8, ResourceClass::PersistentOutput);
+    let params = buffer(&d, "params", 16, ResourceClass::Generic);
+    let am = d.pipeline(&ARGMAX).unwrap();
+    let us = time(&d, reps, |enc, _| {
+        enc.dispatch(&am, [1, 1, 1], &[logits.slice(..), result.slice(..), params.slice(..)], &ArgmaxPush { n }).unwrap();
+    });
+    println!("argmax n {n}: {us:.2} us");
+    let rms = d.pipeline(&RMSNORM).unwrap();
+    let xs = buffer(&d, "x", 2560 * 4, ResourceClass::TokenScratch);
+    let wn = buffer(&d, "w", 2560 * 4, ResourceClass::ReadOnlyWeight);
+    let ys = buffer(&d, "y", 2560 * 4, ResourceClass::TokenScratch);
+    let us = time(&d, reps, |enc, _| {
+        let push = RmsNormPush { n: 2560, rows: 1, eps: 1e-6, _pad: 0 };
+        enc.dispatch(&rms, [1, 1, 1], &[xs.slice(..), wn.slice(..), ys.slice(..)], &push).unwrap();
+    });
+    println!("rmsnorm n 2560: {us:.2} us");
+    let rope = d.pipeline(&QK_NORM_ROPE).unwrap();
+    let (heads, kvh, hd, cap) = (32u32, 8u32, 128u32, 4352u32);
+    let qb = buffer(&d, "q", (heads * hd * 4) as u64, ResourceClass::TokenScratch);
+    let kb = buffer(&d, "k", (kvh * hd * 4) as u64, ResourceClass::TokenScratch);
+    let vb = buffer(&d, "v", (kvh * hd * 4) as u64, ResourceClass::TokenScratch);
+    let nb = buffer(&d, "n", (hd * 4) as u64, ResourceClass::ReadOnlyWeight);
+    let kc = buffer(&d, "kc", (kvh * cap * hd * 2) as u64, ResourceClass::AppendOnlyKv);
+    let vc = buffer(&d, "vc", (kvh * cap * hd * 2) as u64, ResourceClass::AppendOnlyKv);
+    params.write(0, &[0u32, 100, 101, 0]).unwrap();
+    let p = QkRopePush { heads, kv_heads: kvh, head_dim: hd, capacity: cap, use_norm: 1, eps: 1e-6, theta: 1e6, _pad: 0 };
+    let us = time(&d, reps, |enc, _| {
+        let s = [
+            params.slice(..),
+            qb.slice(..),
+            kb.slice(..),
+            vb.slice(..),
+            nb.slice(..),
+            nb.slice(..),
+            kc.slice(..),
+            vc.slice(..),
+        ];
+        enc.dispatch(&rope, [heads + kvh, 1, 1], &s, &p).unwrap();
+    });
+    println!("qk_norm_rope 32/8 x 128: {us:.2} us");
+}

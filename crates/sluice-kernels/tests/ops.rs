@@ -1,0 +1,430 @@
+//! Every LLM kernel against its CPU reference on random data (deterministic PRNG), with
+//! synchronization validation on (each test holds a `ValidationGuard`).
+//!
+//! Metric: NMSE = sum((gpu - ref)^2) / sum(ref^2). Bound 1e-6 for every path: f16/bf16
+//! weights are compared with a reference built from the same rounded weights, and the
+//! f16 KV cache with a reference built from f16-rounded k/v, so only f32 arithmetic
+//! differences (summation order, exp/sin/cos/rsqrt accuracy) remain.
+
+use sluice::testing::{test_device, ValidationGuard};
+use sluice::{Buffer, Device, ResourceClass};
+use sluice_kernels::*;
+
+const NMSE_MAX: f64 = 1e-6;
+const DTYPES: [WeightDtype; 3] = [WeightDtype::F16, WeightDtype::Bf16, WeightDtype::F32];
+
+/// xorshift64*: deterministic across runs and platforms.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next_u32(&mut self) -> u32 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32
+    }
+    /// Uniform in [-1, 1).
+    fn f32(&mut self) -> f32 {
+        (self.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+    }
+    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|_| self.f32() * scale).collect()
+    }
+}
+
+fn nmse(gpu: &[f32], reference: &[f32]) -> f64 {
+    assert_eq!(gpu.len(), reference.len());
+    let (mut num, mut den) = (0f64, 0f64);
+    for (&g, &r) in gpu.iter().zip(reference) {
+        num += (g as f64 - r as f64).powi(2);
+        den += (r as f64).powi(2);
+    }
+    if den == 0.0 {
+        if num == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY
+        }
+    } else {
+        num / den
+    }
+}
+
+#[track_caller]
+fn assert_close(what: &str, gpu: &[f32], reference: &[f32]) {
+    let e = nmse(gpu, reference);
+    assert!(e <= NMSE_MAX, "{what}: NMSE {e:e} > {NMSE_MAX:e}\n gpu[..4] {:?}\n ref[..4] {:?}", &gpu[..gpu.len().min(4)], &reference[..reference.len().min(4)]);
+}
+
+fn f32_buffer(d: &Device, name: &str, data: &[f32], class: ResourceClass) -> Buffer {
+    let b = d.create_buffer(name, (data.len().max(1) * 4) as u64, class).unwrap();
+    if !data.is_empty() {
+        b.write(0, data).unwrap();
+    }
+    b
+}
+
+fn u32_buffer(d: &Device, name: &str, data: &[u32], class: ResourceClass) -> Buffer {
+    let b = d.create_buffer(name, (data.len().max(1) * 4) as u64, class).unwrap();
+    b.write(0, data).unwrap();
+    b
+}
+
+fn weight_buffer(d: &Device, dtype: WeightDtype, rows: usize, cols: usize, w: &[f32]) -> Buffer {
+    let bytes = pack_weights(dtype, rows, cols, w);
+    let b = d.create_buffer("w", bytes.len() as u64, ResourceClass::ReadOnlyWeight).unwrap();
+    b.write_bytes(0, &bytes).unwrap();
+    b
+}
+
+fn params_buffer(d: &Device, token: u32, pos: u32) -> Buffer {
+    u32_buffer(d, "params", &[token, pos, pos + 1, 0], ResourceClass::Generic)
+}
+
+fn rounded(dtype: WeightDtype, w: &[f32]) -> Vec<f32> {
+    w.iter().map(|&v| round_to(dtype, v)).collect()
+}
+
+#[test]
+fn packing_layout_and_helpers() {
+    let w: Vec<f32> = (0..3 * 5).map(|i| i as f32 + 0.5).collect();
+    for dtype in DTYPES {
+        let bytes = pack_weights(dtype, 3, 5, &w);
+        assert_eq!(bytes.len(), 3 * 8 * dtype.bytes());
+        let back = unpack_to_f32(dtype, &bytes);
+        for r in 0..3 {
+            assert_eq!(&back[r * 8..r * 8 + 5], &w[r * 5..r * 5 + 5], "{dtype:?}");
+            assert_eq!(&back[r * 8 + 5..r * 8 + 8], &[0.0; 3], "{dtype:?} padding");
+        }
+    }
+    assert_eq!(round_to(WeightDtype::Bf16, 1.0 + 1.0 / 256.0), 1.0); // halfway: to even
+    assert_eq!(round_to(WeightDtype::F16, 1.0 + 1.0 / 4096.0), 1.0);
+    assert_eq!(unpack_f16_pairs(&pack_f16_pairs(&[1.5, -2.0, 0.25])), vec![1.5, -2.0, 0.25, 0.0]);
+    assert_eq!(matvec_groups(37), [10, 1, 1]);
+    assert_eq!(matvec_groups(4 * 65535), [65535, 1, 1]);
+    let [x, y, z] = matvec_groups(4 * 65535 + 1);
+    assert!(x <= 65535 && y == 2 && z == 1 && x * y >= 65536);
+    assert_eq!(embed_groups(100), [1, 1, 1]);
+    assert_eq!(embed_groups(8 * 64 + 1), [2, 1, 1]);
+    assert_eq!(attention_splits(320, 64), 5);
+    assert_eq!(argmax_cpu(&[1.0, f32::NAN, 3.0, 3.0]), (2, 3.0));
+}
+
+#[test]
+fn embed_reads_token_from_params() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(1);
+    let (vocab, cols) = (37usize, 100usize);
+    let table = rng.vec(vocab * cols, 1.0);
+    for dtype in DTYPES {
+        let k = d.pipeline(embed(dtype)).unwrap();
+        let w = weight_buffer(&d, dtype, vocab, cols, &table);
+        let x = f32_buffer(&d, "x", &vec![f32::NAN; cols], ResourceClass::TokenScratch);
+        let want = rounded(dtype, &table);
+        for token in [29u32, 0, 36] {
+            let params = params_buffer(&d, token, 3);
+            let mut enc = d.encoder().unwrap();
+            let push = EmbedPush { cols: cols as u32, stride8: stride8(cols as u32) };
+            enc.dispatch(&k, embed_groups(cols as u32), &[params.slice(..), w.slice(..), x.slice(..)], &push).unwrap();
+            enc.submit().unwrap().wait().unwrap();
+            let got: Vec<f32> = x.read(0, cols).unwrap();
+            assert_eq!(got, embed_cpu(&want, cols, token), "{dtype:?} token {token}");
+        }
+    }
+}
+
+/// One matvec dispatch; `x_len` >= cols floats are bound (the tail beyond cols is NaN),
+/// `y0` is y's previous content.
+#[allow(clippy::too_many_arguments)]
+fn run_matvec(
+    d: &Device,
+    dtype: WeightDtype,
+    rows: usize,
+    cols: usize,
+    w: &[f32],
+    x: &[f32],
+    x_len: usize,
+    y0: &[f32],
+    accumulate: bool,
+) -> Vec<f32> {
+    let k = d.pipeline(matvec(dtype)).unwrap();
+    let wb = weight_buffer(d, dtype, rows, cols, w);
+    let mut xs = x.to_vec();
+    xs.resize(x_len, f32::NAN);
+    let xb = f32_buffer(d, "x", &xs, ResourceClass::TokenScratch);
+    let yb = f32_buffer(d, "y", y0, ResourceClass::TokenScratch);
+    let push = MatvecPush { rows: rows as u32, cols: cols as u32, stride8: stride8(cols as u32), accumulate: accumulate as u32 };
+    let mut enc = d.encoder().unwrap();
+    enc.dispatch(&k, matvec_groups(rows as u32), &[wb.slice(..), xb.slice(..), yb.slice(..)], &push).unwrap();
+    enc.submit().unwrap().wait().unwrap();
+    yb.read(0, rows).unwrap()
+}
+
+#[test]
+fn matvec_matches_reference() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(2);
+    // Odd sizes: rows not a multiple of 4, cols not a multiple of 8 / 64; one row long
+    // enough for the 4-chunk unrolled loop (cols 4100 = 513 chunks > 4 * 64).
+    for (rows, cols) in [(37, 100), (37, 333), (6, 1000), (13, 4100), (64, 8), (1, 3)] {
+        let w = rng.vec(rows * cols, 1.0);
+        let x = rng.vec(cols, 1.0);
+        let y0 = rng.vec(rows, 1.0);
+        for dtype in DTYPES {
+            let wr = rounded(dtype, &w);
+            // Exactly cols floats bound, y overwritten (its NaNs must not leak through).
+            let got = run_matvec(&d, dtype, rows, cols, &w, &x, cols, &vec![f32::NAN; rows], false);
+            assert_close(&format!("matvec {dtype:?} {rows}x{cols}"), &got, &matvec_cpu(&wr, rows, cols, &x, None));
+            // x bound past cols with NaN garbage; accumulate onto y0.
+            let got = run_matvec(&d, dtype, rows, cols, &w, &x, cols.div_ceil(8) * 8 + 8, &y0, true);
+            let want = matvec_cpu(&wr, rows, cols, &x, Some(&y0));
+            assert_close(&format!("matvec acc {dtype:?} {rows}x{cols}"), &got, &want);
+        }
+    }
+}
+
+#[test]
+fn matvec_covers_a_2d_grid() {
+    // More than 65535 row blocks: the dispatch becomes 2-D.
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(3);
+    let (rows, cols) = (4 * 65535 + 7, 8);
+    assert!(matvec_groups(rows as u32)[1] > 1);
+    let w = rng.vec(rows * cols, 1.0);
+    let x = rng.vec(cols, 1.0);
+    let dtype = WeightDtype::F16;
+    let got = run_matvec(&d, dtype, rows, cols, &w, &x, cols, &vec![f32::NAN; rows], false);
+    assert_close("matvec 2-D", &got, &matvec_cpu(&rounded(dtype, &w), rows, cols, &x, None));
+}
+
+#[test]
+fn matvec_silu_matches_reference() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(4);
+    for (rows, cols) in [(37, 100), (21, 333), (9, 1000)] {
+        let wg = rng.vec(rows * cols, 0.2);
+        let wu = rng.vec(rows * cols, 0.2);
+        let mut x = rng.vec(cols, 1.0);
+        x.resize(cols.div_ceil(8) * 8 + 8, f32::NAN); // garbage past cols
+        for dtype in DTYPES {
+            let k = d.pipeline(matvec_silu(dtype)).unwrap();
+            let gb = weight_buffer(&d, dtype, rows, cols, &wg);
+            let ub = weight_buffer(&d, dtype, rows, cols, &wu);
+            let xb = f32_buffer(&d, "x", &x, ResourceClass::TokenScratch);
+            let yb = f32_buffer(&d, "y", &vec![f32::NAN; rows], ResourceClass::TokenScratch);
+            let push = MatvecPush { rows: rows as u32, cols: cols as u32, stride8: stride8(cols as u32), accumulate: 1 };
+            let mut enc = d.encoder().unwrap();
+            let slices = [gb.slice(..), ub.slice(..), xb.slice(..), yb.slice(..)];
+            enc.dispatch(&k, matvec_groups(rows as u32), &slices, &push).unwrap();
+            enc.submit().unwrap().wait().unwrap();
+            let got: Vec<f32> = yb.read(0, rows).unwrap();
+            let want = matvec_silu_cpu(&rounded(dtype, &wg), &rounded(dtype, &wu), rows, cols, &x);
+            assert_close(&format!("matvec_silu {dtype:?} {rows}x{cols}"), &got, &want);
+        }
+    }
+}
+
+#[test]
+fn rmsnorm_matches_reference() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let k = d.pipeline(&RMSNORM).unwrap();
+    let mut rng = Rng::new(5);
+    for (n, rows) in [(1000usize, 3usize), (37, 1), (2560, 2)] {
+        let x = rng.vec(n * rows, 3.0);
+        let w = rng.vec(n, 1.0);
+        let xb = f32_buffer(&d, "x", &x, ResourceClass::TokenScratch);
+        let wb = f32_buffer(&d, "w", &w, ResourceClass::ReadOnlyWeight);
+        let yb = f32_buffer(&d, "y", &vec![f32::NAN; n * rows], ResourceClass::TokenScratch);
+        let push = RmsNormPush { n: n as u32, rows: rows as u32, eps: 1e-6, _pad: 0 };
+        let mut enc = d.encoder().unwrap();
+        enc.dispatch(&k, [rows as u32, 1, 1], &[xb.slice(..), wb.slice(..), yb.slice(..)], &push).unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let got: Vec<f32> = yb.read(0, n * rows).unwrap();
+        assert_close(&format!("rmsnorm n {n} rows {rows}"), &got, &rmsnorm_cpu(&x, &w, n, 1e-6));
+    }
+}
+
+#[test]
+fn qk_norm_rope_matches_reference_and_appends_kv() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let k = d.pipeline(&QK_NORM_ROPE).unwrap();
+    let mut rng = Rng::new(6);
+    let capacity = 320u32;
+    for (heads, kv_heads, hd, use_norm, pos, theta) in
+        [(4u32, 2u32, 64u32, 1u32, 17u32, 1.0e6f32), (6, 6, 128, 0, 299, 10000.0), (4, 2, 64, 0, 0, 1.0e6)]
+    {
+        let (nq, nk) = ((heads * hd) as usize, (kv_heads * hd) as usize);
+        let q = rng.vec(nq, 2.0);
+        let kk = rng.vec(nk, 2.0);
+        let v = rng.vec(nk, 2.0);
+        let qn = rng.vec(hd as usize, 1.5);
+        let kn = rng.vec(hd as usize, 1.5);
+        let cache_words = (kv_heads * capacity * hd / 2) as usize;
+        let sentinel = 0x7E00_7E00u32; // f16 NaN pairs: anything else written is an error
+        let p = QkRopePush { heads, kv_heads, head_dim: hd, capacity, use_norm, eps: 1e-6, theta, _pad: 0 };
+        let params = params_buffer(&d, 0, pos);
+        let qb = f32_buffer(&d, "q", &q, ResourceClass::TokenScratch);
+        let kb = f32_buffer(&d, "k", &kk, ResourceClass::TokenScratch);
+        let vb = f32_buffer(&d, "v", &v, ResourceClass::TokenScratch);
+        let qnb = f32_buffer(&d, "qn", &qn, ResourceClass::ReadOnlyWeight);
+        let knb = f32_buffer(&d, "kn", &kn, ResourceClass::ReadOnlyWeight);
+        let kc = u32_buffer(&d, "kc", &vec![sentinel; cache_words], ResourceClass::AppendOnlyKv);
+        let vc = u32_buffer(&d, "vc", &vec![sentinel; cache_words], ResourceClass::AppendOnlyKv);
+        let mut enc = d.encoder().unwrap();
+        let slices = [
+            params.slice(..),
+            qb.slice(..),
+            kb.slice(..),
+            vb.slice(..),
+            qnb.slice(..),
+            knb.slice(..),
+            kc.slice(..),
+            vc.slice(..),
+        ];
+        enc.dispatch(&k, [heads + kv_heads, 1, 1], &slices, &p).unwrap();
+        enc.submit().unwrap().wait().unwrap();
+
+        let (mut q_ref, mut k_ref) = (q.clone(), kk.clone());
+        qk_norm_rope_cpu(&p, pos, &mut q_ref, &mut k_ref, &qn, &kn);
+        let what = format!("heads {heads}/{kv_heads} hd {hd} norm {use_norm} pos {pos}");
+        assert_close(&format!("q {what}"), &qb.read::<f32>(0, nq).unwrap(), &q_ref);
+        let kc_words: Vec<u32> = kc.read(0, cache_words).unwrap();
+        let vc_words: Vec<u32> = vc.read(0, cache_words).unwrap();
+        let row = |j: u32| ((j * capacity + pos) * hd / 2) as usize..((j * capacity + pos + 1) * hd / 2) as usize;
+        let (mut k_got, mut v_got) = (Vec::new(), Vec::new());
+        for j in 0..kv_heads {
+            k_got.extend(unpack_f16_pairs(&kc_words[row(j)]));
+            v_got.extend(unpack_f16_pairs(&vc_words[row(j)]));
+        }
+        let k_want: Vec<f32> = k_ref.iter().map(|&x| round_to(WeightDtype::F16, x)).collect();
+        let v_want: Vec<f32> = v.iter().map(|&x| round_to(WeightDtype::F16, x)).collect();
+        assert_close(&format!("kcache {what}"), &k_got, &k_want);
+        assert_eq!(v_got, v_want, "vcache {what}");
+        // Nothing outside the appended rows was touched.
+        for (name, words) in [("kcache", &kc_words), ("vcache", &vc_words)] {
+            let touched: usize = (0..kv_heads).map(|j| row(j).len()).sum();
+            let untouched = words.iter().filter(|&&w| w == sentinel).count();
+            assert_eq!(untouched, cache_words - touched, "{name} {what}: writes outside [j, pos]");
+        }
+    }
+}
+
+#[test]
+fn attention_split_and_combine_match_reference() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let split = d.pipeline(&ATTENTION_SPLIT).unwrap();
+    let combine = d.pipeline(&ATTENTION_COMBINE).unwrap();
+    let mut rng = Rng::new(7);
+    let (capacity, chunk) = (320u32, 64u32);
+    let splits = attention_splits(capacity, chunk);
+    for (heads, kv_heads, hd) in [(4u32, 2u32, 64u32), (6, 6, 128)] {
+        // The whole cache is random: positions >= seq_len are garbage the kernel must skip.
+        let cache_len = (kv_heads * capacity * hd) as usize;
+        let kc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
+        let vc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
+        let (kc_f, vc_f) = (unpack_f16_pairs(&kc_words), unpack_f16_pairs(&vc_words));
+        let kc = u32_buffer(&d, "kc", &kc_words, ResourceClass::AppendOnlyKv);
+        let vc = u32_buffer(&d, "vc", &vc_words, ResourceClass::AppendOnlyKv);
+        let p = AttnPush { heads, kv_heads, head_dim: hd, capacity, chunk, splits, scale: 1.0 / (hd as f32).sqrt(), _pad: 0 };
+        for seq_len in [1u32, 17, 64, 300] {
+            let q = rng.vec((heads * hd) as usize, 3.0);
+            let qb = f32_buffer(&d, "q", &q, ResourceClass::TokenScratch);
+            let params = params_buffer(&d, 0, seq_len - 1);
+            let part_len = (heads * splits * (hd + 2)) as usize;
+            let part = f32_buffer(&d, "partial", &vec![f32::NAN; part_len], ResourceClass::TokenScratch);
+            let out = f32_buffer(&d, "out", &vec![f32::NAN; (heads * hd) as usize], ResourceClass::TokenScratch);
+            let mut enc = d.encoder().unwrap();
+            let s = [params.slice(..), qb.slice(..), kc.slice(..), vc.slice(..), part.slice(..)];
+            enc.dispatch(&split, [splits, heads, 1], &s, &p).unwrap();
+            enc.dispatch(&combine, [heads, 1, 1], &[params.slice(..), part.slice(..), out.slice(..)], &p).unwrap();
+            enc.submit().unwrap().wait().unwrap();
+
+            let what = format!("heads {heads}/{kv_heads} hd {hd} seq {seq_len}");
+            let got_part: Vec<f32> = part.read(0, part_len).unwrap();
+            let want_part = attention_partials_cpu(&p, seq_len, &q, &kc_f, &vc_f);
+            let used = seq_len.div_ceil(chunk);
+            for (i, (g, w)) in got_part.chunks(hd as usize + 2).zip(want_part.chunks(hd as usize + 2)).enumerate() {
+                if i as u32 % splits >= used {
+                    assert_eq!(g, w, "empty split {i} {what}");
+                } else {
+                    assert!((g[0] - w[0]).abs() <= 1e-5 * w[0].abs().max(1.0), "m of split {i} {what}: {} vs {}", g[0], w[0]);
+                    assert_close(&format!("l, o of split {i} {what}"), &g[1..], &w[1..]);
+                }
+            }
+            let got: Vec<f32> = out.read(0, (heads * hd) as usize).unwrap();
+            assert_close(&format!("attention {what}"), &got, &attention_cpu(&p, seq_len, &q, &kc_f, &vc_f));
+        }
+    }
+}
+
+#[test]
+fn argmax_is_exact_with_ties_and_nan() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let k = d.pipeline(&ARGMAX).unwrap();
+    let mut rng = Rng::new(8);
+    let n = 151_936usize;
+    let base = rng.vec(n, 10.0);
+    let mut cases: Vec<(&str, Vec<f32>)> = vec![("random", base.clone())];
+    let mut tie = base.clone();
+    tie[90_001] = 20.0;
+    tie[1_234] = 20.0; // lower index wins
+    tie[150_000] = 20.0;
+    cases.push(("tie", tie));
+    let mut nan = base.clone();
+    nan[5] = f32::NAN;
+    nan[77_777] = 15.0;
+    nan[n - 1] = f32::NAN;
+    cases.push(("nan", nan));
+    let mut last = vec![f32::NEG_INFINITY; 1001];
+    last[1000] = -1e30;
+    last[3] = f32::NAN;
+    cases.push(("last of 1001, rest -inf", last));
+    cases.push(("one", vec![-2.5]));
+    for (name, logits) in cases {
+        let lb = f32_buffer(&d, "logits", &logits, ResourceClass::TokenScratch);
+        let result = u32_buffer(&d, "result", &[u32::MAX, u32::MAX], ResourceClass::PersistentOutput);
+        let params = u32_buffer(&d, "params", &[u32::MAX, 7, 8, 0], ResourceClass::Generic);
+        let mut enc = d.encoder().unwrap();
+        let push = ArgmaxPush { n: logits.len() as u32 };
+        enc.dispatch(&k, [1, 1, 1], &[lb.slice(..), result.slice(..), params.slice(..)], &push).unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let r: Vec<u32> = result.read(0, 2).unwrap();
+        let (want_i, want_v) = argmax_cpu(&logits);
+        assert_eq!((r[0], f32::from_bits(r[1])), (want_i, want_v), "{name}");
+        assert_eq!(params.read::<u32>(0, 4).unwrap(), vec![want_i, 7, 8, 0], "{name}: params.token");
+    }
+}
+
+#[test]
+fn silu_mul_and_add_match_reference() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let silu_mul = d.pipeline(&SILU_MUL).unwrap();
+    let add = d.pipeline(&ADD).unwrap();
+    let mut rng = Rng::new(9);
+    let n = 3073usize;
+    let (g, u, a, y0) = (rng.vec(n, 8.0), rng.vec(n, 1.0), rng.vec(n, 1.0), rng.vec(n, 1.0));
+    let gb = f32_buffer(&d, "g", &g, ResourceClass::TokenScratch);
+    let ub = f32_buffer(&d, "u", &u, ResourceClass::TokenScratch);
+    let ab = f32_buffer(&d, "a", &a, ResourceClass::TokenScratch);
+    let hb = f32_buffer(&d, "h", &vec![f32::NAN; n], ResourceClass::TokenScratch);
+    let yb = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
+    let push = CountPush { n: n as u32 };
+    let mut enc = d.encoder().unwrap();
+    enc.dispatch(&silu_mul, [groups_for(n as u32, 256), 1, 1], &[gb.slice(..), ub.slice(..), hb.slice(..)], &push).unwrap();
+    enc.dispatch(&add, [groups_for(n as u32, 256), 1, 1], &[ab.slice(..), yb.slice(..)], &push).unwrap();
+    enc.submit().unwrap().wait().unwrap();
+    assert_close("silu_mul", &hb.read::<f32>(0, n).unwrap(), &silu_mul_cpu(&g, &u));
+    assert_eq!(yb.read::<f32>(0, n).unwrap(), add_cpu(&a, &y0), "add is exact");
+}

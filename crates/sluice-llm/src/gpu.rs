@@ -79,9 +79,8 @@ impl Matrix {
 
 struct Layer {
     attn_norm: Buffer,
-    q: Matrix,
-    k: Matrix,
-    v: Matrix,
+    /// q | k | v projections stacked (each block padded to 64 rows), one matvec.
+    qkv: Matrix,
     o: Matrix,
     q_norm: Option<Buffer>,
     k_norm: Option<Buffer>,
@@ -96,9 +95,8 @@ struct Layer {
 struct Scratch {
     x: Buffer,
     xn: Buffer,
-    q: Buffer,
-    k: Buffer,
-    v: Buffer,
+    /// q | k | v outputs, laid out like the stacked matrix's rows.
+    qkv: Buffer,
     attn: Buffer,
     partial: Buffer,
     h: Buffer,
@@ -168,7 +166,7 @@ impl GpuModel {
             advance: device.pipeline(&k::ADVANCE_PARAMS)?,
         };
         let mut done = 0u64;
-        let mut matrix = |name: &str, rows: usize, cols: usize| -> Result<Matrix, LlmError> {
+        let mut packed = |name: &str, rows: usize, cols: usize| -> Result<Vec<u8>, LlmError> {
             let data = tensor(name)?;
             let packed: Vec<u8> = match data {
                 TensorData::Raw { dtype, bytes } if dtype == dt && cols % 8 == 0 => bytes.into_owned(),
@@ -182,32 +180,48 @@ impl GpuModel {
                     packed.len()
                 )));
             }
-            let buffer = device.create_buffer(name, packed.len() as u64, ResourceClass::ReadOnlyWeight)?;
-            buffer.write_bytes(0, &packed)?;
             done += packed.len() as u64;
             progress(done, total);
+            Ok(packed)
+        };
+        let upload = |name: &str, bytes: &[u8], rows: usize, cols: usize| -> Result<Matrix, LlmError> {
+            let buffer = device.create_buffer(name, bytes.len() as u64, ResourceClass::ReadOnlyWeight)?;
+            buffer.write_bytes(0, bytes)?;
             Ok(Matrix { buffer, rows: rows as u32, cols: cols as u32 })
         };
         let (h, hd, nh, nkv, inter) = (c.hidden, c.head_dim, c.heads, c.kv_heads, c.intermediate);
-        let embed = matrix("model.embed_tokens.weight", c.vocab, h)?;
+        let embed_name = "model.embed_tokens.weight";
+        let embed = upload(embed_name, &packed(embed_name, c.vocab, h)?, c.vocab, h)?;
         let mut vector_names = Vec::new();
         let mut layers_m = Vec::new();
         for i in 0..c.layers {
             let p = format!("model.layers.{i}.");
-            let q = matrix(&format!("{p}self_attn.q_proj.weight"), nh * hd, h)?;
-            let kk = matrix(&format!("{p}self_attn.k_proj.weight"), nkv * hd, h)?;
-            let v = matrix(&format!("{p}self_attn.v_proj.weight"), nkv * hd, h)?;
-            let o = matrix(&format!("{p}self_attn.o_proj.weight"), h, nh * hd)?;
-            let gate = matrix(&format!("{p}mlp.gate_proj.weight"), inter, h)?;
-            let up = matrix(&format!("{p}mlp.up_proj.weight"), inter, h)?;
-            let down = matrix(&format!("{p}mlp.down_proj.weight"), h, inter)?;
-            layers_m.push((q, kk, v, o, gate, up, down));
+            // Stack q, k, v (each block padded to QKV_ALIGN rows of zeros) into one matrix.
+            let row_bytes = h.div_ceil(8) * 8 * dt.bytes();
+            let mut qkv = Vec::with_capacity(qkv_rows(c) * row_bytes);
+            for (part, rows) in [("q", nh * hd), ("k", nkv * hd), ("v", nkv * hd)] {
+                qkv.extend(packed(&format!("{p}self_attn.{part}_proj.weight"), rows, h)?);
+                qkv.resize(qkv.len() + (rows.next_multiple_of(QKV_ALIGN) - rows) * row_bytes, 0);
+            }
+            let qkv = upload(&format!("{p}self_attn.qkv"), &qkv, qkv_rows(c), h)?;
+            let mut matrix = |name: String, rows: usize, cols: usize| -> Result<Matrix, LlmError> {
+                upload(&name, &packed(&name, rows, cols)?, rows, cols)
+            };
+            let o = matrix(format!("{p}self_attn.o_proj.weight"), h, nh * hd)?;
+            let gate = matrix(format!("{p}mlp.gate_proj.weight"), inter, h)?;
+            let up = matrix(format!("{p}mlp.up_proj.weight"), inter, h)?;
+            let down = matrix(format!("{p}mlp.down_proj.weight"), h, inter)?;
+            layers_m.push((qkv, o, gate, up, down));
             vector_names.push(p);
             // Bound staging memory: let the uploads of one layer finish before the next.
             device.synchronize()?;
         }
-        let lm_head = if c.tied_embeddings { None } else { Some(matrix("lm_head.weight", c.vocab, h)?) };
-        drop(matrix);
+        let lm_head = if c.tied_embeddings {
+            None
+        } else {
+            Some(upload("lm_head.weight", &packed("lm_head.weight", c.vocab, h)?, c.vocab, h)?)
+        };
+        drop(packed);
         let mut vector = |name: &str, n: usize| -> Result<Buffer, LlmError> {
             let v = match tensor(name)? {
                 TensorData::Raw { dtype, bytes } => k::unpack_to_f32(dtype, &bytes),
@@ -223,16 +237,14 @@ impl GpuModel {
         let f32_buf = |name: &str, n: usize, class| device.create_buffer(name, (n.max(1) * 4) as u64, class);
         let kv_bytes = (nkv * options.context * hd * 2) as u64;
         let mut layers = Vec::new();
-        for (i, (p, (q, kk, v, o, gate, up, down))) in vector_names.iter().zip(layers_m).enumerate() {
+        for (i, (p, (qkv, o, gate, up, down))) in vector_names.iter().zip(layers_m).enumerate() {
             let qwen = c.arch == Arch::Qwen3;
             layers.push(Layer {
                 attn_norm: vector(&format!("{p}input_layernorm.weight"), h)?,
                 q_norm: if qwen { Some(vector(&format!("{p}self_attn.q_norm.weight"), hd)?) } else { None },
                 k_norm: if qwen { Some(vector(&format!("{p}self_attn.k_norm.weight"), hd)?) } else { None },
                 mlp_norm: vector(&format!("{p}post_attention_layernorm.weight"), h)?,
-                q,
-                k: kk,
-                v,
+                qkv,
                 o,
                 gate,
                 up,
@@ -246,9 +258,7 @@ impl GpuModel {
         let scratch = Scratch {
             x: f32_buf("x", h, ResourceClass::TokenScratch)?,
             xn: f32_buf("xn", h.max(nh * hd), ResourceClass::TokenScratch)?,
-            q: f32_buf("q", nh * hd, ResourceClass::TokenScratch)?,
-            k: f32_buf("k", nkv * hd, ResourceClass::TokenScratch)?,
-            v: f32_buf("v", nkv * hd, ResourceClass::TokenScratch)?,
+            qkv: f32_buf("qkv", qkv_rows(c), ResourceClass::TokenScratch)?,
             attn: f32_buf("attn", nh * hd, ResourceClass::TokenScratch)?,
             partial: f32_buf("attn.partial", nh * splits as usize * (hd + 2), ResourceClass::TokenScratch)?,
             h: f32_buf("mlp.h", inter, ResourceClass::TokenScratch)?,
@@ -303,7 +313,7 @@ impl GpuModel {
     pub fn weight_bytes(&self) -> u64 {
         let mut n = self.embed.buffer.size() / self.embed.rows as u64; // one embedding row
         for l in &self.layers {
-            n += [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down].iter().map(|m| m.buffer.size()).sum::<u64>();
+            n += [&l.qkv, &l.o, &l.gate, &l.up, &l.down].iter().map(|m| m.buffer.size()).sum::<u64>();
         }
         n + self.lm_head.as_ref().unwrap_or(&self.embed).buffer.size()
     }
@@ -343,6 +353,11 @@ impl GpuModel {
         let s = &self.scratch;
         let (h, hd) = (c.hidden, c.head_dim);
         let (nh, nkv) = (c.heads as u32, c.kv_heads as u32);
+        let (q_at, k_at, v_at) = qkv_offsets(c);
+        let f = 4u64;
+        let q = s.qkv.slice(q_at * f..(q_at + c.heads as u64 * hd as u64) * f);
+        let k = s.qkv.slice(k_at * f..(k_at + c.kv_heads as u64 * hd as u64) * f);
+        let v = s.qkv.slice(v_at * f..(v_at + c.kv_heads as u64 * hd as u64) * f);
         enc.set_label("embed");
         enc.dispatch(
             &self.kernels.embed,
@@ -375,9 +390,7 @@ impl GpuModel {
             label(enc, "attn_norm");
             self.rmsnorm(enc, &s.x, &l.attn_norm, &s.xn, h)?;
             label(enc, "attn.qkv");
-            self.matvec(enc, &l.q, &s.xn, &s.q, false)?;
-            self.matvec(enc, &l.k, &s.xn, &s.k, false)?;
-            self.matvec(enc, &l.v, &s.xn, &s.v, false)?;
+            self.matvec(enc, &l.qkv, &s.xn, &s.qkv, false)?;
             label(enc, "qk_norm_rope");
             let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
             let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
@@ -386,9 +399,9 @@ impl GpuModel {
                 [nh + nkv, 1, 1],
                 &[
                     self.params.slice(..),
-                    s.q.slice(..),
-                    s.k.slice(..),
-                    s.v.slice(..),
+                    q.clone(),
+                    k.clone(),
+                    v.clone(),
                     qn.slice(..),
                     kn.slice(..),
                     l.k_cache.slice(..),
@@ -400,7 +413,7 @@ impl GpuModel {
             enc.dispatch(
                 &self.kernels.attn_split,
                 [self.splits, nh, 1],
-                &[self.params.slice(..), s.q.slice(..), l.k_cache.slice(..), l.v_cache.slice(..), s.partial.slice(..)],
+                &[self.params.slice(..), q, l.k_cache.slice(..), l.v_cache.slice(..), s.partial.slice(..)],
                 &attn,
             )?;
             enc.dispatch(
@@ -478,6 +491,22 @@ impl GpuModel {
     pub fn logits(&self) -> Result<Vec<f32>, LlmError> {
         Ok(self.logits.read::<f32>(0, self.config.vocab)?)
     }
+}
+
+/// Row alignment of the q, k and v blocks in the stacked qkv matrix (keeps their output
+/// slices aligned for binding).
+const QKV_ALIGN: usize = 64;
+
+/// Rows of the stacked qkv matrix.
+fn qkv_rows(c: &ModelConfig) -> usize {
+    (c.heads * c.head_dim).next_multiple_of(QKV_ALIGN) + (c.kv_heads * c.head_dim).next_multiple_of(QKV_ALIGN) + c.kv_heads * c.head_dim
+}
+
+/// First row of q, k and v in the stacked matrix.
+fn qkv_offsets(c: &ModelConfig) -> (u64, u64, u64) {
+    let q = (c.heads * c.head_dim).next_multiple_of(QKV_ALIGN) as u64;
+    let k = (c.kv_heads * c.head_dim).next_multiple_of(QKV_ALIGN) as u64;
+    (0, q, q + k)
 }
 
 /// Threads per row the `matvec` kernel uses for rows of `cols` (same rule as

@@ -370,3 +370,6 @@ pub struct CountPush {
 unsafe impl Pod for CountPush {}
 const _: () = assert!(std::mem::size_of::<CountPush>() == SILU_MUL.push_constant_bytes as usize);
 const _: () = assert!(std::mem::size_of::<CountPush>() == ADD.push_constant_bytes as usize);
+
+mod fused;
+pub use fused::*;

@@ -40,11 +40,14 @@ pub struct GpuOptions {
     pub fuse_gate_up: bool,
     /// Positions per attention workgroup (<= 256). Default 256.
     pub attention_chunk: u32,
+    /// Fold each RMSNorm into the matvec that consumes it (qkv, gate/up, LM head): one
+    /// dispatch and one barrier less per norm. Default true (needs hidden <= 6144).
+    pub fuse_norm: bool,
 }
 
 impl Default for GpuOptions {
     fn default() -> Self {
-        GpuOptions { context: 4352, weight_dtype: WeightDtype::F16, fuse_gate_up: true, attention_chunk: 256 }
+        GpuOptions { context: 4352, weight_dtype: WeightDtype::F16, fuse_gate_up: true, attention_chunk: 256, fuse_norm: true }
     }
 }
 
@@ -59,6 +62,8 @@ struct Kernels {
     argmax: Arc<Pipeline>,
     silu_mul: Arc<Pipeline>,
     advance: Arc<Pipeline>,
+    matvec_norm: Arc<Pipeline>,
+    matvec_silu_norm: Arc<Pipeline>,
 }
 
 /// A weight matrix on the GPU with its shape.
@@ -164,7 +169,11 @@ impl GpuModel {
             argmax: device.pipeline(&k::ARGMAX)?,
             silu_mul: device.pipeline(&k::SILU_MUL)?,
             advance: device.pipeline(&k::ADVANCE_PARAMS)?,
+            matvec_norm: device.pipeline(k::matvec_norm(dt))?,
+            matvec_silu_norm: device.pipeline(k::matvec_silu_norm(dt))?,
         };
+        let mut options = options;
+        options.fuse_norm &= c.hidden <= k::NORM_MAX_COLS;
         let mut done = 0u64;
         let mut packed = |name: &str, rows: usize, cols: usize| -> Result<Vec<u8>, LlmError> {
             let data = tensor(name)?;
@@ -340,6 +349,28 @@ impl GpuModel {
         )
     }
 
+    /// `y = W · rmsnorm(x) * norm_w` in one dispatch, or norm + matvec when unfused.
+    fn norm_matvec(&self, enc: &mut Encoder, m: &Matrix, x: &Buffer, norm_w: &Buffer, y: &Buffer) -> sluice::Result<()> {
+        if !self.options.fuse_norm {
+            self.rmsnorm(enc, x, norm_w, &self.scratch.xn, m.cols as usize)?;
+            return self.matvec(enc, m, &self.scratch.xn, y, false);
+        }
+        let push = k::MatvecNormPush {
+            rows: m.rows,
+            cols: m.cols,
+            stride8: m.stride8(),
+            accumulate: 0,
+            eps: self.config.rms_eps,
+            _pad: [0; 3],
+        };
+        enc.dispatch(
+            &self.kernels.matvec_norm,
+            matvec_groups(m.rows, m.cols),
+            &[m.buffer.slice(..), x.slice(0..m.cols as u64 * 4), norm_w.slice(..), y.slice(0..m.rows as u64 * 4)],
+            &push,
+        )
+    }
+
     fn rmsnorm(&self, enc: &mut Encoder, x: &Buffer, w: &Buffer, y: &Buffer, n: usize) -> sluice::Result<()> {
         let push = k::RmsNormPush { n: n as u32, rows: 1, eps: self.config.rms_eps, _pad: 0 };
         let bytes = n as u64 * 4;
@@ -387,10 +418,8 @@ impl GpuModel {
         };
         for (i, l) in self.layers.iter().enumerate() {
             let label = |enc: &mut Encoder, op: &str| enc.set_label(&format!("{op} L{i}"));
-            label(enc, "attn_norm");
-            self.rmsnorm(enc, &s.x, &l.attn_norm, &s.xn, h)?;
             label(enc, "attn.qkv");
-            self.matvec(enc, &l.qkv, &s.xn, &s.qkv, false)?;
+            self.norm_matvec(enc, &l.qkv, &s.x, &l.attn_norm, &s.qkv)?;
             label(enc, "qk_norm_rope");
             let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
             let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
@@ -424,10 +453,30 @@ impl GpuModel {
             )?;
             label(enc, "attn.o");
             self.matvec(enc, &l.o, &s.attn, &s.x, true)?;
-            label(enc, "mlp_norm");
-            self.rmsnorm(enc, &s.x, &l.mlp_norm, &s.xn, h)?;
             label(enc, "mlp.gate_up");
-            if self.options.fuse_gate_up {
+            if self.options.fuse_norm && self.options.fuse_gate_up {
+                let push = k::MatvecNormPush {
+                    rows: l.gate.rows,
+                    cols: l.gate.cols,
+                    stride8: l.gate.stride8(),
+                    accumulate: 0,
+                    eps: c.rms_eps,
+                    _pad: [0; 3],
+                };
+                enc.dispatch(
+                    &self.kernels.matvec_silu_norm,
+                    matvec_groups(l.gate.rows, l.gate.cols),
+                    &[
+                        l.gate.buffer.slice(..),
+                        l.up.buffer.slice(..),
+                        s.x.slice(..),
+                        l.mlp_norm.slice(..),
+                        s.h.slice(..),
+                    ],
+                    &push,
+                )?;
+            } else if self.options.fuse_gate_up {
+                self.rmsnorm(enc, &s.x, &l.mlp_norm, &s.xn, h)?;
                 let push =
                     k::MatvecPush { rows: l.gate.rows, cols: l.gate.cols, stride8: l.gate.stride8(), accumulate: 0 };
                 enc.dispatch(
@@ -437,6 +486,7 @@ impl GpuModel {
                     &push,
                 )?;
             } else {
+                self.rmsnorm(enc, &s.x, &l.mlp_norm, &s.xn, h)?;
                 self.matvec(enc, &l.gate, &s.xn, &s.g, false)?;
                 self.matvec(enc, &l.up, &s.xn, &s.u, false)?;
                 enc.dispatch(
@@ -449,10 +499,8 @@ impl GpuModel {
             label(enc, "mlp.down");
             self.matvec(enc, &l.down, &s.h, &s.x, true)?;
         }
-        enc.set_label("final_norm");
-        self.rmsnorm(enc, &s.x, &self.final_norm, &s.xn, h)?;
         enc.set_label("lm_head");
-        self.matvec(enc, self.lm_head.as_ref().unwrap_or(&self.embed), &s.xn, &self.logits, false)?;
+        self.norm_matvec(enc, self.lm_head.as_ref().unwrap_or(&self.embed), &s.x, &self.final_norm, &self.logits)?;
         enc.set_label("argmax");
         enc.dispatch(
             &self.kernels.argmax,

@@ -18,7 +18,13 @@ fn device(barriers: BarrierMode) -> Device {
 }
 
 fn load(d: &Device, name: &str) -> sluice_llm::load::Loaded {
+    load_with(d, name, true)
+}
+
+fn load_with(d: &Device, name: &str, fuse: bool) -> sluice_llm::load::Loaded {
     let mut o = LoadOptions::default();
+    o.gpu.fuse_norm = fuse;
+    o.gpu.fuse_gate_up = fuse;
     o.gpu.context = 128;
     o.gpu.attention_chunk = 16; // several splits even for short sequences
     open_model(d, &format!("synthetic:{name}"), &o, |_, _| {}).unwrap()
@@ -30,10 +36,10 @@ fn rel_err(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs())) / scale
 }
 
-fn gpu_matches_cpu(name: &str) {
+fn gpu_matches_cpu(name: &str, fuse: bool) {
     let d = device(BarrierMode::Auto);
     let _guard = ValidationGuard::new(&d);
-    let loaded = load(&d, name);
+    let loaded = load_with(&d, name, fuse);
     let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
     let cfg = ModelConfig::synthetic(name).unwrap();
     let mut cpu = CpuModel::synthetic(&cfg, DEFAULT_SEED, DType::F16).unwrap();
@@ -49,7 +55,7 @@ fn gpu_matches_cpu(name: &str) {
         agree += (gpu_next == cpu_next) as usize;
         token = cpu_next; // teacher forcing: both see the same tokens
     }
-    eprintln!("{name}: worst relative logit error {worst:.2e}, greedy agreement {agree}/32");
+    eprintln!("{name} (fused {fuse}): worst relative logit error {worst:.2e}, greedy agreement {agree}/32");
     // The GPU keeps the KV cache in f16 and sums in another order: a small relative error.
     assert!(worst < 2e-3, "{name}: worst relative logit error {worst}");
     assert!(agree >= 31, "{name}: greedy agreed on {agree}/32 steps");
@@ -57,12 +63,18 @@ fn gpu_matches_cpu(name: &str) {
 
 #[test]
 fn tiny_qwen3_gpu_matches_cpu_reference() {
-    gpu_matches_cpu("tiny");
+    gpu_matches_cpu("tiny", true);
 }
 
 #[test]
 fn tiny_llama_gpu_matches_cpu_reference() {
-    gpu_matches_cpu("tiny-llama");
+    gpu_matches_cpu("tiny-llama", true);
+}
+
+#[test]
+fn unfused_kernels_match_cpu_reference_too() {
+    gpu_matches_cpu("tiny", false);
+    gpu_matches_cpu("tiny-llama", false);
 }
 
 fn greedy(d: &Device, mode: Mode, n: usize) -> (Vec<u32>, Vec<f32>) {

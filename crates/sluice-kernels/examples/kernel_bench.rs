@@ -61,10 +61,10 @@ fn main() {
             let x = buffer(&d, "x", cols as u64 * 4, ResourceClass::TokenScratch);
             x.write(0, &vec![0.5f32; cols as usize]).unwrap();
             let y = buffer(&d, "y", rows as u64 * 4, ResourceClass::TokenScratch);
-            let push = MatvecPush { rows, cols, stride8: stride8(cols), accumulate: 0 };
+            let push = MatvecPush { rows, cols, stride8: stride8(cols), accumulate: 0, eps: 0.0, _pad: [0; 3] };
             let us = time(&d, reps, |enc, i| {
                 let w = &ws[(i as u64 % copies) as usize];
-                enc.dispatch(&k, matvec_groups(rows), &[w.slice(..), x.slice(..), y.slice(..)], &push).unwrap();
+                enc.dispatch(&k, matvec_groups(rows, cols), &[w.slice(..), x.slice(..), y.slice(..)], &push).unwrap();
             });
             let bytes = wbytes + cols as u64 * 4 + rows as u64 * 4;
             println!("matvec_{:<4} {name:<13} {rows:>6}x{cols:<5} {us:>8.2} us {:>7.0} GB/s", dtype.name(), bytes as f64 / us / 1e3);
@@ -79,11 +79,11 @@ fn main() {
         let x = buffer(&d, "x", cols as u64 * 4, ResourceClass::TokenScratch);
         x.write(0, &vec![0.5f32; cols as usize]).unwrap();
         let y = buffer(&d, "y", rows as u64 * 4, ResourceClass::TokenScratch);
-        let push = MatvecPush { rows, cols, stride8: stride8(cols), accumulate: 0 };
+        let push = MatvecPush { rows, cols, stride8: stride8(cols), accumulate: 0, eps: 0.0, _pad: [0; 3] };
         let us = time(&d, reps, |enc, i| {
             let j = 2 * (i as u64 % copies) as usize;
             let s = [ws[j].slice(..), ws[j + 1].slice(..), x.slice(..), y.slice(..)];
-            enc.dispatch(&k, matvec_groups(rows), &s, &push).unwrap();
+            enc.dispatch(&k, matvec_groups(rows, cols), &s, &push).unwrap();
         });
         println!("matvec_silu_f16 {name:<13} {rows:>6}x{cols:<5} {us:>8.2} us {:>7.0} GB/s", (2 * wbytes) as f64 / us / 1e3);
     }

@@ -1,37 +1,18 @@
-//! Push constants of the fused RMSNorm + matvec kernels (`matvec_norm_*`,
-//! `matvec_silu_norm_*`), and their selectors.
+//! Selectors of the matvec family's fused variants (`matvec_norm_*`,
+//! `matvec_silu_norm_*`); their push constants are [`crate::MatvecPush`].
 
-use sluice::kernel::{KernelDesc, Pod};
+use sluice::kernel::KernelDesc;
 
-use crate::WeightDtype;
+use crate::{MatvecPush, WeightDtype};
 
-/// Push constants of `matvec_norm_*` and `matvec_silu_norm_*`: a matvec whose input is
-/// RMSNorm(x) * norm_w, computed inside the kernel.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MatvecNormPush {
-    /// Output rows.
-    pub rows: u32,
-    /// Input length (<= [`NORM_MAX_COLS`]).
-    pub cols: u32,
-    /// Row stride in 8-element chunks.
-    pub stride8: u32,
-    /// Add to y instead of overwriting it (matvec_norm only).
-    pub accumulate: u32,
-    /// RMSNorm epsilon.
-    pub eps: f32,
-    /// Padding.
-    pub _pad: [u32; 3],
-}
-// SAFETY: repr(C), eight 4-byte fields, no padding.
-unsafe impl Pod for MatvecNormPush {}
-const _: () = assert!(std::mem::size_of::<MatvecNormPush>() == crate::MATVEC_NORM_F16.push_constant_bytes as usize);
-const _: () = assert!(std::mem::size_of::<MatvecNormPush>() == crate::MATVEC_SILU_NORM_F16.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<MatvecPush>() == crate::MATVEC_NORM_F16.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<MatvecPush>() == crate::MATVEC_NORM_BF16.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<MatvecPush>() == crate::MATVEC_NORM_F32.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<MatvecPush>() == crate::MATVEC_SILU_NORM_F16.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<MatvecPush>() == crate::MATVEC_SILU_NORM_BF16.push_constant_bytes as usize);
+const _: () = assert!(std::mem::size_of::<MatvecPush>() == crate::MATVEC_SILU_NORM_F32.push_constant_bytes as usize);
 
-/// Longest input the fused norm kernels take (their shared-memory copy of x).
-pub const NORM_MAX_COLS: usize = 6144;
-
-/// `matvec_norm` for a weight dtype.
+/// `matvec_norm` (RMSNorm feeding a matvec) for a weight dtype.
 pub fn matvec_norm(dtype: WeightDtype) -> &'static KernelDesc {
     match dtype {
         WeightDtype::F16 => &crate::MATVEC_NORM_F16,
@@ -40,7 +21,7 @@ pub fn matvec_norm(dtype: WeightDtype) -> &'static KernelDesc {
     }
 }
 
-/// `matvec_silu_norm` for a weight dtype.
+/// `matvec_silu_norm` (RMSNorm + gate/up + SiLU·mul) for a weight dtype.
 pub fn matvec_silu_norm(dtype: WeightDtype) -> &'static KernelDesc {
     match dtype {
         WeightDtype::F16 => &crate::MATVEC_SILU_NORM_F16,

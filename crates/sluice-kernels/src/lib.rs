@@ -193,14 +193,21 @@ pub fn matvec_silu(dtype: WeightDtype) -> &'static KernelDesc {
     }
 }
 
-/// Rows per `matvec` / `matvec_silu` workgroup.
-pub const MATVEC_ROWS_PER_GROUP: u32 = 4;
+/// Threads per output row the matvec family uses for rows of `cols` elements (the same
+/// rule as `wgsl/include/matvec_body.wgsl`): 64 under 256 chunks, 128 under 1024, else 256.
+pub fn matvec_threads_per_row(cols: u32) -> u32 {
+    match stride8(cols) {
+        0..=255 => 64,
+        256..=1023 => 128,
+        _ => 256,
+    }
+}
 
-/// Dispatch size of `matvec` / `matvec_silu` for `rows` output rows: `ceil(rows / 4)`
-/// workgroups, as a 2-D grid when that exceeds 65535 (the kernel linearises it; surplus
+/// Dispatch size of the matvec family for `rows` x `cols`: 256 / threads-per-row rows per
+/// workgroup, as a 2-D grid when that exceeds 65535 (the kernel linearises it; surplus
 /// workgroups do nothing).
-pub fn matvec_groups(rows: u32) -> [u32; 3] {
-    let blocks = rows.div_ceil(MATVEC_ROWS_PER_GROUP).max(1);
+pub fn matvec_groups(rows: u32, cols: u32) -> [u32; 3] {
+    let blocks = rows.div_ceil(256 / matvec_threads_per_row(cols)).max(1);
     if blocks <= 65535 {
         [blocks, 1, 1]
     } else {
@@ -254,8 +261,12 @@ pub struct MatvecPush {
     pub stride8: u32,
     /// Non-zero: add to y (fused residual add) instead of overwriting it.
     pub accumulate: u32,
+    /// RMSNorm epsilon (the `*_norm` variants).
+    pub eps: f32,
+    /// Zero.
+    pub _pad: [u32; 3],
 }
-// SAFETY: repr(C), four u32 fields, no padding, any bit pattern valid.
+// SAFETY: repr(C), eight 4-byte fields, no padding, any bit pattern valid.
 unsafe impl Pod for MatvecPush {}
 const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_F16.push_constant_bytes as usize);
 const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_BF16.push_constant_bytes as usize);

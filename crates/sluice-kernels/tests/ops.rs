@@ -103,9 +103,11 @@ fn packing_layout_and_helpers() {
     assert_eq!(round_to(WeightDtype::Bf16, 1.0 + 1.0 / 256.0), 1.0); // halfway: to even
     assert_eq!(round_to(WeightDtype::F16, 1.0 + 1.0 / 4096.0), 1.0);
     assert_eq!(unpack_f16_pairs(&pack_f16_pairs(&[1.5, -2.0, 0.25])), vec![1.5, -2.0, 0.25, 0.0]);
-    assert_eq!(matvec_groups(37), [10, 1, 1]);
-    assert_eq!(matvec_groups(4 * 65535), [65535, 1, 1]);
-    let [x, y, z] = matvec_groups(4 * 65535 + 1);
+    assert_eq!(matvec_groups(37, 100), [10, 1, 1]);
+    assert_eq!(matvec_groups(37, 2048), [19, 1, 1]); // 128 threads per row: 2 rows a group
+    assert_eq!(matvec_groups(37, 8192), [37, 1, 1]); // 256 threads per row
+    assert_eq!(matvec_groups(4 * 65535, 8), [65535, 1, 1]);
+    let [x, y, z] = matvec_groups(4 * 65535 + 1, 8);
     assert!(x <= 65535 && y == 2 && z == 1 && x * y >= 65536);
     assert_eq!(embed_groups(100), [1, 1, 1]);
     assert_eq!(embed_groups(8 * 64 + 1), [2, 1, 1]);
@@ -137,8 +139,8 @@ fn embed_reads_token_from_params() {
     }
 }
 
-/// One matvec dispatch; `x_len` >= cols floats are bound (the tail beyond cols is NaN),
-/// `y0` is y's previous content.
+/// One matvec dispatch; x is bound with `stride8 * 8` floats, zero beyond cols (the
+/// kernel's contract), `y0` is y's previous content.
 #[allow(clippy::too_many_arguments)]
 fn run_matvec(
     d: &Device,
@@ -147,19 +149,17 @@ fn run_matvec(
     cols: usize,
     w: &[f32],
     x: &[f32],
-    x_len: usize,
     y0: &[f32],
     accumulate: bool,
 ) -> Vec<f32> {
     let k = d.pipeline(matvec(dtype)).unwrap();
     let wb = weight_buffer(d, dtype, rows, cols, w);
-    let mut xs = x.to_vec();
-    xs.resize(x_len, f32::NAN);
+    let xs = padded(x);
     let xb = f32_buffer(d, "x", &xs, ResourceClass::TokenScratch);
     let yb = f32_buffer(d, "y", y0, ResourceClass::TokenScratch);
-    let push = MatvecPush { rows: rows as u32, cols: cols as u32, stride8: stride8(cols as u32), accumulate: accumulate as u32 };
+    let push = mv_push(rows, cols, accumulate, 0.0);
     let mut enc = d.encoder().unwrap();
-    enc.dispatch(&k, matvec_groups(rows as u32), &[wb.slice(..), xb.slice(..), yb.slice(..)], &push).unwrap();
+    enc.dispatch(&k, matvec_groups(rows as u32, cols as u32), &[wb.slice(..), xb.slice(..), yb.slice(..)], &push).unwrap();
     enc.submit().unwrap().wait().unwrap();
     yb.read(0, rows).unwrap()
 }
@@ -177,11 +177,11 @@ fn matvec_matches_reference() {
         let y0 = rng.vec(rows, 1.0);
         for dtype in DTYPES {
             let wr = rounded(dtype, &w);
-            // Exactly cols floats bound, y overwritten (its NaNs must not leak through).
-            let got = run_matvec(&d, dtype, rows, cols, &w, &x, cols, &vec![f32::NAN; rows], false);
+            // y overwritten (its NaNs must not leak through).
+            let got = run_matvec(&d, dtype, rows, cols, &w, &x, &vec![f32::NAN; rows], false);
             assert_close(&format!("matvec {dtype:?} {rows}x{cols}"), &got, &matvec_cpu(&wr, rows, cols, &x, None));
-            // x bound past cols with NaN garbage; accumulate onto y0.
-            let got = run_matvec(&d, dtype, rows, cols, &w, &x, cols.div_ceil(8) * 8 + 8, &y0, true);
+            // Accumulate onto y0 (the fused residual add).
+            let got = run_matvec(&d, dtype, rows, cols, &w, &x, &y0, true);
             let want = matvec_cpu(&wr, rows, cols, &x, Some(&y0));
             assert_close(&format!("matvec acc {dtype:?} {rows}x{cols}"), &got, &want);
         }
@@ -195,11 +195,11 @@ fn matvec_covers_a_2d_grid() {
     let _guard = ValidationGuard::new(&d);
     let mut rng = Rng::new(3);
     let (rows, cols) = (4 * 65535 + 7, 8);
-    assert!(matvec_groups(rows as u32)[1] > 1);
+    assert!(matvec_groups(rows as u32, cols as u32)[1] > 1);
     let w = rng.vec(rows * cols, 1.0);
     let x = rng.vec(cols, 1.0);
     let dtype = WeightDtype::F16;
-    let got = run_matvec(&d, dtype, rows, cols, &w, &x, cols, &vec![f32::NAN; rows], false);
+    let got = run_matvec(&d, dtype, rows, cols, &w, &x, &vec![f32::NAN; rows], false);
     assert_close("matvec 2-D", &got, &matvec_cpu(&rounded(dtype, &w), rows, cols, &x, None));
 }
 
@@ -211,22 +211,78 @@ fn matvec_silu_matches_reference() {
     for (rows, cols) in [(37, 100), (21, 333), (9, 1000)] {
         let wg = rng.vec(rows * cols, 0.2);
         let wu = rng.vec(rows * cols, 0.2);
-        let mut x = rng.vec(cols, 1.0);
-        x.resize(cols.div_ceil(8) * 8 + 8, f32::NAN); // garbage past cols
+        let x = rng.vec(cols, 1.0);
         for dtype in DTYPES {
             let k = d.pipeline(matvec_silu(dtype)).unwrap();
             let gb = weight_buffer(&d, dtype, rows, cols, &wg);
             let ub = weight_buffer(&d, dtype, rows, cols, &wu);
-            let xb = f32_buffer(&d, "x", &x, ResourceClass::TokenScratch);
+            let xb = f32_buffer(&d, "x", &padded(&x), ResourceClass::TokenScratch);
             let yb = f32_buffer(&d, "y", &vec![f32::NAN; rows], ResourceClass::TokenScratch);
-            let push = MatvecPush { rows: rows as u32, cols: cols as u32, stride8: stride8(cols as u32), accumulate: 1 };
+            let push = mv_push(rows, cols, true, 0.0);
             let mut enc = d.encoder().unwrap();
             let slices = [gb.slice(..), ub.slice(..), xb.slice(..), yb.slice(..)];
-            enc.dispatch(&k, matvec_groups(rows as u32), &slices, &push).unwrap();
+            enc.dispatch(&k, matvec_groups(rows as u32, cols as u32), &slices, &push).unwrap();
             enc.submit().unwrap().wait().unwrap();
             let got: Vec<f32> = yb.read(0, rows).unwrap();
             let want = matvec_silu_cpu(&rounded(dtype, &wg), &rounded(dtype, &wu), rows, cols, &x);
             assert_close(&format!("matvec_silu {dtype:?} {rows}x{cols}"), &got, &want);
+        }
+    }
+}
+
+/// `v` zero-padded to whole 8-element chunks (the matvec family's x contract).
+fn padded(v: &[f32]) -> Vec<f32> {
+    let mut p = v.to_vec();
+    p.resize(v.len().div_ceil(8) * 8, 0.0);
+    p
+}
+
+fn mv_push(rows: usize, cols: usize, accumulate: bool, eps: f32) -> MatvecPush {
+    MatvecPush {
+        rows: rows as u32,
+        cols: cols as u32,
+        stride8: stride8(cols as u32),
+        accumulate: accumulate as u32,
+        eps,
+        _pad: [0; 3],
+    }
+}
+
+#[test]
+fn fused_norm_matvecs_match_norm_then_matvec() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(14);
+    let eps = 1e-6;
+    for (rows, cols) in [(37, 100), (13, 4100), (9, 1000)] {
+        let w = rng.vec(rows * cols, 0.3);
+        let w2 = rng.vec(rows * cols, 0.3);
+        let x = rng.vec(cols, 2.0);
+        let nw = rng.vec(cols, 1.0);
+        let y0 = rng.vec(rows, 1.0);
+        let xn = rmsnorm_cpu(&x, &nw, cols, eps);
+        for dtype in DTYPES {
+            let (wr, w2r) = (rounded(dtype, &w), rounded(dtype, &w2));
+            let wb = weight_buffer(&d, dtype, rows, cols, &w);
+            let w2b = weight_buffer(&d, dtype, rows, cols, &w2);
+            let xb = f32_buffer(&d, "x", &padded(&x), ResourceClass::TokenScratch);
+            let nb = f32_buffer(&d, "norm", &padded(&nw), ResourceClass::ReadOnlyWeight);
+            let yb = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
+            let y2 = f32_buffer(&d, "y2", &vec![f32::NAN; rows], ResourceClass::TokenScratch);
+            let groups = matvec_groups(rows as u32, cols as u32);
+            let mut enc = d.encoder().unwrap();
+            let k = d.pipeline(matvec_norm(dtype)).unwrap();
+            enc.dispatch(&k, groups, &[wb.slice(..), xb.slice(..), nb.slice(..), yb.slice(..)], &mv_push(rows, cols, true, eps))
+                .unwrap();
+            let k = d.pipeline(matvec_silu_norm(dtype)).unwrap();
+            let slices = [wb.slice(..), w2b.slice(..), xb.slice(..), nb.slice(..), y2.slice(..)];
+            enc.dispatch(&k, groups, &slices, &mv_push(rows, cols, false, eps)).unwrap();
+            enc.submit().unwrap().wait().unwrap();
+            let got: Vec<f32> = yb.read(0, rows).unwrap();
+            assert_close(&format!("matvec_norm {dtype:?} {rows}x{cols}"), &got, &matvec_cpu(&wr, rows, cols, &xn, Some(&y0)));
+            let got: Vec<f32> = y2.read(0, rows).unwrap();
+            let want = matvec_silu_cpu(&wr, &w2r, rows, cols, &xn);
+            assert_close(&format!("matvec_silu_norm {dtype:?} {rows}x{cols}"), &got, &want);
         }
     }
 }

@@ -41,7 +41,7 @@ pub struct GpuOptions {
     /// Positions per attention workgroup (<= 256). Default 256.
     pub attention_chunk: u32,
     /// Fold each RMSNorm into the matvec that consumes it (qkv, gate/up, LM head): one
-    /// dispatch and one barrier less per norm. Default true (needs hidden <= 6144).
+    /// dispatch and one barrier less per norm. Default true.
     pub fuse_norm: bool,
 }
 
@@ -172,8 +172,7 @@ impl GpuModel {
             matvec_norm: device.pipeline(k::matvec_norm(dt))?,
             matvec_silu_norm: device.pipeline(k::matvec_silu_norm(dt))?,
         };
-        let mut options = options;
-        options.fuse_norm &= c.hidden <= k::NORM_MAX_COLS;
+
         let mut done = 0u64;
         let mut packed = |name: &str, rows: usize, cols: usize| -> Result<Vec<u8>, LlmError> {
             let data = tensor(name)?;
@@ -239,11 +238,20 @@ impl GpuModel {
             if v.len() != n {
                 return Err(LlmError::InvalidArgument(format!("tensor {name:?} has {} values, expected {n}", v.len())));
             }
-            let b = device.create_buffer(name, (n * 4) as u64, ResourceClass::ReadOnlyWeight)?;
+            let mut v = v;
+            v.resize(n.next_multiple_of(8), 0.0);
+            let b = device.create_buffer(name, (v.len() * 4) as u64, ResourceClass::ReadOnlyWeight)?;
             b.write_bytes(0, f32_bytes(&v))?;
             Ok(b)
         };
-        let f32_buf = |name: &str, n: usize, class| device.create_buffer(name, (n.max(1) * 4) as u64, class);
+        // Activations are padded to whole 8-element chunks and zeroed: the matvec kernels
+        // read x in 16-byte pieces up to the padded length.
+        let f32_buf = |name: &str, n: usize, class| -> Result<Buffer, LlmError> {
+            let n = n.max(1).next_multiple_of(8);
+            let b = device.create_buffer(name, (n * 4) as u64, class)?;
+            b.write(0, &vec![0f32; n])?;
+            Ok(b)
+        };
         let kv_bytes = (nkv * options.context * hd * 2) as u64;
         let mut layers = Vec::new();
         for (i, (p, (qkv, o, gate, up, down))) in vector_names.iter().zip(layers_m).enumerate() {
@@ -340,11 +348,18 @@ impl GpuModel {
     }
 
     fn matvec(&self, enc: &mut Encoder, m: &Matrix, x: &Buffer, y: &Buffer, accumulate: bool) -> sluice::Result<()> {
-        let push = k::MatvecPush { rows: m.rows, cols: m.cols, stride8: m.stride8(), accumulate: accumulate as u32 };
+        let push = k::MatvecPush {
+            rows: m.rows,
+            cols: m.cols,
+            stride8: m.stride8(),
+            accumulate: accumulate as u32,
+            eps: 0.0,
+            _pad: [0; 3],
+        };
         enc.dispatch(
             &self.kernels.matvec,
-            matvec_groups(m.rows, m.cols),
-            &[m.buffer.slice(..), x.slice(0..m.cols as u64 * 4), y.slice(0..m.rows as u64 * 4)],
+            k::matvec_groups(m.rows, m.cols),
+            &[m.buffer.slice(..), x.slice(0..m.stride8() as u64 * 32), y.slice(0..m.rows as u64 * 4)],
             &push,
         )
     }
@@ -355,7 +370,7 @@ impl GpuModel {
             self.rmsnorm(enc, x, norm_w, &self.scratch.xn, m.cols as usize)?;
             return self.matvec(enc, m, &self.scratch.xn, y, false);
         }
-        let push = k::MatvecNormPush {
+        let push = k::MatvecPush {
             rows: m.rows,
             cols: m.cols,
             stride8: m.stride8(),
@@ -365,8 +380,8 @@ impl GpuModel {
         };
         enc.dispatch(
             &self.kernels.matvec_norm,
-            matvec_groups(m.rows, m.cols),
-            &[m.buffer.slice(..), x.slice(0..m.cols as u64 * 4), norm_w.slice(..), y.slice(0..m.rows as u64 * 4)],
+            k::matvec_groups(m.rows, m.cols),
+            &[m.buffer.slice(..), x.slice(0..m.stride8() as u64 * 32), norm_w.slice(..), y.slice(0..m.rows as u64 * 4)],
             &push,
         )
     }
@@ -455,7 +470,7 @@ impl GpuModel {
             self.matvec(enc, &l.o, &s.attn, &s.x, true)?;
             label(enc, "mlp.gate_up");
             if self.options.fuse_norm && self.options.fuse_gate_up {
-                let push = k::MatvecNormPush {
+                let push = k::MatvecPush {
                     rows: l.gate.rows,
                     cols: l.gate.cols,
                     stride8: l.gate.stride8(),
@@ -465,7 +480,7 @@ impl GpuModel {
                 };
                 enc.dispatch(
                     &self.kernels.matvec_silu_norm,
-                    matvec_groups(l.gate.rows, l.gate.cols),
+                    k::matvec_groups(l.gate.rows, l.gate.cols),
                     &[
                         l.gate.buffer.slice(..),
                         l.up.buffer.slice(..),
@@ -477,12 +492,18 @@ impl GpuModel {
                 )?;
             } else if self.options.fuse_gate_up {
                 self.rmsnorm(enc, &s.x, &l.mlp_norm, &s.xn, h)?;
-                let push =
-                    k::MatvecPush { rows: l.gate.rows, cols: l.gate.cols, stride8: l.gate.stride8(), accumulate: 0 };
+                let push = k::MatvecPush {
+                    rows: l.gate.rows,
+                    cols: l.gate.cols,
+                    stride8: l.gate.stride8(),
+                    accumulate: 0,
+                    eps: 0.0,
+                    _pad: [0; 3],
+                };
                 enc.dispatch(
                     &self.kernels.matvec_silu,
-                    k::matvec_groups(l.gate.rows),
-                    &[l.gate.buffer.slice(..), l.up.buffer.slice(..), s.xn.slice(0..h as u64 * 4), s.h.slice(..)],
+                    k::matvec_groups(l.gate.rows, l.gate.cols),
+                    &[l.gate.buffer.slice(..), l.up.buffer.slice(..), s.xn.slice(0..l.gate.stride8() as u64 * 32), s.h.slice(..)],
                     &push,
                 )?;
             } else {
@@ -555,26 +576,6 @@ fn qkv_offsets(c: &ModelConfig) -> (u64, u64, u64) {
     let q = (c.heads * c.head_dim).next_multiple_of(QKV_ALIGN) as u64;
     let k = (c.kv_heads * c.head_dim).next_multiple_of(QKV_ALIGN) as u64;
     (0, q, q + k)
-}
-
-/// Threads per row the `matvec` kernel uses for rows of `cols` (same rule as
-/// `wgsl/include/matvec_common.wgsl`).
-fn matvec_threads_per_row(cols: u32) -> u32 {
-    match cols.div_ceil(8) {
-        0..=255 => 64,
-        256..=1023 => 128,
-        _ => 256,
-    }
-}
-
-/// Workgroups for the `matvec` kernel: 256 / threads-per-row rows each, 2-D past 65535.
-fn matvec_groups(rows: u32, cols: u32) -> [u32; 3] {
-    let n = rows.div_ceil(256 / matvec_threads_per_row(cols)).max(1);
-    if n <= 65535 {
-        [n, 1, 1]
-    } else {
-        [65535, n.div_ceil(65535), 1]
-    }
 }
 
 /// Bytes of all weights of `config` stored as `dtype` on the GPU (rows padded to 8).

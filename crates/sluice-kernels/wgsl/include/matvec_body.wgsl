@@ -1,0 +1,94 @@
+// The matvec family (matvec, matvec_norm, matvec_silu, matvec_silu_norm) shares this body;
+// each kernel file declares its bindings and the constants NORM and SILU, plus
+// `fn w_b8(i)` (second matrix, SILU) and `fn norm4(i)` (norm weight, NORM).
+//
+// y[r] = epilogue(W[r] . x'), x' = x * norm_w (NORM) with inv = 1/sqrt(mean(x^2) + eps)
+// computed from the same pass over x (every row's threads read all of x once, so the sum
+// of squares costs no extra memory traffic). Rows are handled by TPR threads each (TPR
+// from the row length: 64 under 256 chunks, 128 under 1024, else 256; the host uses the
+// same rule), 16-byte loads for weights and x, subgroup sums, one shared-memory step.
+// x (and norm_w) must be bound with stride8 * 8 floats, zero beyond cols.
+struct WVec { d: array<vec4<u32>> }
+struct F32s { d: array<f32> }
+struct V4s { d: array<vec4<f32>> }
+struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, p0: u32, p1: u32, p2: u32 }
+
+var<workgroup> red: array<vec3<f32>, 256>;
+
+fn threads_per_row(stride8: u32) -> u32 {
+    if (stride8 < 256u) {
+        return 64u;
+    }
+    if (stride8 < 1024u) {
+        return 128u;
+    }
+    return 256u;
+}
+
+// Adds chunk c of row `base` to acc = (W.x', W_b.x', sum x^2).
+fn step(base: u32, c: u32, acc: ptr<function, vec3<f32>>) {
+    let i = (base + c) * W_VEC4S;
+    let wa = decode_w8(w.d[i], w.d[i + W_VEC4S - 1u]);
+    var xa = x.d[2u * c];
+    var xb = x.d[2u * c + 1u];
+    if (NORM) {
+        (*acc).z += dot(xa, xa) + dot(xb, xb);
+        xa *= norm4(2u * c);
+        xb *= norm4(2u * c + 1u);
+    }
+    (*acc).x += dot(wa.a, xa) + dot(wa.b, xb);
+    if (SILU) {
+        let wb = w_b8(i);
+        (*acc).y += dot(wb.a, xa) + dot(wb.b, xb);
+    }
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_size) sg: u32, @builtin(subgroup_invocation_id) sgi: u32) {
+    let tpr = threads_per_row(pc.stride8);
+    let rows_per_wg = 256u / tpr;
+    let first = (wg.x + wg.y * nwg.x) * rows_per_wg;
+    let row = first + li / tpr;
+    let lane = li % tpr;
+    var acc = vec3<f32>(0.0, 0.0, 0.0);
+    if (row < pc.rows) {
+        let base = row * pc.stride8;
+        var c = lane;
+        for (; c + tpr < pc.stride8; c += 2u * tpr) {
+            step(base, c, &acc);
+            step(base, c + tpr, &acc);
+        }
+        if (c < pc.stride8) {
+            step(base, c, &acc);
+        }
+    }
+    let s = subgroupAdd(acc);
+    if (sgi == 0u) {
+        red[li / sg] = s;
+    }
+    workgroupBarrier();
+    if (li < rows_per_wg) {
+        let per = max(tpr / sg, 1u);
+        var sum = vec3<f32>(0.0, 0.0, 0.0);
+        for (var k = 0u; k < per; k++) {
+            sum += red[li * per + k];
+        }
+        let r = first + li;
+        if (r < pc.rows) {
+            var inv = 1.0;
+            if (NORM) {
+                inv = inverseSqrt(sum.z / f32(pc.cols) + pc.eps);
+            }
+            let g = sum.x * inv;
+            if (SILU) {
+                y.d[r] = g / (1.0 + exp(-g)) * (sum.y * inv);
+            } else if (pc.accumulate != 0u) {
+                y.d[r] = y.d[r] + g;
+            } else {
+                y.d[r] = g;
+            }
+        }
+    }
+}

@@ -43,11 +43,14 @@ pub struct GpuOptions {
     /// Fold each RMSNorm into the matvec that consumes it (qkv, gate/up, LM head): one
     /// dispatch and one barrier less per norm. Default true.
     pub fuse_norm: bool,
+    /// Fold the q/k norm, rotary embedding and KV append into the attention kernel: one
+    /// dispatch and one barrier less per layer. Default true.
+    pub fuse_attention: bool,
 }
 
 impl Default for GpuOptions {
     fn default() -> Self {
-        GpuOptions { context: 4352, weight_dtype: WeightDtype::F16, fuse_gate_up: true, attention_chunk: 256, fuse_norm: true }
+        GpuOptions { context: 4352, weight_dtype: WeightDtype::F16, fuse_gate_up: true, attention_chunk: 256, fuse_norm: true, fuse_attention: true }
     }
 }
 
@@ -64,6 +67,7 @@ struct Kernels {
     advance: Arc<Pipeline>,
     matvec_norm: Arc<Pipeline>,
     matvec_silu_norm: Arc<Pipeline>,
+    attn_rope: Arc<Pipeline>,
 }
 
 /// A weight matrix on the GPU with its shape.
@@ -171,6 +175,7 @@ impl GpuModel {
             advance: device.pipeline(&k::ADVANCE_PARAMS)?,
             matvec_norm: device.pipeline(k::matvec_norm(dt))?,
             matvec_silu_norm: device.pipeline(k::matvec_silu_norm(dt))?,
+            attn_rope: device.pipeline(&k::ATTENTION_ROPE)?,
         };
 
         let mut done = 0u64;
@@ -435,31 +440,63 @@ impl GpuModel {
             let label = |enc: &mut Encoder, op: &str| enc.set_label(&format!("{op} L{i}"));
             label(enc, "attn.qkv");
             self.norm_matvec(enc, &l.qkv, &s.x, &l.attn_norm, &s.qkv)?;
-            label(enc, "qk_norm_rope");
             let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
             let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
-            enc.dispatch(
-                &self.kernels.qk_rope,
-                [nh + nkv, 1, 1],
-                &[
-                    self.params.slice(..),
-                    q.clone(),
-                    k.clone(),
-                    v.clone(),
-                    qn.slice(..),
-                    kn.slice(..),
-                    l.k_cache.slice(..),
-                    l.v_cache.slice(..),
-                ],
-                &rope,
-            )?;
-            label(enc, "attention");
-            enc.dispatch(
-                &self.kernels.attn_split,
-                [self.splits, nh, 1],
-                &[self.params.slice(..), q, l.k_cache.slice(..), l.v_cache.slice(..), s.partial.slice(..)],
-                &attn,
-            )?;
+            if self.options.fuse_attention {
+                label(enc, "attention");
+                let push = k::AttnRopePush {
+                    heads: nh,
+                    kv_heads: nkv,
+                    head_dim: hd as u32,
+                    capacity: self.options.context as u32,
+                    chunk: self.options.attention_chunk,
+                    splits: self.splits,
+                    scale: attn.scale,
+                    use_norm: rope.use_norm,
+                    eps: c.rms_eps,
+                    theta: c.rope_theta,
+                    k_offset: k_at as u32,
+                    v_offset: v_at as u32,
+                };
+                enc.dispatch(
+                    &self.kernels.attn_rope,
+                    [self.splits, nh, 1],
+                    &[
+                        self.params.slice(..),
+                        s.qkv.slice(..),
+                        qn.slice(..),
+                        kn.slice(..),
+                        l.k_cache.slice(..),
+                        l.v_cache.slice(..),
+                        s.partial.slice(..),
+                    ],
+                    &push,
+                )?;
+            } else {
+                label(enc, "qk_norm_rope");
+                enc.dispatch(
+                    &self.kernels.qk_rope,
+                    [nh + nkv, 1, 1],
+                    &[
+                        self.params.slice(..),
+                        q.clone(),
+                        k.clone(),
+                        v.clone(),
+                        qn.slice(..),
+                        kn.slice(..),
+                        l.k_cache.slice(..),
+                        l.v_cache.slice(..),
+                    ],
+                    &rope,
+                )?;
+                label(enc, "attention");
+                enc.dispatch(
+                    &self.kernels.attn_split,
+                    [self.splits, nh, 1],
+                    &[self.params.slice(..), q, l.k_cache.slice(..), l.v_cache.slice(..), s.partial.slice(..)],
+                    &attn,
+                )?;
+            }
             enc.dispatch(
                 &self.kernels.attn_combine,
                 [nh, 1, 1],

@@ -33,6 +33,7 @@ fn model_args(args: &Args, device: &Device, default_context: usize) -> Result<Mo
     let mode: Mode = args.value("mode").unwrap_or("replay").parse()?;
     let mut load = LoadOptions::default();
     load.gpu.context = args.parsed("context", default_context)?;
+    load.gpu.attention_chunk = args.parsed("attention-chunk", load.gpu.attention_chunk)?;
     if let Some(dt) = args.value("dtype") {
         load.dtype = Some(match dt {
             "f16" => sluice_kernels::WeightDtype::F16,

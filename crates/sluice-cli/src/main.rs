@@ -31,6 +31,7 @@ MODEL OPTIONS:
   --mode direct|replay   record every step, or record once and resubmit (default replay)
   --dtype f16|bf16|f32   weight dtype on the GPU (default: as stored; synthetic: f16)
   --context N         KV-cache capacity in tokens
+  --attention-chunk N positions per attention workgroup (1..=256)
   --no-fuse           separate norm, rope/KV-append, gate/up and silu·mul kernels (A/B)
   --no-reorder        keep the captured order (replay)
   --lookahead N       reorder window (default 64)

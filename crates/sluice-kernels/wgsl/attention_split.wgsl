@@ -122,13 +122,28 @@ fn main(
     let groups = 256u / pairs;
     let col = tid % pairs;
     let grp = tid / pairs;
-    var o = vec2<f32>(0.0);
+    // Four independent accumulators keep four value loads in flight per invocation.
+    var o0 = vec2<f32>(0.0);
+    var o1 = vec2<f32>(0.0);
+    var o2 = vec2<f32>(0.0);
+    var o3 = vec2<f32>(0.0);
     if (grp < groups) {
-        for (var p = grp; p < n; p += groups) {
-            o += sc[p] * unpack2x16float(vcache.d[row0 + p * pairs + col]);
+        var p = grp;
+        for (; p + 3u * groups < n; p += 4u * groups) {
+            let v0 = vcache.d[row0 + p * pairs + col];
+            let v1 = vcache.d[row0 + (p + groups) * pairs + col];
+            let v2 = vcache.d[row0 + (p + 2u * groups) * pairs + col];
+            let v3 = vcache.d[row0 + (p + 3u * groups) * pairs + col];
+            o0 += sc[p] * unpack2x16float(v0);
+            o1 += sc[p + groups] * unpack2x16float(v1);
+            o2 += sc[p + 2u * groups] * unpack2x16float(v2);
+            o3 += sc[p + 3u * groups] * unpack2x16float(v3);
+        }
+        for (; p < n; p += groups) {
+            o0 += sc[p] * unpack2x16float(vcache.d[row0 + p * pairs + col]);
         }
     }
-    ov[tid] = o;
+    ov[tid] = (o0 + o1) + (o2 + o3);
     workgroupBarrier();
     if (tid < pairs) {
         var acc = vec2<f32>(0.0);

@@ -5,7 +5,8 @@ saves it with save_pretrained, runs HF and `sluice generate` on the same prompt 
 reports max |delta logit| of the first generated position and greedy-token agreement
 over N steps.
 
-usage: python3 scripts/parity.py SLUICE_BINARY OUT_DIR [--steps 64] [--cases small,0.6b]
+usage: python3 scripts/parity.py SLUICE_BINARY OUT_DIR [--work DIR] [--steps 64] [--cases ...]
+(models are written under --work, default /tmp/sluice-parity; results to OUT_DIR/parity.json)
 """
 import argparse, json, os, subprocess, sys, time
 
@@ -66,21 +67,28 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("sluice")
     ap.add_argument("out")
+    ap.add_argument("--work", default="/tmp/sluice-parity")
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--cases", default="qwen3-small,llama-small,qwen3-0.6b")
     ap.add_argument("--dtypes", default="float32,bfloat16")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    os.makedirs(a.work, exist_ok=True)
     rows = []
     prompt = [3, 14, 15, 92, 65, 35, 89, 79]
     for case in a.cases.split(","):
         kind, kw = CASES[case]
         for dt in a.dtypes.split(","):
-            path = os.path.join(a.out, f"{case}-{dt}")
+            path = os.path.join(a.work, f"{case}-{dt}")
             model = make(kind, kw, getattr(torch, dt), path)
             first, hf_tokens = hf_run(model, prompt, a.steps)
+            # The same (rounded) weights computed in f32 by HF: what sluice computes.
+            if dt != "float32":
+                first32, hf32_tokens = hf_run(model.float(), prompt, a.steps)
+            else:
+                first32, hf32_tokens = first, hf_tokens
             del model
-            logits_path = os.path.join(a.out, f"{case}-{dt}.logits.f32")
+            logits_path = os.path.join(a.work, f"{case}-{dt}.logits.f32")
             t = time.time()
             res = subprocess.run([a.sluice, "generate", "--model", path, "--prompt-ids", ",".join(map(str, prompt)),
                                   "-n", str(a.steps), "--json", "--logits-out", logits_path],
@@ -93,9 +101,13 @@ def main():
             ours = np.fromfile(logits_path, dtype=np.float32)
             agree = sum(1 for x, y in zip(got["tokens"], hf_tokens) if x == y)
             first_diverge = next((i for i, (x, y) in enumerate(zip(got["tokens"], hf_tokens)) if x != y), None)
+            agree32 = sum(1 for x, y in zip(got["tokens"], hf32_tokens) if x == y)
             row = dict(case=case, dtype=dt, max_abs_dlogit=float(np.abs(ours - first).max()),
                        logit_scale=float(np.abs(first).max()), greedy_agree=agree, steps=a.steps,
-                       first_divergence=first_diverge, sluice_s=round(time.time() - t, 2))
+                       first_divergence=first_diverge,
+                       vs_hf_f32_compute_max_abs_dlogit=float(np.abs(ours - first32).max()),
+                       vs_hf_f32_compute_greedy_agree=agree32,
+                       sluice_s=round(time.time() - t, 2))
             print(json.dumps(row), flush=True)
             rows.append(row)
     with open(os.path.join(a.out, "parity.json"), "w") as f:

@@ -32,20 +32,41 @@ fn main() {
         let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
         let mut source = std::fs::read_to_string(path).unwrap();
         // `//! include: NAME` lines append wgsl/include/NAME.wgsl (shared helpers).
-        for name in source.clone().lines().filter_map(|l| l.strip_prefix("//! include:")) {
+        for name in source
+            .clone()
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! include:"))
+        {
             let inc = dir.join("include").join(format!("{}.wgsl", name.trim()));
             println!("cargo:rerun-if-changed={}", inc.display());
-            let text = std::fs::read_to_string(&inc).unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), inc.display()));
-            source.push_str(&format!("\n// ---- include/{}.wgsl ----\n{text}", name.trim()));
+            let text = std::fs::read_to_string(&inc)
+                .unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), inc.display()));
+            source.push_str(&format!(
+                "\n// ---- include/{}.wgsl ----\n{text}",
+                name.trim()
+            ));
         }
-        match source.lines().next().and_then(|l| l.strip_prefix("//! variants:")) {
+        match source
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("//! variants:"))
+        {
             Some(list) => {
                 for dtype in list.split_whitespace() {
                     let snippet = dir.join("dtype").join(format!("{dtype}.wgsl"));
                     println!("cargo:rerun-if-changed={}", snippet.display());
-                    let extra = std::fs::read_to_string(&snippet)
-                        .unwrap_or_else(|e| panic!("{}: variant {dtype}: {}: {e}", path.display(), snippet.display()));
-                    units.push((format!("{stem}_{dtype}"), format!("{source}\n// ---- dtype/{dtype}.wgsl ----\n{extra}"), path.clone()));
+                    let extra = std::fs::read_to_string(&snippet).unwrap_or_else(|e| {
+                        panic!(
+                            "{}: variant {dtype}: {}: {e}",
+                            path.display(),
+                            snippet.display()
+                        )
+                    });
+                    units.push((
+                        format!("{stem}_{dtype}"),
+                        format!("{source}\n// ---- dtype/{dtype}.wgsl ----\n{extra}"),
+                        path.clone(),
+                    ));
                 }
             }
             None => units.push((stem, source, path.clone())),
@@ -59,7 +80,13 @@ fn main() {
         let bindings: Vec<String> = desc
             .bindings
             .iter()
-            .map(|w| if *w { "BindingAccess::ReadWrite".into() } else { "BindingAccess::Read".into() })
+            .map(|w| {
+                if *w {
+                    "BindingAccess::ReadWrite".into()
+                } else {
+                    "BindingAccess::Read".into()
+                }
+            })
             .collect();
         writeln!(
             generated,
@@ -73,7 +100,15 @@ fn main() {
         .unwrap();
         all.push(konst);
     }
-    writeln!(generated, "/// Every kernel of this crate.\npub const ALL: &[&KernelDesc] = &[{}];", all.iter().map(|k| format!("&{k}")).collect::<Vec<_>>().join(", ")).unwrap();
+    writeln!(
+        generated,
+        "/// Every kernel of this crate.\npub const ALL: &[&KernelDesc] = &[{}];",
+        all.iter()
+            .map(|k| format!("&{k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+    .unwrap();
     std::fs::write(out.join("kernels.rs"), generated).unwrap();
 }
 
@@ -108,9 +143,15 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
     for (_, var) in module.global_variables.iter() {
         match var.space {
             naga::AddressSpace::Storage { access } => {
-                let rb = var.binding.as_ref().ok_or("storage variable without @binding")?;
+                let rb = var
+                    .binding
+                    .as_ref()
+                    .ok_or("storage variable without @binding")?;
                 if rb.group != 0 {
-                    return Err(format!("binding {} uses @group({}); kernels use group 0 only", rb.binding, rb.group));
+                    return Err(format!(
+                        "binding {} uses @group({}); kernels use group 0 only",
+                        rb.binding, rb.group
+                    ));
                 }
                 bindings.push((rb.binding, access.contains(naga::StorageAccess::STORE)));
             }
@@ -126,7 +167,9 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
     bindings.sort();
     for (i, (b, _)) in bindings.iter().enumerate() {
         if *b as usize != i {
-            return Err(format!("bindings must be numbered 0..n without gaps; found {b} at position {i}"));
+            return Err(format!(
+                "bindings must be numbered 0..n without gaps; found {b} at position {i}"
+            ));
         }
     }
 
@@ -145,9 +188,17 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
         emit_int_div_checks: false,
         ..Default::default()
     };
-    let pipeline = spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".into() };
-    let words = spv::write_vec(&module, &info, &options, Some(&pipeline)).map_err(|e| e.to_string())?;
+    let pipeline = spv::PipelineOptions {
+        shader_stage: naga::ShaderStage::Compute,
+        entry_point: "main".into(),
+    };
+    let words =
+        spv::write_vec(&module, &info, &options, Some(&pipeline)).map_err(|e| e.to_string())?;
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
     std::fs::write(spv_out, bytes).map_err(|e| e.to_string())?;
-    Ok(Reflected { bindings: bindings.into_iter().map(|(_, w)| w).collect(), push_bytes, workgroup: entry.workgroup_size })
+    Ok(Reflected {
+        bindings: bindings.into_iter().map(|(_, w)| w).collect(),
+        push_bytes,
+        workgroup: entry.workgroup_size,
+    })
 }

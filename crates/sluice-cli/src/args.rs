@@ -36,7 +36,12 @@ impl Args {
                 positional.push(a.clone());
             }
         }
-        Args { positional, values, flags, used: Default::default() }
+        Args {
+            positional,
+            values,
+            flags,
+            used: Default::default(),
+        }
     }
 
     /// Positional argument `i`.
@@ -60,19 +65,32 @@ impl Args {
     pub fn parsed<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
         match self.value(name) {
             None => Ok(default),
-            Some(v) => v.parse().map_err(|_| format!("--{name}: cannot parse {v:?}")),
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("--{name}: cannot parse {v:?}")),
         }
     }
 
     /// Errors on options that no code asked for (typos).
     pub fn finish(&self) -> Result<(), String> {
         let used = self.used.borrow();
-        let unknown: Vec<&String> =
-            self.values.keys().chain(self.flags.iter()).filter(|k| !used.iter().any(|u| u == *k)).collect();
+        let unknown: Vec<&String> = self
+            .values
+            .keys()
+            .chain(self.flags.iter())
+            .filter(|k| !used.iter().any(|u| u == *k))
+            .collect();
         if unknown.is_empty() {
             Ok(())
         } else {
-            Err(format!("unknown option(s): {}", unknown.iter().map(|k| format!("--{k}")).collect::<Vec<_>>().join(", ")))
+            Err(format!(
+                "unknown option(s): {}",
+                unknown
+                    .iter()
+                    .map(|k| format!("--{k}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
         }
     }
 }

@@ -40,11 +40,17 @@ pub struct DemoReport {
 }
 
 fn input(n: u32, seed: u32) -> Vec<u32> {
-    (0..n).map(|i| (i ^ seed).wrapping_mul(2654435761).wrapping_add(seed)).collect()
+    (0..n)
+        .map(|i| (i ^ seed).wrapping_mul(2654435761).wrapping_add(seed))
+        .collect()
 }
 
 fn push(chain: u32, step: u32) -> AffinePush {
-    AffinePush { mul: 3 + 2 * chain, add: step * 7 + chain, n: N }
+    AffinePush {
+        mul: 3 + 2 * chain,
+        add: step * 7 + chain,
+        n: N,
+    }
 }
 
 /// Runs the workload in `mode`; returns all output words and the counters.
@@ -53,7 +59,11 @@ fn run_mode(device: &Device, mode: BarrierMode) -> sluice::Result<(Vec<u32>, Mod
     let bytes = N as u64 * 4;
     let src = device.create_buffer("demo.src", bytes, ResourceClass::Generic)?;
     src.write(0, &input(N, 0))?;
-    let fan = device.create_buffer("demo.fan", bytes * INDEPENDENT as u64, ResourceClass::PersistentOutput)?;
+    let fan = device.create_buffer(
+        "demo.fan",
+        bytes * INDEPENDENT as u64,
+        ResourceClass::PersistentOutput,
+    )?;
     let mut chains: Vec<[Buffer; 2]> = Vec::new();
     for c in 0..CHAINS {
         let a = device.create_buffer("demo.chain.a", bytes, ResourceClass::PersistentOutput)?;
@@ -69,11 +79,21 @@ fn run_mode(device: &Device, mode: BarrierMode) -> sluice::Result<(Vec<u32>, Mod
     for step in 0..CHAIN_LEN {
         for (c, pair) in chains.iter().enumerate() {
             let (from, to) = (&pair[(step % 2) as usize], &pair[(1 - step % 2) as usize]);
-            enc.dispatch(&k, groups, &[from.slice(..), to.slice(..)], &push(c as u32, step))?;
+            enc.dispatch(
+                &k,
+                groups,
+                &[from.slice(..), to.slice(..)],
+                &push(c as u32, step),
+            )?;
         }
         for _ in 0..INDEPENDENT / CHAIN_LEN {
             let out = fan.slice(fan_next as u64 * bytes..(fan_next + 1) as u64 * bytes);
-            enc.dispatch(&k, groups, &[src.slice(..), out], &push(100 + fan_next, fan_next))?;
+            enc.dispatch(
+                &k,
+                groups,
+                &[src.slice(..), out],
+                &push(100 + fan_next, fan_next),
+            )?;
             fan_next += 1;
         }
     }
@@ -83,18 +103,32 @@ fn run_mode(device: &Device, mode: BarrierMode) -> sluice::Result<(Vec<u32>, Mod
     for pair in &chains {
         out.extend(pair[(CHAIN_LEN % 2) as usize].read::<u32>(0, N as usize)?);
     }
-    Ok((out, ModeReport { dispatches: c.dispatches, barriers: c.barriers, barriers_elided: c.barriers_elided }))
+    Ok((
+        out,
+        ModeReport {
+            dispatches: c.dispatches,
+            barriers: c.barriers,
+            barriers_elided: c.barriers_elided,
+        },
+    ))
 }
 
 fn cpu_reference() -> Vec<u32> {
     let mut out = Vec::new();
     for i in 0..INDEPENDENT {
-        out.extend(input(N, 0).iter().map(|&x| affine_u32_cpu(x, &push(100 + i, i))));
+        out.extend(
+            input(N, 0)
+                .iter()
+                .map(|&x| affine_u32_cpu(x, &push(100 + i, i))),
+        );
     }
     for c in 0..CHAINS {
         let mut x = input(N, c + 1);
         for step in 0..CHAIN_LEN {
-            x = x.iter().map(|&v| affine_u32_cpu(v, &push(c, step))).collect();
+            x = x
+                .iter()
+                .map(|&v| affine_u32_cpu(v, &push(c, step)))
+                .collect();
         }
         out.extend(x);
     }

@@ -11,24 +11,42 @@ pub fn run(device: &Device, json: bool) -> Result<(), String> {
     let mut info: DeviceInfo = device.info().clone();
     info.heaps = device.heaps();
     if json {
-        println!("{}", serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?
+        );
         return Ok(());
     }
     let rows: Vec<(&str, String)> = vec![
         ("name", info.name.clone()),
-        ("vendor", format!("{} (0x{:04x})", info.vendor, info.vendor_id)),
+        (
+            "vendor",
+            format!("{} (0x{:04x})", info.vendor, info.vendor_id),
+        ),
         ("type", info.device_type.clone()),
         ("driver", format!("{} {}", info.driver, info.driver_info)),
         ("Vulkan", info.api_version.clone()),
         ("unified memory", info.uma.to_string()),
         ("subgroup size", info.subgroup_size.to_string()),
-        ("timestamps", format!("{} ({} ns/tick, {} bits)", info.timestamps, info.timestamp_period_ns, info.timestamp_valid_bits)),
+        (
+            "timestamps",
+            format!(
+                "{} ({} ns/tick, {} bits)",
+                info.timestamps, info.timestamp_period_ns, info.timestamp_valid_bits
+            ),
+        ),
         ("timeline semaphores", info.timeline_semaphores.to_string()),
         ("shader f16", info.shader_f16.to_string()),
         ("VK_EXT_memory_budget", info.memory_budget_ext.to_string()),
         ("memory priorities", info.memory_priority_ext.to_string()),
-        ("max push constants", format!("{} bytes", info.max_push_constant_bytes)),
-        ("storage offset alignment", format!("{} bytes", info.storage_offset_alignment)),
+        (
+            "max push constants",
+            format!("{} bytes", info.max_push_constant_bytes),
+        ),
+        (
+            "storage offset alignment",
+            format!("{} bytes", info.storage_offset_alignment),
+        ),
         ("compute queue family", info.queue_family.to_string()),
     ];
     for (k, v) in rows {
@@ -45,7 +63,11 @@ pub fn run(device: &Device, json: bool) -> Result<(), String> {
             (Some(b), Some(u)) => format!(", budget {}, in use {}", gib(b), gib(u)),
             _ => ", no budget info".into(),
         };
-        println!("{:<26} {} ({kind}{budget})", format!("heap {i}"), gib(h.size));
+        println!(
+            "{:<26} {} ({kind}{budget})",
+            format!("heap {i}"),
+            gib(h.size)
+        );
     }
     Ok(())
 }

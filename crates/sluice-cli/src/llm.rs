@@ -34,6 +34,10 @@ fn model_args(args: &Args, device: &Device, default_context: usize) -> Result<Mo
     let mut load = LoadOptions::default();
     load.gpu.context = args.parsed("context", default_context)?;
     load.gpu.attention_chunk = args.parsed("attention-chunk", load.gpu.attention_chunk)?;
+    load.gpu.matvec_threads_per_row = args
+        .value("matvec-tpr")
+        .map(|v| v.parse().map_err(|_| format!("--matvec-tpr {v:?}")))
+        .transpose()?;
     if let Some(dt) = args.value("dtype") {
         load.dtype = Some(match dt {
             "f16" => sluice_kernels::WeightDtype::F16,
@@ -45,8 +49,16 @@ fn model_args(args: &Args, device: &Device, default_context: usize) -> Result<Mo
     load.gpu.fuse_gate_up = !args.flag("no-fuse");
     load.gpu.fuse_norm = !args.flag("no-fuse");
     load.gpu.fuse_attention = !args.flag("no-fuse");
-    let graph = GraphOptions { reorder: !args.flag("no-reorder"), lookahead: args.parsed("lookahead", 64)? };
-    Ok(ModelArgs { model, mode, load, graph })
+    let graph = GraphOptions {
+        reorder: !args.flag("no-reorder"),
+        lookahead: args.parsed("lookahead", 64)?,
+    };
+    Ok(ModelArgs {
+        model,
+        mode,
+        load,
+        graph,
+    })
 }
 
 fn progress(quiet: bool) -> impl FnMut(u64, u64) {
@@ -74,7 +86,14 @@ fn progress(quiet: bool) -> impl FnMut(u64, u64) {
 }
 
 fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
-    s.split(',').filter(|t| !t.trim().is_empty()).map(|t| t.trim().parse::<u32>().map_err(|_| format!("--prompt-ids: {t:?} is not a token id"))).collect()
+    s.split(',')
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| {
+            t.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("--prompt-ids: {t:?} is not a token id"))
+        })
+        .collect()
 }
 
 /// `sluice generate`.
@@ -96,7 +115,12 @@ pub fn generate(args: &Args, device: &Device) -> Result<(), String> {
     let prompt = match (prompt_ids, &prompt_text, &loaded.tokenizer) {
         (Some(ids), _, _) => ids,
         (None, Some(text), Some(tok)) => tok.encode(text),
-        (None, Some(_), None) => return Err(format!("{} has no tokenizer.json: give --prompt-ids", m.model)),
+        (None, Some(_), None) => {
+            return Err(format!(
+                "{} has no tokenizer.json: give --prompt-ids",
+                m.model
+            ))
+        }
         (None, None, _) => vec![loaded.model.config().bos_token.unwrap_or(1)],
     };
     let decoder = Decoder::new(&loaded.model, m.mode, m.graph).map_err(err)?;
@@ -129,7 +153,12 @@ pub fn generate(args: &Args, device: &Device) -> Result<(), String> {
         println!("{}", serde_json::to_string(&result).map_err(err)?);
     } else {
         println!();
-        eprintln!("{} tokens, {:.1} tok/s decode, {:.1} tok/s prompt", result.tokens.len(), result.tok_s, result.prefill_tok_s);
+        eprintln!(
+            "{} tokens, {:.1} tok/s decode, {:.1} tok/s prompt",
+            result.tokens.len(),
+            result.tok_s,
+            result.prefill_tok_s
+        );
     }
     Ok(())
 }
@@ -146,7 +175,9 @@ pub fn bench(args: &Args, device: &Device) -> Result<(), String> {
     let decoder = Decoder::new(&loaded.model, m.mode, m.graph).map_err(err)?;
     let mut reports = Vec::new();
     for _ in 0..repeats.max(1) {
-        reports.push(sluice_llm::run::bench(&decoder, &m.model, &loaded.dtype, depth, n).map_err(err)?);
+        reports.push(
+            sluice_llm::run::bench(&decoder, &m.model, &loaded.dtype, depth, n).map_err(err)?,
+        );
     }
     reports.sort_by(|a, b| a.decode_tok_s.total_cmp(&b.decode_tok_s));
     let r = &reports[reports.len() / 2];
@@ -174,7 +205,10 @@ pub fn bench(args: &Args, device: &Device) -> Result<(), String> {
         r.cpu_record_submit_us_per_token
     );
     if repeats > 1 {
-        let all: Vec<String> = reports.iter().map(|r| format!("{:.1}", r.decode_tok_s)).collect();
+        let all: Vec<String> = reports
+            .iter()
+            .map(|r| format!("{:.1}", r.decode_tok_s))
+            .collect();
         println!("(median of {} runs: {})", repeats, all.join(", "));
     }
     Ok(())
@@ -210,34 +244,72 @@ pub fn profile(args: &Args, device: &Device) -> Result<(), String> {
     let r0 = Instant::now();
     let graph = Decoder::graph(model, m.graph).map_err(err)?;
     let replay = graph.record_with(true).map_err(err)?;
-    cpu.push(CpuSpan { name: "capture+schedule+record (once)".into(), begin_ns: ns(r0), dur_ns: r0.elapsed().as_secs_f64() * 1e9 });
+    cpu.push(CpuSpan {
+        name: "capture+schedule+record (once)".into(),
+        begin_ns: ns(r0),
+        dur_ns: r0.elapsed().as_secs_f64() * 1e9,
+    });
     model.set_params(1, 0).map_err(err)?;
     let mut timings = Vec::new();
     for _ in 0..n.max(1) {
         let s0 = Instant::now();
         let ticket = replay.submit().map_err(err)?;
-        cpu.push(CpuSpan { name: "submit".into(), begin_ns: ns(s0), dur_ns: s0.elapsed().as_secs_f64() * 1e9 });
+        cpu.push(CpuSpan {
+            name: "submit".into(),
+            begin_ns: ns(s0),
+            dur_ns: s0.elapsed().as_secs_f64() * 1e9,
+        });
         let w0 = Instant::now();
         ticket.wait().map_err(err)?;
-        cpu.push(CpuSpan { name: "wait".into(), begin_ns: ns(w0), dur_ns: w0.elapsed().as_secs_f64() * 1e9 });
+        cpu.push(CpuSpan {
+            name: "wait".into(),
+            begin_ns: ns(w0),
+            dur_ns: w0.elapsed().as_secs_f64() * 1e9,
+        });
         timings = replay.timings().map_err(err)?;
     }
     // Bytes: weights a dispatch reads (matvec and embedding ops).
     let nodes = graph.nodes();
     let bytes = |i: usize| -> Option<u64> {
-        let w: u64 = nodes[i].bindings.iter().filter(|(b, _, _)| b.class() == sluice::ResourceClass::ReadOnlyWeight && b.size() > 1 << 16).map(|(_, _, l)| *l).sum();
+        let w: u64 = nodes[i]
+            .bindings
+            .iter()
+            .filter(|(b, _, _)| {
+                b.class() == sluice::ResourceClass::ReadOnlyWeight && b.size() > 1 << 16
+            })
+            .map(|(_, _, l)| *l)
+            .sum();
         (w > 0).then_some(w)
     };
     let ops = op_table(&timings, bytes);
     let gpu_us: f64 = timings.iter().map(|t| t.us()).sum();
-    let span_us = timings.iter().map(|t| t.end_ns).fold(0.0, f64::max) - timings.iter().map(|t| t.begin_ns).fold(f64::INFINITY, f64::min);
-    let groups = timings.iter().map(|t| t.group).max().map(|g| g + 1).unwrap_or(0);
+    let span_us = timings.iter().map(|t| t.end_ns).fold(0.0, f64::max)
+        - timings
+            .iter()
+            .map(|t| t.begin_ns)
+            .fold(f64::INFINITY, f64::min);
+    let groups = timings
+        .iter()
+        .map(|t| t.group)
+        .max()
+        .map(|g| g + 1)
+        .unwrap_or(0);
     let trace = chrome_trace(&timings, &cpu);
-    std::fs::write(out.join("trace.json"), serde_json::to_string(&trace).map_err(err)?).map_err(err)?;
+    std::fs::write(
+        out.join("trace.json"),
+        serde_json::to_string(&trace).map_err(err)?,
+    )
+    .map_err(err)?;
     let title = format!("{} on {}", m.model, device.info().name);
-    std::fs::write(out.join("timeline.svg"), timeline_svg(&title, &timings, &ops)).map_err(err)?;
+    std::fs::write(
+        out.join("timeline.svg"),
+        timeline_svg(&title, &timings, &ops),
+    )
+    .map_err(err)?;
     let mut table = String::new();
-    table += &format!("{title}: one token (last of {n}), profiled replay (timestamps around every dispatch)\n\n");
+    table += &format!(
+        "{title}: one token (last of {n}), profiled replay (timestamps around every dispatch)\n\n"
+    );
     table += "| op | count/token | GPU µs/token | share | weight GB/s |\n|---|---|---|---|---|\n";
     for o in &ops {
         table += &format!(
@@ -246,7 +318,9 @@ pub fn profile(args: &Args, device: &Device) -> Result<(), String> {
             o.count,
             o.gpu_us,
             o.share * 100.0,
-            o.gb_s.map(|g| format!("{g:.0}")).unwrap_or_else(|| "-".into())
+            o.gb_s
+                .map(|g| format!("{g:.0}"))
+                .unwrap_or_else(|| "-".into())
         );
     }
     table += &format!(
@@ -258,8 +332,15 @@ pub fn profile(args: &Args, device: &Device) -> Result<(), String> {
         idle_ns(&timings) / 1e3
     );
     std::fs::write(out.join("table.md"), &table).map_err(err)?;
-    std::fs::write(out.join("ops.json"), serde_json::to_string_pretty(&ops).map_err(err)?).map_err(err)?;
+    std::fs::write(
+        out.join("ops.json"),
+        serde_json::to_string_pretty(&ops).map_err(err)?,
+    )
+    .map_err(err)?;
     print!("{table}");
-    eprintln!("wrote {}/trace.json, timeline.svg, table.md, ops.json", out.display());
+    eprintln!(
+        "wrote {}/trace.json, timeline.svg, table.md, ops.json",
+        out.display()
+    );
     Ok(())
 }

@@ -32,6 +32,7 @@ MODEL OPTIONS:
   --dtype f16|bf16|f32   weight dtype on the GPU (default: as stored; synthetic: f16)
   --context N         KV-cache capacity in tokens
   --attention-chunk N positions per attention workgroup (1..=256)
+  --matvec-tpr N      threads per matvec row (32..256; default by row length)
   --no-fuse           separate norm, rope/KV-append, gate/up and silu·mul kernels (A/B)
   --no-reorder        keep the captured order (replay)
   --lookahead N       reorder window (default 64)
@@ -45,15 +46,26 @@ COMMON OPTIONS:
 fn options(args: &Args) -> Options {
     Options {
         adapter: args.value("adapter").map(str::to_string),
-        barriers: if args.flag("serial") { BarrierMode::Serial } else { BarrierMode::Auto },
-        validation: if args.flag("validate") { Validation::Synchronization } else { Validation::Off },
+        barriers: if args.flag("serial") {
+            BarrierMode::Serial
+        } else {
+            BarrierMode::Auto
+        },
+        validation: if args.flag("validate") {
+            Validation::Synchronization
+        } else {
+            Validation::Off
+        },
         ..Options::default()
     }
 }
 
 fn print<T: serde::Serialize>(value: &T, json: bool, table: impl FnOnce(&T)) -> Result<(), String> {
     if json {
-        println!("{}", serde_json::to_string_pretty(value).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).map_err(|e| e.to_string())?
+        );
     } else {
         table(value);
     }
@@ -65,7 +77,17 @@ fn run(raw: Vec<String>) -> Result<(), String> {
         print!("{USAGE}");
         return Ok(());
     };
-    let args = Args::parse(&raw[1..], &["json", "serial", "validate", "help", "no-fuse", "no-reorder"]);
+    let args = Args::parse(
+        &raw[1..],
+        &[
+            "json",
+            "serial",
+            "validate",
+            "help",
+            "no-fuse",
+            "no-reorder",
+        ],
+    );
     if args.flag("help") || cmd == "help" || cmd == "--help" || cmd == "-h" {
         print!("{USAGE}");
         return Ok(());
@@ -85,14 +107,27 @@ fn run(raw: Vec<String>) -> Result<(), String> {
             let messages = device.validation_messages();
             print(&report, json, |r| {
                 println!("device: {}", r.device);
-                println!("{:<8} {:>10} {:>9} {:>8}", "mode", "dispatches", "barriers", "elided");
+                println!(
+                    "{:<8} {:>10} {:>9} {:>8}",
+                    "mode", "dispatches", "barriers", "elided"
+                );
                 for (name, m) in [("auto", &r.auto), ("serial", &r.serial)] {
-                    println!("{name:<8} {:>10} {:>9} {:>8}", m.dispatches, m.barriers, m.barriers_elided);
+                    println!(
+                        "{name:<8} {:>10} {:>9} {:>8}",
+                        m.dispatches, m.barriers, m.barriers_elided
+                    );
                 }
-                println!("results match CPU: {}; auto equals serial: {}", r.results_match_cpu, r.auto_equals_serial);
+                println!(
+                    "results match CPU: {}; auto equals serial: {}",
+                    r.results_match_cpu, r.auto_equals_serial
+                );
             })?;
             if !messages.is_empty() {
-                return Err(format!("{} validation message(s), first: {}", messages.len(), messages[0].text));
+                return Err(format!(
+                    "{} validation message(s), first: {}",
+                    messages.len(),
+                    messages[0].text
+                ));
             }
             if !(report.results_match_cpu && report.auto_equals_serial) {
                 return Err("results differ".into());
@@ -107,29 +142,56 @@ fn run(raw: Vec<String>) -> Result<(), String> {
             let device = open(opts)?;
             match which.as_str() {
                 "dispatch" => {
-                    let r = microbench::dispatch(&device, count.max(1), runs.max(1)).map_err(|e| e.to_string())?;
+                    let r = microbench::dispatch(&device, count.max(1), runs.max(1))
+                        .map_err(|e| e.to_string())?;
                     print(&r, json, |r| {
-                        println!("device: {}  ({} dispatches, median of {} runs)", r.device, r.dispatches, r.runs);
-                        println!("dependent chain:  {:.3} µs GPU per dispatch ({} barriers)", r.chain_gpu_us_per_dispatch, r.chain_barriers);
-                        println!("independent:      {:.3} µs GPU per dispatch ({} barriers)", r.independent_gpu_us_per_dispatch, r.independent_barriers);
-                        println!("recording:        {:.3} µs CPU per dispatch", r.record_cpu_us_per_dispatch);
+                        println!(
+                            "device: {}  ({} dispatches, median of {} runs)",
+                            r.device, r.dispatches, r.runs
+                        );
+                        println!(
+                            "dependent chain:  {:.3} µs GPU per dispatch ({} barriers)",
+                            r.chain_gpu_us_per_dispatch, r.chain_barriers
+                        );
+                        println!(
+                            "independent:      {:.3} µs GPU per dispatch ({} barriers)",
+                            r.independent_gpu_us_per_dispatch, r.independent_barriers
+                        );
+                        println!(
+                            "recording:        {:.3} µs CPU per dispatch",
+                            r.record_cpu_us_per_dispatch
+                        );
                     })
                 }
                 "sync" => {
                     let r = microbench::sync(&device).map_err(|e| e.to_string())?;
                     print(&r, json, |r| {
                         println!("device: {}", r.device);
-                        println!("wait on a completed ticket:   {:.1} ns (median)", r.completed_wait_ns);
-                        println!("synchronize on an idle queue: {:.1} ns (median)", r.synchronize_idle_ns);
-                        println!("submit + wait, tiny dispatch: {:.1} µs (median)", r.round_trip_us);
-                        println!("submit + .await, tiny:        {:.1} µs (median)", r.async_round_trip_us);
+                        println!(
+                            "wait on a completed ticket:   {:.1} ns (median)",
+                            r.completed_wait_ns
+                        );
+                        println!(
+                            "synchronize on an idle queue: {:.1} ns (median)",
+                            r.synchronize_idle_ns
+                        );
+                        println!(
+                            "submit + wait, tiny dispatch: {:.1} µs (median)",
+                            r.round_trip_us
+                        );
+                        println!(
+                            "submit + .await, tiny:        {:.1} µs (median)",
+                            r.async_round_trip_us
+                        );
                         println!(
                             "4 KiB weight read during work: {:.2} µs (median), {} host waits, work still running: {}",
                             r.weight_read_during_work_us, r.weight_read_host_waits, r.weight_read_overlapped_work
                         );
                     })
                 }
-                other => Err(format!("unknown microbench {other:?}; try `dispatch` or `sync`")),
+                other => Err(format!(
+                    "unknown microbench {other:?}; try `dispatch` or `sync`"
+                )),
             }
         }
         "generate" => llm::generate(&args, &open(opts)?),

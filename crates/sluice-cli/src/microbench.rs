@@ -40,7 +40,11 @@ pub fn dispatch(device: &Device, count: u32, runs: u32) -> sluice::Result<Dispat
     let a = device.create_buffer("bench.a", stride, ResourceClass::TokenScratch)?;
     let b = device.create_buffer("bench.b", stride, ResourceClass::TokenScratch)?;
     let src = device.create_buffer("bench.src", stride, ResourceClass::Generic)?;
-    let fan = device.create_buffer("bench.fan", stride * count as u64, ResourceClass::TokenScratch)?;
+    let fan = device.create_buffer(
+        "bench.fan",
+        stride * count as u64,
+        ResourceClass::TokenScratch,
+    )?;
     src.write(0, &vec![1u32; n as usize])?;
     let q = TimestampQueries::new(device, 2)?;
     let p = AffinePush { mul: 3, add: 1, n };
@@ -54,7 +58,12 @@ pub fn dispatch(device: &Device, count: u32, runs: u32) -> sluice::Result<Dispat
             for i in 0..count {
                 if dependent {
                     let (from, to) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
-                    enc.dispatch(&k, [1, 1, 1], &[from.slice(0..n as u64 * 4), to.slice(0..n as u64 * 4)], &p)?;
+                    enc.dispatch(
+                        &k,
+                        [1, 1, 1],
+                        &[from.slice(0..n as u64 * 4), to.slice(0..n as u64 * 4)],
+                        &p,
+                    )?;
                 } else {
                     let out = fan.slice(i as u64 * stride..i as u64 * stride + n as u64 * 4);
                     enc.dispatch(&k, [1, 1, 1], &[src.slice(0..n as u64 * 4), out], &p)?;
@@ -133,7 +142,11 @@ pub fn sync(device: &Device) -> sluice::Result<SyncReport> {
     let k = device.pipeline(&AFFINE_U32)?;
     let a = device.create_buffer("bench.a", 256, ResourceClass::Generic)?;
     let b = device.create_buffer("bench.b", 256, ResourceClass::Generic)?;
-    let p = AffinePush { mul: 3, add: 1, n: 64 };
+    let p = AffinePush {
+        mul: 3,
+        add: 1,
+        n: 64,
+    };
     let mut round = Vec::new();
     let mut last = None;
     for _ in 0..200 {
@@ -161,9 +174,15 @@ pub fn sync(device: &Device) -> sluice::Result<SyncReport> {
     let spin = device.pipeline(&sluice_kernels::SPIN_U32)?;
     let n = 1 << 16;
     let s_src = device.create_buffer("bench.spin.src", n as u64 * 4, ResourceClass::Generic)?;
-    let s_dst = device.create_buffer("bench.spin.dst", n as u64 * 4, ResourceClass::TokenScratch)?;
+    let s_dst =
+        device.create_buffer("bench.spin.dst", n as u64 * 4, ResourceClass::TokenScratch)?;
     let mut enc = device.encoder()?;
-    enc.dispatch(&spin, [n / 64, 1, 1], &[s_src.slice(..), s_dst.slice(..)], &sluice_kernels::SpinPush { iters: 60_000, n })?;
+    enc.dispatch(
+        &spin,
+        [n / 64, 1, 1],
+        &[s_src.slice(..), s_dst.slice(..)],
+        &sluice_kernels::SpinPush { iters: 60_000, n },
+    )?;
     let busy = enc.submit()?;
     let waits_before = device.counters().host_waits;
     let mut reads = Vec::new();

@@ -3,8 +3,15 @@
 use std::process::Command;
 
 fn sluice(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(args).output().expect("run sluice");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .expect("run sluice");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 #[test]
@@ -38,7 +45,10 @@ fn bad_usage_is_a_clear_error() {
     assert!(stderr.contains("unknown option(s): --jsn"), "{stderr}");
     let (ok, _, stderr) = sluice(&["info", "--adapter", "no-such-gpu-xyz"]);
     assert!(!ok);
-    assert!(stderr.contains("no Vulkan device found matching"), "{stderr}");
+    assert!(
+        stderr.contains("no Vulkan device found matching"),
+        "{stderr}"
+    );
     let (ok, _, stderr) = sluice(&["frobnicate"]);
     assert!(!ok);
     assert!(stderr.contains("unknown command"), "{stderr}");

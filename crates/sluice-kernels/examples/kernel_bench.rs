@@ -27,11 +27,19 @@ fn time(d: &Device, reps: u32, mut record: impl FnMut(&mut sluice::Encoder, u32)
     }
     enc.submit().unwrap().wait().unwrap();
     let ts = q.read_ns().unwrap();
-    median(ts.windows(2).skip(1).map(|w| (w[1] - w[0]) / 1000.0).collect())
+    median(
+        ts.windows(2)
+            .skip(1)
+            .map(|w| (w[1] - w[0]) / 1000.0)
+            .collect(),
+    )
 }
 
 fn main() {
-    let reps: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(50);
+    let reps: u32 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
     let d = Device::new(Options::default()).unwrap();
     let info = d.info();
     println!("device: {} (subgroup {})", info.name, info.subgroup_size);
@@ -56,36 +64,77 @@ fn main() {
             }
             let wbytes = rows as u64 * stride8(cols) as u64 * 8 * dtype.bytes() as u64;
             let copies = budget.div_ceil(wbytes).clamp(2, 64);
-            let ws: Vec<Buffer> =
-                (0..copies).map(|_| buffer(&d, "w", wbytes, ResourceClass::ReadOnlyWeight)).collect();
+            let ws: Vec<Buffer> = (0..copies)
+                .map(|_| buffer(&d, "w", wbytes, ResourceClass::ReadOnlyWeight))
+                .collect();
             let x = buffer(&d, "x", cols as u64 * 4, ResourceClass::TokenScratch);
             x.write(0, &vec![0.5f32; cols as usize]).unwrap();
             let y = buffer(&d, "y", rows as u64 * 4, ResourceClass::TokenScratch);
-            let push = MatvecPush { rows, cols, stride8: stride8(cols), accumulate: 0, eps: 0.0, _pad: [0; 3] };
+            let push = MatvecPush {
+                rows,
+                cols,
+                stride8: stride8(cols),
+                accumulate: 0,
+                eps: 0.0,
+                threads_per_row: 0,
+                _pad: [0; 2],
+            };
             let us = time(&d, reps, |enc, i| {
                 let w = &ws[(i as u64 % copies) as usize];
-                enc.dispatch(&k, matvec_groups(rows, cols), &[w.slice(..), x.slice(..), y.slice(..)], &push).unwrap();
+                enc.dispatch(
+                    &k,
+                    matvec_groups(rows, cols),
+                    &[w.slice(..), x.slice(..), y.slice(..)],
+                    &push,
+                )
+                .unwrap();
             });
             let bytes = wbytes + cols as u64 * 4 + rows as u64 * 4;
-            println!("matvec_{:<4} {name:<13} {rows:>6}x{cols:<5} {us:>8.2} us {:>7.0} GB/s", dtype.name(), bytes as f64 / us / 1e3);
+            println!(
+                "matvec_{:<4} {name:<13} {rows:>6}x{cols:<5} {us:>8.2} us {:>7.0} GB/s",
+                dtype.name(),
+                bytes as f64 / us / 1e3
+            );
         }
     }
     // Fused gate/up.
     let k = d.pipeline(matvec_silu(WeightDtype::F16)).unwrap();
-    for &(name, rows, cols) in &[("0.6b gate_up", 3072u32, 1024u32), ("4b gate_up", 9728, 2560)] {
+    for &(name, rows, cols) in &[
+        ("0.6b gate_up", 3072u32, 1024u32),
+        ("4b gate_up", 9728, 2560),
+    ] {
         let wbytes = rows as u64 * stride8(cols) as u64 * 16;
         let copies = budget.div_ceil(2 * wbytes).clamp(2, 64);
-        let ws: Vec<Buffer> = (0..2 * copies).map(|_| buffer(&d, "w", wbytes, ResourceClass::ReadOnlyWeight)).collect();
+        let ws: Vec<Buffer> = (0..2 * copies)
+            .map(|_| buffer(&d, "w", wbytes, ResourceClass::ReadOnlyWeight))
+            .collect();
         let x = buffer(&d, "x", cols as u64 * 4, ResourceClass::TokenScratch);
         x.write(0, &vec![0.5f32; cols as usize]).unwrap();
         let y = buffer(&d, "y", rows as u64 * 4, ResourceClass::TokenScratch);
-        let push = MatvecPush { rows, cols, stride8: stride8(cols), accumulate: 0, eps: 0.0, _pad: [0; 3] };
+        let push = MatvecPush {
+            rows,
+            cols,
+            stride8: stride8(cols),
+            accumulate: 0,
+            eps: 0.0,
+            threads_per_row: 0,
+            _pad: [0; 2],
+        };
         let us = time(&d, reps, |enc, i| {
             let j = 2 * (i as u64 % copies) as usize;
-            let s = [ws[j].slice(..), ws[j + 1].slice(..), x.slice(..), y.slice(..)];
-            enc.dispatch(&k, matvec_groups(rows, cols), &s, &push).unwrap();
+            let s = [
+                ws[j].slice(..),
+                ws[j + 1].slice(..),
+                x.slice(..),
+                y.slice(..),
+            ];
+            enc.dispatch(&k, matvec_groups(rows, cols), &s, &push)
+                .unwrap();
         });
-        println!("matvec_silu_f16 {name:<13} {rows:>6}x{cols:<5} {us:>8.2} us {:>7.0} GB/s", (2 * wbytes) as f64 / us / 1e3);
+        println!(
+            "matvec_silu_f16 {name:<13} {rows:>6}x{cols:<5} {us:>8.2} us {:>7.0} GB/s",
+            (2 * wbytes) as f64 / us / 1e3
+        );
     }
     // Attention at depth (0.6B: 16/8 heads, 4B: 32/8 heads; head_dim 128).
     let split = d.pipeline(&ATTENTION_SPLIT).unwrap();
@@ -96,22 +145,60 @@ fn main() {
         let cache = (kv_heads * capacity * hd * 2) as u64;
         let kc = buffer(&d, "kc", cache, ResourceClass::AppendOnlyKv);
         let vc = buffer(&d, "vc", cache, ResourceClass::AppendOnlyKv);
-        kc.write(0, &vec![0x3c003c00u32; (cache / 4) as usize]).unwrap();
-        vc.write(0, &vec![0x3c003c00u32; (cache / 4) as usize]).unwrap();
-        let q = buffer(&d, "q", (heads * hd * 4) as u64, ResourceClass::TokenScratch);
+        kc.write(0, &vec![0x3c003c00u32; (cache / 4) as usize])
+            .unwrap();
+        vc.write(0, &vec![0x3c003c00u32; (cache / 4) as usize])
+            .unwrap();
+        let q = buffer(
+            &d,
+            "q",
+            (heads * hd * 4) as u64,
+            ResourceClass::TokenScratch,
+        );
         q.write(0, &vec![0.01f32; (heads * hd) as usize]).unwrap();
-        let part = buffer(&d, "part", (heads * splits * (hd + 2) * 4) as u64, ResourceClass::TokenScratch);
-        let out = buffer(&d, "out", (heads * hd * 4) as u64, ResourceClass::TokenScratch);
-        let p = AttnPush { heads, kv_heads, head_dim: hd, capacity, chunk, splits, scale: 0.088, _pad: 0 };
+        let part = buffer(
+            &d,
+            "part",
+            (heads * splits * (hd + 2) * 4) as u64,
+            ResourceClass::TokenScratch,
+        );
+        let out = buffer(
+            &d,
+            "out",
+            (heads * hd * 4) as u64,
+            ResourceClass::TokenScratch,
+        );
+        let p = AttnPush {
+            heads,
+            kv_heads,
+            head_dim: hd,
+            capacity,
+            chunk,
+            splits,
+            scale: 0.088,
+            _pad: 0,
+        };
         for depth in [1u32, 512, 4096] {
             let params = buffer(&d, "params", 16, ResourceClass::Generic);
             params.write(0, &[0u32, depth - 1, depth, 0]).unwrap();
             let us_split = time(&d, reps, |enc, _| {
-                let s = [params.slice(..), q.slice(..), kc.slice(..), vc.slice(..), part.slice(..)];
+                let s = [
+                    params.slice(..),
+                    q.slice(..),
+                    kc.slice(..),
+                    vc.slice(..),
+                    part.slice(..),
+                ];
                 enc.dispatch(&split, [splits, heads, 1], &s, &p).unwrap();
             });
             let us_comb = time(&d, reps, |enc, _| {
-                enc.dispatch(&combine, [heads, 1, 1], &[params.slice(..), part.slice(..), out.slice(..)], &p).unwrap();
+                enc.dispatch(
+                    &combine,
+                    [heads, 1, 1],
+                    &[params.slice(..), part.slice(..), out.slice(..)],
+                    &p,
+                )
+                .unwrap();
             });
             let kv_bytes = 2 * (kv_heads * depth * hd * 2) as u64;
             println!(
@@ -123,12 +210,20 @@ fn main() {
     // Small ops.
     let n = 151936u32;
     let logits = buffer(&d, "logits", n as u64 * 4, ResourceClass::TokenScratch);
-    logits.write(0, &(0..n).map(|i| (i % 1000) as f32).collect::<Vec<_>>()).unwrap();
+    logits
+        .write(0, &(0..n).map(|i| (i % 1000) as f32).collect::<Vec<_>>())
+        .unwrap();
     let result = buffer(&d, "result", 8, ResourceClass::PersistentOutput);
     let params = buffer(&d, "params", 16, ResourceClass::Generic);
     let am = d.pipeline(&ARGMAX).unwrap();
     let us = time(&d, reps, |enc, _| {
-        enc.dispatch(&am, [1, 1, 1], &[logits.slice(..), result.slice(..), params.slice(..)], &ArgmaxPush { n }).unwrap();
+        enc.dispatch(
+            &am,
+            [1, 1, 1],
+            &[logits.slice(..), result.slice(..), params.slice(..)],
+            &ArgmaxPush { n },
+        )
+        .unwrap();
     });
     println!("argmax n {n}: {us:.2} us");
     let rms = d.pipeline(&RMSNORM).unwrap();
@@ -136,20 +231,55 @@ fn main() {
     let wn = buffer(&d, "w", 2560 * 4, ResourceClass::ReadOnlyWeight);
     let ys = buffer(&d, "y", 2560 * 4, ResourceClass::TokenScratch);
     let us = time(&d, reps, |enc, _| {
-        let push = RmsNormPush { n: 2560, rows: 1, eps: 1e-6, _pad: 0 };
-        enc.dispatch(&rms, [1, 1, 1], &[xs.slice(..), wn.slice(..), ys.slice(..)], &push).unwrap();
+        let push = RmsNormPush {
+            n: 2560,
+            rows: 1,
+            eps: 1e-6,
+            _pad: 0,
+        };
+        enc.dispatch(
+            &rms,
+            [1, 1, 1],
+            &[xs.slice(..), wn.slice(..), ys.slice(..)],
+            &push,
+        )
+        .unwrap();
     });
     println!("rmsnorm n 2560: {us:.2} us");
     let rope = d.pipeline(&QK_NORM_ROPE).unwrap();
     let (heads, kvh, hd, cap) = (32u32, 8u32, 128u32, 4352u32);
-    let qb = buffer(&d, "q", (heads * hd * 4) as u64, ResourceClass::TokenScratch);
+    let qb = buffer(
+        &d,
+        "q",
+        (heads * hd * 4) as u64,
+        ResourceClass::TokenScratch,
+    );
     let kb = buffer(&d, "k", (kvh * hd * 4) as u64, ResourceClass::TokenScratch);
     let vb = buffer(&d, "v", (kvh * hd * 4) as u64, ResourceClass::TokenScratch);
     let nb = buffer(&d, "n", (hd * 4) as u64, ResourceClass::ReadOnlyWeight);
-    let kc = buffer(&d, "kc", (kvh * cap * hd * 2) as u64, ResourceClass::AppendOnlyKv);
-    let vc = buffer(&d, "vc", (kvh * cap * hd * 2) as u64, ResourceClass::AppendOnlyKv);
+    let kc = buffer(
+        &d,
+        "kc",
+        (kvh * cap * hd * 2) as u64,
+        ResourceClass::AppendOnlyKv,
+    );
+    let vc = buffer(
+        &d,
+        "vc",
+        (kvh * cap * hd * 2) as u64,
+        ResourceClass::AppendOnlyKv,
+    );
     params.write(0, &[0u32, 100, 101, 0]).unwrap();
-    let p = QkRopePush { heads, kv_heads: kvh, head_dim: hd, capacity: cap, use_norm: 1, eps: 1e-6, theta: 1e6, _pad: 0 };
+    let p = QkRopePush {
+        heads,
+        kv_heads: kvh,
+        head_dim: hd,
+        capacity: cap,
+        use_norm: 1,
+        eps: 1e-6,
+        theta: 1e6,
+        _pad: 0,
+    };
     let us = time(&d, reps, |enc, _| {
         let s = [
             params.slice(..),

@@ -5,12 +5,24 @@ use sluice::kernel::KernelDesc;
 
 use crate::{MatvecPush, WeightDtype};
 
-const _: () = assert!(std::mem::size_of::<MatvecPush>() == crate::MATVEC_NORM_F16.push_constant_bytes as usize);
-const _: () = assert!(std::mem::size_of::<MatvecPush>() == crate::MATVEC_NORM_BF16.push_constant_bytes as usize);
-const _: () = assert!(std::mem::size_of::<MatvecPush>() == crate::MATVEC_NORM_F32.push_constant_bytes as usize);
-const _: () = assert!(std::mem::size_of::<MatvecPush>() == crate::MATVEC_SILU_NORM_F16.push_constant_bytes as usize);
-const _: () = assert!(std::mem::size_of::<MatvecPush>() == crate::MATVEC_SILU_NORM_BF16.push_constant_bytes as usize);
-const _: () = assert!(std::mem::size_of::<MatvecPush>() == crate::MATVEC_SILU_NORM_F32.push_constant_bytes as usize);
+const _: () = assert!(
+    std::mem::size_of::<MatvecPush>() == crate::MATVEC_NORM_F16.push_constant_bytes as usize
+);
+const _: () = assert!(
+    std::mem::size_of::<MatvecPush>() == crate::MATVEC_NORM_BF16.push_constant_bytes as usize
+);
+const _: () = assert!(
+    std::mem::size_of::<MatvecPush>() == crate::MATVEC_NORM_F32.push_constant_bytes as usize
+);
+const _: () = assert!(
+    std::mem::size_of::<MatvecPush>() == crate::MATVEC_SILU_NORM_F16.push_constant_bytes as usize
+);
+const _: () = assert!(
+    std::mem::size_of::<MatvecPush>() == crate::MATVEC_SILU_NORM_BF16.push_constant_bytes as usize
+);
+const _: () = assert!(
+    std::mem::size_of::<MatvecPush>() == crate::MATVEC_SILU_NORM_F32.push_constant_bytes as usize
+);
 
 /// `matvec_norm` (RMSNorm feeding a matvec) for a weight dtype.
 pub fn matvec_norm(dtype: WeightDtype) -> &'static KernelDesc {
@@ -65,4 +77,6 @@ pub struct AttnRopePush {
 }
 // SAFETY: repr(C), twelve 4-byte fields, no padding.
 unsafe impl sluice::kernel::Pod for AttnRopePush {}
-const _: () = assert!(std::mem::size_of::<AttnRopePush>() == crate::ATTENTION_ROPE.push_constant_bytes as usize);
+const _: () = assert!(
+    std::mem::size_of::<AttnRopePush>() == crate::ATTENTION_ROPE.push_constant_bytes as usize
+);

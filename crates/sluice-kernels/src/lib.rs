@@ -118,7 +118,12 @@ pub fn round_to(dtype: WeightDtype, v: f32) -> f32 {
 /// to `stride8(cols) * 8` elements with zeros, little-endian. Panics if
 /// `data.len() != rows * cols`.
 pub fn pack_weights(dtype: WeightDtype, rows: usize, cols: usize, data: &[f32]) -> Vec<u8> {
-    assert_eq!(data.len(), rows * cols, "pack_weights: {} values for [{rows}, {cols}]", data.len());
+    assert_eq!(
+        data.len(),
+        rows * cols,
+        "pack_weights: {} values for [{rows}, {cols}]",
+        data.len()
+    );
     let padded = cols.div_ceil(8) * 8;
     let mut out = Vec::with_capacity(rows * padded * dtype.bytes());
     for row in 0..rows {
@@ -139,9 +144,18 @@ pub fn pack_weights(dtype: WeightDtype, rows: usize, cols: usize, data: &[f32]) 
 /// trailing partial element is ignored.
 pub fn unpack_to_f32(dtype: WeightDtype, bytes: &[u8]) -> Vec<f32> {
     match dtype {
-        WeightDtype::F16 => bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-        WeightDtype::Bf16 => bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-        WeightDtype::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        WeightDtype::F16 => bytes
+            .chunks_exact(2)
+            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect(),
+        WeightDtype::Bf16 => bytes
+            .chunks_exact(2)
+            .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect(),
+        WeightDtype::F32 => bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
     }
 }
 
@@ -152,7 +166,9 @@ pub fn pack_f16_pairs(values: &[f32]) -> Vec<u32> {
         .chunks(2)
         .map(|p| {
             let lo = half::f16::from_f32(p[0]).to_bits() as u32;
-            let hi = p.get(1).map_or(0, |&v| half::f16::from_f32(v).to_bits() as u32);
+            let hi = p
+                .get(1)
+                .map_or(0, |&v| half::f16::from_f32(v).to_bits() as u32);
             lo | (hi << 16)
         })
         .collect()
@@ -162,7 +178,12 @@ pub fn pack_f16_pairs(values: &[f32]) -> Vec<u32> {
 pub fn unpack_f16_pairs(words: &[u32]) -> Vec<f32> {
     words
         .iter()
-        .flat_map(|&w| [half::f16::from_bits(w as u16).to_f32(), half::f16::from_bits((w >> 16) as u16).to_f32()])
+        .flat_map(|&w| {
+            [
+                half::f16::from_bits(w as u16).to_f32(),
+                half::f16::from_bits((w >> 16) as u16).to_f32(),
+            ]
+        })
         .collect()
 }
 
@@ -194,20 +215,22 @@ pub fn matvec_silu(dtype: WeightDtype) -> &'static KernelDesc {
 }
 
 /// Threads per output row the matvec family uses for rows of `cols` elements (the same
-/// rule as `wgsl/include/matvec_body.wgsl`): 64 under 256 chunks, 128 under 1024, else 256.
-pub fn matvec_threads_per_row(cols: u32) -> u32 {
-    match stride8(cols) {
-        0..=255 => 64,
-        256..=1023 => 128,
-        _ => 256,
-    }
+/// rule as `wgsl/include/matvec_body.wgsl`): 64, which measured best on the H100 for every
+/// Qwen3-0.6B/4B matrix (32..256 swept; BENCHMARKS.md).
+pub fn matvec_threads_per_row(_cols: u32) -> u32 {
+    64
 }
 
 /// Dispatch size of the matvec family for `rows` x `cols`: 256 / threads-per-row rows per
 /// workgroup, as a 2-D grid when that exceeds 65535 (the kernel linearises it; surplus
 /// workgroups do nothing).
 pub fn matvec_groups(rows: u32, cols: u32) -> [u32; 3] {
-    let blocks = rows.div_ceil(256 / matvec_threads_per_row(cols)).max(1);
+    matvec_groups_for(rows, matvec_threads_per_row(cols))
+}
+
+/// Dispatch size of the matvec family for `rows` rows at `threads_per_row` threads each.
+pub fn matvec_groups_for(rows: u32, threads_per_row: u32) -> [u32; 3] {
+    let blocks = rows.div_ceil(256 / threads_per_row.clamp(1, 256)).max(1);
     if blocks <= 65535 {
         [blocks, 1, 1]
     } else {
@@ -263,17 +286,24 @@ pub struct MatvecPush {
     pub accumulate: u32,
     /// RMSNorm epsilon (the `*_norm` variants).
     pub eps: f32,
+    /// Threads per output row (a power of two in 32..=256, at least the subgroup size);
+    /// 0 = [`matvec_threads_per_row`]. Dispatch with [`matvec_groups_for`] accordingly.
+    pub threads_per_row: u32,
     /// Zero.
-    pub _pad: [u32; 3],
+    pub _pad: [u32; 2],
 }
 // SAFETY: repr(C), eight 4-byte fields, no padding, any bit pattern valid.
 unsafe impl Pod for MatvecPush {}
 const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_F16.push_constant_bytes as usize);
-const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_BF16.push_constant_bytes as usize);
+const _: () =
+    assert!(std::mem::size_of::<MatvecPush>() == MATVEC_BF16.push_constant_bytes as usize);
 const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_F32.push_constant_bytes as usize);
-const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_SILU_F16.push_constant_bytes as usize);
-const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_SILU_BF16.push_constant_bytes as usize);
-const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_SILU_F32.push_constant_bytes as usize);
+const _: () =
+    assert!(std::mem::size_of::<MatvecPush>() == MATVEC_SILU_F16.push_constant_bytes as usize);
+const _: () =
+    assert!(std::mem::size_of::<MatvecPush>() == MATVEC_SILU_BF16.push_constant_bytes as usize);
+const _: () =
+    assert!(std::mem::size_of::<MatvecPush>() == MATVEC_SILU_F32.push_constant_bytes as usize);
 
 /// Push constants of [`RMSNORM`]: bindings 0 x (read), 1 weight f32 `[n]` (read), 2 y
 /// (read-write); `y[row*n + i] = x[row*n + i] * inverseSqrt(mean(x_row^2) + eps) * w[i]`.
@@ -322,7 +352,8 @@ pub struct QkRopePush {
 }
 // SAFETY: repr(C), 4-byte fields only, no padding, any bit pattern valid.
 unsafe impl Pod for QkRopePush {}
-const _: () = assert!(std::mem::size_of::<QkRopePush>() == QK_NORM_ROPE.push_constant_bytes as usize);
+const _: () =
+    assert!(std::mem::size_of::<QkRopePush>() == QK_NORM_ROPE.push_constant_bytes as usize);
 
 /// Push constants of [`ATTENTION_SPLIT`] and [`ATTENTION_COMBINE`].
 ///
@@ -352,8 +383,10 @@ pub struct AttnPush {
 }
 // SAFETY: repr(C), 4-byte fields only, no padding, any bit pattern valid.
 unsafe impl Pod for AttnPush {}
-const _: () = assert!(std::mem::size_of::<AttnPush>() == ATTENTION_SPLIT.push_constant_bytes as usize);
-const _: () = assert!(std::mem::size_of::<AttnPush>() == ATTENTION_COMBINE.push_constant_bytes as usize);
+const _: () =
+    assert!(std::mem::size_of::<AttnPush>() == ATTENTION_SPLIT.push_constant_bytes as usize);
+const _: () =
+    assert!(std::mem::size_of::<AttnPush>() == ATTENTION_COMBINE.push_constant_bytes as usize);
 
 /// Push constants of [`ARGMAX`]: bindings 0 logits (read), 1 result `{index: u32, value:
 /// f32}` (read-write), 2 params (read-write: `params.token := index`). Dispatch

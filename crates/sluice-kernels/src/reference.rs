@@ -20,7 +20,13 @@ fn dot(a: &[f32], b: &[f32]) -> f64 {
 }
 
 /// Reference of `matvec`: `W x`, plus `y_in` when given (the `accumulate` mode).
-pub fn matvec_cpu(w: &[f32], rows: usize, cols: usize, x: &[f32], y_in: Option<&[f32]>) -> Vec<f32> {
+pub fn matvec_cpu(
+    w: &[f32],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    y_in: Option<&[f32]>,
+) -> Vec<f32> {
     (0..rows)
         .map(|r| {
             let base = y_in.map_or(0.0, |y| y[r] as f64);
@@ -30,7 +36,13 @@ pub fn matvec_cpu(w: &[f32], rows: usize, cols: usize, x: &[f32], y_in: Option<&
 }
 
 /// Reference of `matvec_silu`: `silu(Wg x) * (Wu x)`.
-pub fn matvec_silu_cpu(w_gate: &[f32], w_up: &[f32], rows: usize, cols: usize, x: &[f32]) -> Vec<f32> {
+pub fn matvec_silu_cpu(
+    w_gate: &[f32],
+    w_up: &[f32],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+) -> Vec<f32> {
     let g = matvec_cpu(w_gate, rows, cols, x, None);
     let u = matvec_cpu(w_up, rows, cols, x, None);
     silu_mul_cpu(&g, &u)
@@ -42,7 +54,9 @@ pub fn rmsnorm_cpu(x: &[f32], w: &[f32], n: usize, eps: f32) -> Vec<f32> {
         .flat_map(|row| {
             let ms = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / n as f64;
             let scale = 1.0 / (ms + eps as f64).sqrt();
-            row.iter().zip(w).map(move |(&v, &w)| (v as f64 * scale * w as f64) as f32)
+            row.iter()
+                .zip(w)
+                .map(move |(&v, &w)| (v as f64 * scale * w as f64) as f32)
         })
         .collect()
 }
@@ -81,7 +95,14 @@ pub fn head_norm_cpu(x: &mut [f32], w: &[f32], eps: f32) {
 /// Reference of `qk_norm_rope` without the cache: transforms every q head and k head in
 /// place (norm when `p.use_norm != 0`, then rope at `pos`). The kernel stores the new k and
 /// the unchanged v, rounded to f16, at `[j, pos, :]` of the caches.
-pub fn qk_norm_rope_cpu(p: &QkRopePush, pos: u32, q: &mut [f32], k: &mut [f32], q_norm: &[f32], k_norm: &[f32]) {
+pub fn qk_norm_rope_cpu(
+    p: &QkRopePush,
+    pos: u32,
+    q: &mut [f32],
+    k: &mut [f32],
+    q_norm: &[f32],
+    k_norm: &[f32],
+) {
     let hd = p.head_dim as usize;
     for (heads, x, w) in [(p.heads, &mut *q, q_norm), (p.kv_heads, &mut *k, k_norm)] {
         for head in x.chunks_mut(hd).take(heads as usize) {
@@ -96,7 +117,13 @@ pub fn qk_norm_rope_cpu(p: &QkRopePush, pos: u32, q: &mut [f32], k: &mut [f32], 
 /// Reference of `attention_split`: the `[heads, splits, hd + 2]` partials (m, l, o) for a
 /// sequence of `seq_len` positions; caches as f32 `[kv_heads, capacity, hd]`. Empty splits
 /// hold (-3e38, 0, 0...).
-pub fn attention_partials_cpu(p: &AttnPush, seq_len: u32, q: &[f32], kcache: &[f32], vcache: &[f32]) -> Vec<f32> {
+pub fn attention_partials_cpu(
+    p: &AttnPush,
+    seq_len: u32,
+    q: &[f32],
+    kcache: &[f32],
+    vcache: &[f32],
+) -> Vec<f32> {
     let (hd, cap, chunk) = (p.head_dim as usize, p.capacity as usize, p.chunk as usize);
     let seq = (seq_len as usize).min(cap);
     let group = (p.heads / p.kv_heads) as usize;
@@ -111,8 +138,12 @@ pub fn attention_partials_cpu(p: &AttnPush, seq_len: u32, q: &[f32], kcache: &[f
                 out.extend(std::iter::repeat(0.0).take(hd + 1));
                 continue;
             }
-            let row = |c: &'_ [f32], t: usize| -> Vec<f32> { c[(kvh * cap + t) * hd..(kvh * cap + t + 1) * hd].to_vec() };
-            let scores: Vec<f64> = (start..end).map(|t| p.scale as f64 * dot(qh, &row(kcache, t))).collect();
+            let row = |c: &'_ [f32], t: usize| -> Vec<f32> {
+                c[(kvh * cap + t) * hd..(kvh * cap + t + 1) * hd].to_vec()
+            };
+            let scores: Vec<f64> = (start..end)
+                .map(|t| p.scale as f64 * dot(qh, &row(kcache, t)))
+                .collect();
             let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
             let mut o = vec![0f64; hd];
@@ -132,11 +163,24 @@ pub fn attention_partials_cpu(p: &AttnPush, seq_len: u32, q: &[f32], kcache: &[f
 /// Reference of decode attention (`attention_split` then `attention_combine`): softmax
 /// over positions `0..seq_len` of `scale * q.k`, weighted sum of v, per query head (kv
 /// head `h / (heads / kv_heads)`). Caches as f32 `[kv_heads, capacity, hd]`.
-pub fn attention_cpu(p: &AttnPush, seq_len: u32, q: &[f32], kcache: &[f32], vcache: &[f32]) -> Vec<f32> {
-    let full = AttnPush { chunk: p.capacity, splits: 1, ..*p };
+pub fn attention_cpu(
+    p: &AttnPush,
+    seq_len: u32,
+    q: &[f32],
+    kcache: &[f32],
+    vcache: &[f32],
+) -> Vec<f32> {
+    let full = AttnPush {
+        chunk: p.capacity,
+        splits: 1,
+        ..*p
+    };
     let partial = attention_partials_cpu(&full, seq_len, q, kcache, vcache);
     let hd = p.head_dim as usize;
-    partial.chunks(hd + 2).flat_map(|c| c[2..].iter().map(move |&o| o / c[1]).collect::<Vec<_>>()).collect()
+    partial
+        .chunks(hd + 2)
+        .flat_map(|c| c[2..].iter().map(move |&o| o / c[1]).collect::<Vec<_>>())
+        .collect()
 }
 
 /// Reference of `argmax`: (index, value) of the largest value, lowest index on ties, NaN

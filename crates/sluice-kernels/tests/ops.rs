@@ -56,11 +56,18 @@ fn nmse(gpu: &[f32], reference: &[f32]) -> f64 {
 #[track_caller]
 fn assert_close(what: &str, gpu: &[f32], reference: &[f32]) {
     let e = nmse(gpu, reference);
-    assert!(e <= NMSE_MAX, "{what}: NMSE {e:e} > {NMSE_MAX:e}\n gpu[..4] {:?}\n ref[..4] {:?}", &gpu[..gpu.len().min(4)], &reference[..reference.len().min(4)]);
+    assert!(
+        e <= NMSE_MAX,
+        "{what}: NMSE {e:e} > {NMSE_MAX:e}\n gpu[..4] {:?}\n ref[..4] {:?}",
+        &gpu[..gpu.len().min(4)],
+        &reference[..reference.len().min(4)]
+    );
 }
 
 fn f32_buffer(d: &Device, name: &str, data: &[f32], class: ResourceClass) -> Buffer {
-    let b = d.create_buffer(name, (data.len().max(1) * 4) as u64, class).unwrap();
+    let b = d
+        .create_buffer(name, (data.len().max(1) * 4) as u64, class)
+        .unwrap();
     if !data.is_empty() {
         b.write(0, data).unwrap();
     }
@@ -68,20 +75,29 @@ fn f32_buffer(d: &Device, name: &str, data: &[f32], class: ResourceClass) -> Buf
 }
 
 fn u32_buffer(d: &Device, name: &str, data: &[u32], class: ResourceClass) -> Buffer {
-    let b = d.create_buffer(name, (data.len().max(1) * 4) as u64, class).unwrap();
+    let b = d
+        .create_buffer(name, (data.len().max(1) * 4) as u64, class)
+        .unwrap();
     b.write(0, data).unwrap();
     b
 }
 
 fn weight_buffer(d: &Device, dtype: WeightDtype, rows: usize, cols: usize, w: &[f32]) -> Buffer {
     let bytes = pack_weights(dtype, rows, cols, w);
-    let b = d.create_buffer("w", bytes.len() as u64, ResourceClass::ReadOnlyWeight).unwrap();
+    let b = d
+        .create_buffer("w", bytes.len() as u64, ResourceClass::ReadOnlyWeight)
+        .unwrap();
     b.write_bytes(0, &bytes).unwrap();
     b
 }
 
 fn params_buffer(d: &Device, token: u32, pos: u32) -> Buffer {
-    u32_buffer(d, "params", &[token, pos, pos + 1, 0], ResourceClass::Generic)
+    u32_buffer(
+        d,
+        "params",
+        &[token, pos, pos + 1, 0],
+        ResourceClass::Generic,
+    )
 }
 
 fn rounded(dtype: WeightDtype, w: &[f32]) -> Vec<f32> {
@@ -102,10 +118,14 @@ fn packing_layout_and_helpers() {
     }
     assert_eq!(round_to(WeightDtype::Bf16, 1.0 + 1.0 / 256.0), 1.0); // halfway: to even
     assert_eq!(round_to(WeightDtype::F16, 1.0 + 1.0 / 4096.0), 1.0);
-    assert_eq!(unpack_f16_pairs(&pack_f16_pairs(&[1.5, -2.0, 0.25])), vec![1.5, -2.0, 0.25, 0.0]);
+    assert_eq!(
+        unpack_f16_pairs(&pack_f16_pairs(&[1.5, -2.0, 0.25])),
+        vec![1.5, -2.0, 0.25, 0.0]
+    );
     assert_eq!(matvec_groups(37, 100), [10, 1, 1]);
-    assert_eq!(matvec_groups(37, 2048), [19, 1, 1]); // 128 threads per row: 2 rows a group
-    assert_eq!(matvec_groups(37, 8192), [37, 1, 1]); // 256 threads per row
+    assert_eq!(matvec_groups(37, 8192), [10, 1, 1]); // 64 threads per row at any length
+    assert_eq!(matvec_groups_for(37, 128), [19, 1, 1]); // 2 rows a group
+    assert_eq!(matvec_groups_for(37, 256), [37, 1, 1]);
     assert_eq!(matvec_groups(4 * 65535, 8), [65535, 1, 1]);
     let [x, y, z] = matvec_groups(4 * 65535 + 1, 8);
     assert!(x <= 65535 && y == 2 && z == 1 && x * y >= 65536);
@@ -130,11 +150,24 @@ fn embed_reads_token_from_params() {
         for token in [29u32, 0, 36] {
             let params = params_buffer(&d, token, 3);
             let mut enc = d.encoder().unwrap();
-            let push = EmbedPush { cols: cols as u32, stride8: stride8(cols as u32) };
-            enc.dispatch(&k, embed_groups(cols as u32), &[params.slice(..), w.slice(..), x.slice(..)], &push).unwrap();
+            let push = EmbedPush {
+                cols: cols as u32,
+                stride8: stride8(cols as u32),
+            };
+            enc.dispatch(
+                &k,
+                embed_groups(cols as u32),
+                &[params.slice(..), w.slice(..), x.slice(..)],
+                &push,
+            )
+            .unwrap();
             enc.submit().unwrap().wait().unwrap();
             let got: Vec<f32> = x.read(0, cols).unwrap();
-            assert_eq!(got, embed_cpu(&want, cols, token), "{dtype:?} token {token}");
+            assert_eq!(
+                got,
+                embed_cpu(&want, cols, token),
+                "{dtype:?} token {token}"
+            );
         }
     }
 }
@@ -159,7 +192,13 @@ fn run_matvec(
     let yb = f32_buffer(d, "y", y0, ResourceClass::TokenScratch);
     let push = mv_push(rows, cols, accumulate, 0.0);
     let mut enc = d.encoder().unwrap();
-    enc.dispatch(&k, matvec_groups(rows as u32, cols as u32), &[wb.slice(..), xb.slice(..), yb.slice(..)], &push).unwrap();
+    enc.dispatch(
+        &k,
+        matvec_groups(rows as u32, cols as u32),
+        &[wb.slice(..), xb.slice(..), yb.slice(..)],
+        &push,
+    )
+    .unwrap();
     enc.submit().unwrap().wait().unwrap();
     yb.read(0, rows).unwrap()
 }
@@ -179,7 +218,11 @@ fn matvec_matches_reference() {
             let wr = rounded(dtype, &w);
             // y overwritten (its NaNs must not leak through).
             let got = run_matvec(&d, dtype, rows, cols, &w, &x, &vec![f32::NAN; rows], false);
-            assert_close(&format!("matvec {dtype:?} {rows}x{cols}"), &got, &matvec_cpu(&wr, rows, cols, &x, None));
+            assert_close(
+                &format!("matvec {dtype:?} {rows}x{cols}"),
+                &got,
+                &matvec_cpu(&wr, rows, cols, &x, None),
+            );
             // Accumulate onto y0 (the fused residual add).
             let got = run_matvec(&d, dtype, rows, cols, &w, &x, &y0, true);
             let want = matvec_cpu(&wr, rows, cols, &x, Some(&y0));
@@ -200,7 +243,11 @@ fn matvec_covers_a_2d_grid() {
     let x = rng.vec(cols, 1.0);
     let dtype = WeightDtype::F16;
     let got = run_matvec(&d, dtype, rows, cols, &w, &x, &vec![f32::NAN; rows], false);
-    assert_close("matvec 2-D", &got, &matvec_cpu(&rounded(dtype, &w), rows, cols, &x, None));
+    assert_close(
+        "matvec 2-D",
+        &got,
+        &matvec_cpu(&rounded(dtype, &w), rows, cols, &x, None),
+    );
 }
 
 #[test]
@@ -221,7 +268,8 @@ fn matvec_silu_matches_reference() {
             let push = mv_push(rows, cols, true, 0.0);
             let mut enc = d.encoder().unwrap();
             let slices = [gb.slice(..), ub.slice(..), xb.slice(..), yb.slice(..)];
-            enc.dispatch(&k, matvec_groups(rows as u32, cols as u32), &slices, &push).unwrap();
+            enc.dispatch(&k, matvec_groups(rows as u32, cols as u32), &slices, &push)
+                .unwrap();
             enc.submit().unwrap().wait().unwrap();
             let got: Vec<f32> = yb.read(0, rows).unwrap();
             let want = matvec_silu_cpu(&rounded(dtype, &wg), &rounded(dtype, &wu), rows, cols, &x);
@@ -244,7 +292,8 @@ fn mv_push(rows: usize, cols: usize, accumulate: bool, eps: f32) -> MatvecPush {
         stride8: stride8(cols as u32),
         accumulate: accumulate as u32,
         eps,
-        _pad: [0; 3],
+        threads_per_row: 0,
+        _pad: [0; 2],
     }
 }
 
@@ -272,17 +321,37 @@ fn fused_norm_matvecs_match_norm_then_matvec() {
             let groups = matvec_groups(rows as u32, cols as u32);
             let mut enc = d.encoder().unwrap();
             let k = d.pipeline(matvec_norm(dtype)).unwrap();
-            enc.dispatch(&k, groups, &[wb.slice(..), xb.slice(..), nb.slice(..), yb.slice(..)], &mv_push(rows, cols, true, eps))
-                .unwrap();
+            enc.dispatch(
+                &k,
+                groups,
+                &[wb.slice(..), xb.slice(..), nb.slice(..), yb.slice(..)],
+                &mv_push(rows, cols, true, eps),
+            )
+            .unwrap();
             let k = d.pipeline(matvec_silu_norm(dtype)).unwrap();
-            let slices = [wb.slice(..), w2b.slice(..), xb.slice(..), nb.slice(..), y2.slice(..)];
-            enc.dispatch(&k, groups, &slices, &mv_push(rows, cols, false, eps)).unwrap();
+            let slices = [
+                wb.slice(..),
+                w2b.slice(..),
+                xb.slice(..),
+                nb.slice(..),
+                y2.slice(..),
+            ];
+            enc.dispatch(&k, groups, &slices, &mv_push(rows, cols, false, eps))
+                .unwrap();
             enc.submit().unwrap().wait().unwrap();
             let got: Vec<f32> = yb.read(0, rows).unwrap();
-            assert_close(&format!("matvec_norm {dtype:?} {rows}x{cols}"), &got, &matvec_cpu(&wr, rows, cols, &xn, Some(&y0)));
+            assert_close(
+                &format!("matvec_norm {dtype:?} {rows}x{cols}"),
+                &got,
+                &matvec_cpu(&wr, rows, cols, &xn, Some(&y0)),
+            );
             let got: Vec<f32> = y2.read(0, rows).unwrap();
             let want = matvec_silu_cpu(&wr, &w2r, rows, cols, &xn);
-            assert_close(&format!("matvec_silu_norm {dtype:?} {rows}x{cols}"), &got, &want);
+            assert_close(
+                &format!("matvec_silu_norm {dtype:?} {rows}x{cols}"),
+                &got,
+                &want,
+            );
         }
     }
 }
@@ -298,13 +367,33 @@ fn rmsnorm_matches_reference() {
         let w = rng.vec(n, 1.0);
         let xb = f32_buffer(&d, "x", &x, ResourceClass::TokenScratch);
         let wb = f32_buffer(&d, "w", &w, ResourceClass::ReadOnlyWeight);
-        let yb = f32_buffer(&d, "y", &vec![f32::NAN; n * rows], ResourceClass::TokenScratch);
-        let push = RmsNormPush { n: n as u32, rows: rows as u32, eps: 1e-6, _pad: 0 };
+        let yb = f32_buffer(
+            &d,
+            "y",
+            &vec![f32::NAN; n * rows],
+            ResourceClass::TokenScratch,
+        );
+        let push = RmsNormPush {
+            n: n as u32,
+            rows: rows as u32,
+            eps: 1e-6,
+            _pad: 0,
+        };
         let mut enc = d.encoder().unwrap();
-        enc.dispatch(&k, [rows as u32, 1, 1], &[xb.slice(..), wb.slice(..), yb.slice(..)], &push).unwrap();
+        enc.dispatch(
+            &k,
+            [rows as u32, 1, 1],
+            &[xb.slice(..), wb.slice(..), yb.slice(..)],
+            &push,
+        )
+        .unwrap();
         enc.submit().unwrap().wait().unwrap();
         let got: Vec<f32> = yb.read(0, n * rows).unwrap();
-        assert_close(&format!("rmsnorm n {n} rows {rows}"), &got, &rmsnorm_cpu(&x, &w, n, 1e-6));
+        assert_close(
+            &format!("rmsnorm n {n} rows {rows}"),
+            &got,
+            &rmsnorm_cpu(&x, &w, n, 1e-6),
+        );
     }
 }
 
@@ -315,9 +404,11 @@ fn qk_norm_rope_matches_reference_and_appends_kv() {
     let k = d.pipeline(&QK_NORM_ROPE).unwrap();
     let mut rng = Rng::new(6);
     let capacity = 320u32;
-    for (heads, kv_heads, hd, use_norm, pos, theta) in
-        [(4u32, 2u32, 64u32, 1u32, 17u32, 1.0e6f32), (6, 6, 128, 0, 299, 10000.0), (4, 2, 64, 0, 0, 1.0e6)]
-    {
+    for (heads, kv_heads, hd, use_norm, pos, theta) in [
+        (4u32, 2u32, 64u32, 1u32, 17u32, 1.0e6f32),
+        (6, 6, 128, 0, 299, 10000.0),
+        (4, 2, 64, 0, 0, 1.0e6),
+    ] {
         let (nq, nk) = ((heads * hd) as usize, (kv_heads * hd) as usize);
         let q = rng.vec(nq, 2.0);
         let kk = rng.vec(nk, 2.0);
@@ -326,15 +417,34 @@ fn qk_norm_rope_matches_reference_and_appends_kv() {
         let kn = rng.vec(hd as usize, 1.5);
         let cache_words = (kv_heads * capacity * hd / 2) as usize;
         let sentinel = 0x7E00_7E00u32; // f16 NaN pairs: anything else written is an error
-        let p = QkRopePush { heads, kv_heads, head_dim: hd, capacity, use_norm, eps: 1e-6, theta, _pad: 0 };
+        let p = QkRopePush {
+            heads,
+            kv_heads,
+            head_dim: hd,
+            capacity,
+            use_norm,
+            eps: 1e-6,
+            theta,
+            _pad: 0,
+        };
         let params = params_buffer(&d, 0, pos);
         let qb = f32_buffer(&d, "q", &q, ResourceClass::TokenScratch);
         let kb = f32_buffer(&d, "k", &kk, ResourceClass::TokenScratch);
         let vb = f32_buffer(&d, "v", &v, ResourceClass::TokenScratch);
         let qnb = f32_buffer(&d, "qn", &qn, ResourceClass::ReadOnlyWeight);
         let knb = f32_buffer(&d, "kn", &kn, ResourceClass::ReadOnlyWeight);
-        let kc = u32_buffer(&d, "kc", &vec![sentinel; cache_words], ResourceClass::AppendOnlyKv);
-        let vc = u32_buffer(&d, "vc", &vec![sentinel; cache_words], ResourceClass::AppendOnlyKv);
+        let kc = u32_buffer(
+            &d,
+            "kc",
+            &vec![sentinel; cache_words],
+            ResourceClass::AppendOnlyKv,
+        );
+        let vc = u32_buffer(
+            &d,
+            "vc",
+            &vec![sentinel; cache_words],
+            ResourceClass::AppendOnlyKv,
+        );
         let mut enc = d.encoder().unwrap();
         let slices = [
             params.slice(..),
@@ -346,22 +456,32 @@ fn qk_norm_rope_matches_reference_and_appends_kv() {
             kc.slice(..),
             vc.slice(..),
         ];
-        enc.dispatch(&k, [heads + kv_heads, 1, 1], &slices, &p).unwrap();
+        enc.dispatch(&k, [heads + kv_heads, 1, 1], &slices, &p)
+            .unwrap();
         enc.submit().unwrap().wait().unwrap();
 
         let (mut q_ref, mut k_ref) = (q.clone(), kk.clone());
         qk_norm_rope_cpu(&p, pos, &mut q_ref, &mut k_ref, &qn, &kn);
         let what = format!("heads {heads}/{kv_heads} hd {hd} norm {use_norm} pos {pos}");
-        assert_close(&format!("q {what}"), &qb.read::<f32>(0, nq).unwrap(), &q_ref);
+        assert_close(
+            &format!("q {what}"),
+            &qb.read::<f32>(0, nq).unwrap(),
+            &q_ref,
+        );
         let kc_words: Vec<u32> = kc.read(0, cache_words).unwrap();
         let vc_words: Vec<u32> = vc.read(0, cache_words).unwrap();
-        let row = |j: u32| ((j * capacity + pos) * hd / 2) as usize..((j * capacity + pos + 1) * hd / 2) as usize;
+        let row = |j: u32| {
+            ((j * capacity + pos) * hd / 2) as usize..((j * capacity + pos + 1) * hd / 2) as usize
+        };
         let (mut k_got, mut v_got) = (Vec::new(), Vec::new());
         for j in 0..kv_heads {
             k_got.extend(unpack_f16_pairs(&kc_words[row(j)]));
             v_got.extend(unpack_f16_pairs(&vc_words[row(j)]));
         }
-        let k_want: Vec<f32> = k_ref.iter().map(|&x| round_to(WeightDtype::F16, x)).collect();
+        let k_want: Vec<f32> = k_ref
+            .iter()
+            .map(|&x| round_to(WeightDtype::F16, x))
+            .collect();
         let v_want: Vec<f32> = v.iter().map(|&x| round_to(WeightDtype::F16, x)).collect();
         assert_close(&format!("kcache {what}"), &k_got, &k_want);
         assert_eq!(v_got, v_want, "vcache {what}");
@@ -369,7 +489,11 @@ fn qk_norm_rope_matches_reference_and_appends_kv() {
         for (name, words) in [("kcache", &kc_words), ("vcache", &vc_words)] {
             let touched: usize = (0..kv_heads).map(|j| row(j).len()).sum();
             let untouched = words.iter().filter(|&&w| w == sentinel).count();
-            assert_eq!(untouched, cache_words - touched, "{name} {what}: writes outside [j, pos]");
+            assert_eq!(
+                untouched,
+                cache_words - touched,
+                "{name} {what}: writes outside [j, pos]"
+            );
         }
     }
 }
@@ -391,34 +515,78 @@ fn attention_split_and_combine_match_reference() {
         let (kc_f, vc_f) = (unpack_f16_pairs(&kc_words), unpack_f16_pairs(&vc_words));
         let kc = u32_buffer(&d, "kc", &kc_words, ResourceClass::AppendOnlyKv);
         let vc = u32_buffer(&d, "vc", &vc_words, ResourceClass::AppendOnlyKv);
-        let p = AttnPush { heads, kv_heads, head_dim: hd, capacity, chunk, splits, scale: 1.0 / (hd as f32).sqrt(), _pad: 0 };
+        let p = AttnPush {
+            heads,
+            kv_heads,
+            head_dim: hd,
+            capacity,
+            chunk,
+            splits,
+            scale: 1.0 / (hd as f32).sqrt(),
+            _pad: 0,
+        };
         for seq_len in [1u32, 17, 64, 300] {
             let q = rng.vec((heads * hd) as usize, 3.0);
             let qb = f32_buffer(&d, "q", &q, ResourceClass::TokenScratch);
             let params = params_buffer(&d, 0, seq_len - 1);
             let part_len = (heads * splits * (hd + 2)) as usize;
-            let part = f32_buffer(&d, "partial", &vec![f32::NAN; part_len], ResourceClass::TokenScratch);
-            let out = f32_buffer(&d, "out", &vec![f32::NAN; (heads * hd) as usize], ResourceClass::TokenScratch);
+            let part = f32_buffer(
+                &d,
+                "partial",
+                &vec![f32::NAN; part_len],
+                ResourceClass::TokenScratch,
+            );
+            let out = f32_buffer(
+                &d,
+                "out",
+                &vec![f32::NAN; (heads * hd) as usize],
+                ResourceClass::TokenScratch,
+            );
             let mut enc = d.encoder().unwrap();
-            let s = [params.slice(..), qb.slice(..), kc.slice(..), vc.slice(..), part.slice(..)];
+            let s = [
+                params.slice(..),
+                qb.slice(..),
+                kc.slice(..),
+                vc.slice(..),
+                part.slice(..),
+            ];
             enc.dispatch(&split, [splits, heads, 1], &s, &p).unwrap();
-            enc.dispatch(&combine, [heads, 1, 1], &[params.slice(..), part.slice(..), out.slice(..)], &p).unwrap();
+            enc.dispatch(
+                &combine,
+                [heads, 1, 1],
+                &[params.slice(..), part.slice(..), out.slice(..)],
+                &p,
+            )
+            .unwrap();
             enc.submit().unwrap().wait().unwrap();
 
             let what = format!("heads {heads}/{kv_heads} hd {hd} seq {seq_len}");
             let got_part: Vec<f32> = part.read(0, part_len).unwrap();
             let want_part = attention_partials_cpu(&p, seq_len, &q, &kc_f, &vc_f);
             let used = seq_len.div_ceil(chunk);
-            for (i, (g, w)) in got_part.chunks(hd as usize + 2).zip(want_part.chunks(hd as usize + 2)).enumerate() {
+            for (i, (g, w)) in got_part
+                .chunks(hd as usize + 2)
+                .zip(want_part.chunks(hd as usize + 2))
+                .enumerate()
+            {
                 if i as u32 % splits >= used {
                     assert_eq!(g, w, "empty split {i} {what}");
                 } else {
-                    assert!((g[0] - w[0]).abs() <= 1e-5 * w[0].abs().max(1.0), "m of split {i} {what}: {} vs {}", g[0], w[0]);
+                    assert!(
+                        (g[0] - w[0]).abs() <= 1e-5 * w[0].abs().max(1.0),
+                        "m of split {i} {what}: {} vs {}",
+                        g[0],
+                        w[0]
+                    );
                     assert_close(&format!("l, o of split {i} {what}"), &g[1..], &w[1..]);
                 }
             }
             let got: Vec<f32> = out.read(0, (heads * hd) as usize).unwrap();
-            assert_close(&format!("attention {what}"), &got, &attention_cpu(&p, seq_len, &q, &kc_f, &vc_f));
+            assert_close(
+                &format!("attention {what}"),
+                &got,
+                &attention_cpu(&p, seq_len, &q, &kc_f, &vc_f),
+            );
         }
     }
 }
@@ -449,16 +617,33 @@ fn argmax_is_exact_with_ties_and_nan() {
     cases.push(("one", vec![-2.5]));
     for (name, logits) in cases {
         let lb = f32_buffer(&d, "logits", &logits, ResourceClass::TokenScratch);
-        let result = u32_buffer(&d, "result", &[u32::MAX, u32::MAX], ResourceClass::PersistentOutput);
+        let result = u32_buffer(
+            &d,
+            "result",
+            &[u32::MAX, u32::MAX],
+            ResourceClass::PersistentOutput,
+        );
         let params = u32_buffer(&d, "params", &[u32::MAX, 7, 8, 0], ResourceClass::Generic);
         let mut enc = d.encoder().unwrap();
-        let push = ArgmaxPush { n: logits.len() as u32 };
-        enc.dispatch(&k, [1, 1, 1], &[lb.slice(..), result.slice(..), params.slice(..)], &push).unwrap();
+        let push = ArgmaxPush {
+            n: logits.len() as u32,
+        };
+        enc.dispatch(
+            &k,
+            [1, 1, 1],
+            &[lb.slice(..), result.slice(..), params.slice(..)],
+            &push,
+        )
+        .unwrap();
         enc.submit().unwrap().wait().unwrap();
         let r: Vec<u32> = result.read(0, 2).unwrap();
         let (want_i, want_v) = argmax_cpu(&logits);
         assert_eq!((r[0], f32::from_bits(r[1])), (want_i, want_v), "{name}");
-        assert_eq!(params.read::<u32>(0, 4).unwrap(), vec![want_i, 7, 8, 0], "{name}: params.token");
+        assert_eq!(
+            params.read::<u32>(0, 4).unwrap(),
+            vec![want_i, 7, 8, 0],
+            "{name}: params.token"
+        );
     }
 }
 
@@ -470,7 +655,12 @@ fn silu_mul_and_add_match_reference() {
     let add = d.pipeline(&ADD).unwrap();
     let mut rng = Rng::new(9);
     let n = 3073usize;
-    let (g, u, a, y0) = (rng.vec(n, 8.0), rng.vec(n, 1.0), rng.vec(n, 1.0), rng.vec(n, 1.0));
+    let (g, u, a, y0) = (
+        rng.vec(n, 8.0),
+        rng.vec(n, 1.0),
+        rng.vec(n, 1.0),
+        rng.vec(n, 1.0),
+    );
     let gb = f32_buffer(&d, "g", &g, ResourceClass::TokenScratch);
     let ub = f32_buffer(&d, "u", &u, ResourceClass::TokenScratch);
     let ab = f32_buffer(&d, "a", &a, ResourceClass::TokenScratch);
@@ -478,9 +668,65 @@ fn silu_mul_and_add_match_reference() {
     let yb = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
     let push = CountPush { n: n as u32 };
     let mut enc = d.encoder().unwrap();
-    enc.dispatch(&silu_mul, [groups_for(n as u32, 256), 1, 1], &[gb.slice(..), ub.slice(..), hb.slice(..)], &push).unwrap();
-    enc.dispatch(&add, [groups_for(n as u32, 256), 1, 1], &[ab.slice(..), yb.slice(..)], &push).unwrap();
+    enc.dispatch(
+        &silu_mul,
+        [groups_for(n as u32, 256), 1, 1],
+        &[gb.slice(..), ub.slice(..), hb.slice(..)],
+        &push,
+    )
+    .unwrap();
+    enc.dispatch(
+        &add,
+        [groups_for(n as u32, 256), 1, 1],
+        &[ab.slice(..), yb.slice(..)],
+        &push,
+    )
+    .unwrap();
     enc.submit().unwrap().wait().unwrap();
-    assert_close("silu_mul", &hb.read::<f32>(0, n).unwrap(), &silu_mul_cpu(&g, &u));
-    assert_eq!(yb.read::<f32>(0, n).unwrap(), add_cpu(&a, &y0), "add is exact");
+    assert_close(
+        "silu_mul",
+        &hb.read::<f32>(0, n).unwrap(),
+        &silu_mul_cpu(&g, &u),
+    );
+    assert_eq!(
+        yb.read::<f32>(0, n).unwrap(),
+        add_cpu(&a, &y0),
+        "add is exact"
+    );
+}
+
+#[test]
+fn matvec_threads_per_row_override_matches_reference() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(21);
+    let (rows, cols) = (13usize, 4100usize);
+    let w = rng.vec(rows * cols, 1.0);
+    let x = rng.vec(cols, 1.0);
+    let dtype = WeightDtype::F16;
+    let want = matvec_cpu(&rounded(dtype, &w), rows, cols, &x, None);
+    let k = d.pipeline(matvec(dtype)).unwrap();
+    let wb = weight_buffer(&d, dtype, rows, cols, &w);
+    let xb = f32_buffer(&d, "x", &padded(&x), ResourceClass::TokenScratch);
+    for tpr in [32u32, 128, 256] {
+        let yb = f32_buffer(&d, "y", &vec![f32::NAN; rows], ResourceClass::TokenScratch);
+        let push = MatvecPush {
+            threads_per_row: tpr,
+            ..mv_push(rows, cols, false, 0.0)
+        };
+        let mut enc = d.encoder().unwrap();
+        enc.dispatch(
+            &k,
+            matvec_groups_for(rows as u32, tpr),
+            &[wb.slice(..), xb.slice(..), yb.slice(..)],
+            &push,
+        )
+        .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        assert_close(
+            &format!("matvec tpr {tpr}"),
+            &yb.read::<f32>(0, rows).unwrap(),
+            &want,
+        );
+    }
 }

@@ -78,7 +78,10 @@ pub struct ModelConfig {
 }
 
 fn cfg_err(path: &Path, msg: impl Into<String>) -> LlmError {
-    LlmError::Config { path: path.to_path_buf(), msg: msg.into() }
+    LlmError::Config {
+        path: path.to_path_buf(),
+        msg: msg.into(),
+    }
 }
 
 /// A present, non-null field.
@@ -89,7 +92,12 @@ fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
 fn as_usize(v: &Value, key: &str, path: &Path) -> Result<usize> {
     v.as_u64()
         .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| cfg_err(path, format!("field `{key}` must be a non-negative integer, found {v}")))
+        .ok_or_else(|| {
+            cfg_err(
+                path,
+                format!("field `{key}` must be a non-negative integer, found {v}"),
+            )
+        })
 }
 
 fn req_usize(obj: &Map<String, Value>, key: &str, path: &Path) -> Result<usize> {
@@ -104,12 +112,20 @@ fn opt_usize(obj: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<
 }
 
 fn as_f64(v: &Value, key: &str, path: &Path) -> Result<f64> {
-    v.as_f64().ok_or_else(|| cfg_err(path, format!("field `{key}` must be a number, found {v}")))
+    v.as_f64()
+        .ok_or_else(|| cfg_err(path, format!("field `{key}` must be a number, found {v}")))
 }
 
 fn opt_bool(obj: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<bool>> {
     field(obj, key)
-        .map(|v| v.as_bool().ok_or_else(|| cfg_err(path, format!("field `{key}` must be true or false, found {v}"))))
+        .map(|v| {
+            v.as_bool().ok_or_else(|| {
+                cfg_err(
+                    path,
+                    format!("field `{key}` must be true or false, found {v}"),
+                )
+            })
+        })
         .transpose()
 }
 
@@ -124,14 +140,26 @@ fn opt_token(obj: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<
     v.as_u64()
         .and_then(|n| u32::try_from(n).ok())
         .map(Some)
-        .ok_or_else(|| cfg_err(path, format!("field `{key}` must be a token id (or a list of them), found {v}")))
+        .ok_or_else(|| {
+            cfg_err(
+                path,
+                format!("field `{key}` must be a token id (or a list of them), found {v}"),
+            )
+        })
 }
 
 /// A rope type that is not the plain one is refused rather than computed wrongly.
 fn check_rope_type(v: &Value, key: &str, path: &Path) -> Result<()> {
-    let ty = v.get("rope_type").or_else(|| v.get("type")).and_then(Value::as_str).unwrap_or("default");
+    let ty = v
+        .get("rope_type")
+        .or_else(|| v.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("default");
     if ty != "default" {
-        return Err(cfg_err(path, format!("`{key}` with rope type {ty:?} is not supported (only the default RoPE)")));
+        return Err(cfg_err(
+            path,
+            format!("`{key}` with rope type {ty:?} is not supported (only the default RoPE)"),
+        ));
     }
     Ok(())
 }
@@ -141,24 +169,39 @@ impl ModelConfig {
     pub fn from_hf_json(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let text = std::fs::read(path).map_err(|e| LlmError::io(path, "read", e))?;
-        let value: Value =
-            serde_json::from_slice(&text).map_err(|e| LlmError::Json { path: path.to_path_buf(), source: e })?;
+        let value: Value = serde_json::from_slice(&text).map_err(|e| LlmError::Json {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
         Self::from_hf_value(&value, path)
     }
 
     /// Checks an already parsed `config.json`; `path` is only used in error messages.
     pub fn from_hf_value(value: &Value, path: &Path) -> Result<Self> {
-        let obj = value.as_object().ok_or_else(|| cfg_err(path, "config is not a JSON object"))?;
-        let archs = field(obj, "architectures").ok_or_else(|| cfg_err(path, "missing field `architectures`"))?;
+        let obj = value
+            .as_object()
+            .ok_or_else(|| cfg_err(path, "config is not a JSON object"))?;
+        let archs = field(obj, "architectures")
+            .ok_or_else(|| cfg_err(path, "missing field `architectures`"))?;
         let names: Vec<&str> = match archs {
             Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
             Value::String(s) => vec![s.as_str()],
-            other => return Err(cfg_err(path, format!("field `architectures` must be a list of names, found {other}"))),
+            other => {
+                return Err(cfg_err(
+                    path,
+                    format!("field `architectures` must be a list of names, found {other}"),
+                ))
+            }
         };
         let arch = match names.as_slice() {
             ["Qwen3ForCausalLM"] => Arch::Qwen3,
             ["LlamaForCausalLM"] => Arch::Llama,
-            _ => return Err(LlmError::UnsupportedArch { path: path.to_path_buf(), found: archs.to_string() }),
+            _ => {
+                return Err(LlmError::UnsupportedArch {
+                    path: path.to_path_buf(),
+                    found: archs.to_string(),
+                })
+            }
         };
 
         let hidden = req_usize(obj, "hidden_size", path)?;
@@ -186,12 +229,15 @@ impl ModelConfig {
         if let Some(rp) = rope_params {
             check_rope_type(rp, "rope_parameters", path)?;
         }
-        let rope_theta = match field(obj, "rope_theta").or_else(|| rope_params.and_then(|rp| rp.get("rope_theta"))) {
+        let rope_theta = match field(obj, "rope_theta")
+            .or_else(|| rope_params.and_then(|rp| rp.get("rope_theta")))
+        {
             Some(v) => as_f64(v, "rope_theta", path)?,
             None => 10000.0,
         };
         let rms_eps = as_f64(
-            field(obj, "rms_norm_eps").ok_or_else(|| cfg_err(path, "missing field `rms_norm_eps`"))?,
+            field(obj, "rms_norm_eps")
+                .ok_or_else(|| cfg_err(path, "missing field `rms_norm_eps`"))?,
             "rms_norm_eps",
             path,
         )?;
@@ -204,12 +250,18 @@ impl ModelConfig {
         }
         if let Some(act) = field(obj, "hidden_act") {
             if act.as_str() != Some("silu") {
-                return Err(cfg_err(path, format!("hidden_act {act} is not supported (only \"silu\")")));
+                return Err(cfg_err(
+                    path,
+                    format!("hidden_act {act} is not supported (only \"silu\")"),
+                ));
             }
         }
         for key in ["attention_bias", "mlp_bias"] {
             if opt_bool(obj, key, path)? == Some(true) {
-                return Err(cfg_err(path, format!("`{key}: true` is not supported (no bias tensors)")));
+                return Err(cfg_err(
+                    path,
+                    format!("`{key}: true` is not supported (no bias tensors)"),
+                ));
             }
         }
         if opt_bool(obj, "use_sliding_window", path)? == Some(true) {
@@ -259,16 +311,28 @@ impl ModelConfig {
             ));
         }
         if self.head_dim % 2 != 0 {
-            return Err(format!("head_dim ({}) must be even for rotary embeddings", self.head_dim));
+            return Err(format!(
+                "head_dim ({}) must be even for rotary embeddings",
+                self.head_dim
+            ));
         }
         if u32::try_from(self.vocab).is_err() {
-            return Err(format!("vocab_size ({}) does not fit token ids in u32", self.vocab));
+            return Err(format!(
+                "vocab_size ({}) does not fit token ids in u32",
+                self.vocab
+            ));
         }
         if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
-            return Err(format!("rope_theta ({}) must be a positive number", self.rope_theta));
+            return Err(format!(
+                "rope_theta ({}) must be a positive number",
+                self.rope_theta
+            ));
         }
         if !(self.rms_eps.is_finite() && self.rms_eps >= 0.0) {
-            return Err(format!("rms_norm_eps ({}) must be a non-negative number", self.rms_eps));
+            return Err(format!(
+                "rms_norm_eps ({}) must be a non-negative number",
+                self.rms_eps
+            ));
         }
         Ok(())
     }
@@ -354,7 +418,10 @@ impl ModelConfig {
             "qwen3-0.6b" => qwen3(1024, 3072, 28, 16),
             "qwen3-4b" => qwen3(2560, 9728, 36, 32),
             _ => {
-                return Err(LlmError::UnknownSynthetic { name: name.to_string(), known: SYNTHETIC_NAMES.join(", ") })
+                return Err(LlmError::UnknownSynthetic {
+                    name: name.to_string(),
+                    known: SYNTHETIC_NAMES.join(", "),
+                })
             }
         })
     }
@@ -376,7 +443,10 @@ impl ModelConfig {
 
     /// Number of weight elements over all tensors the model stores.
     pub fn num_params(&self) -> u64 {
-        crate::weights::expected_tensors(self).iter().map(|t| t.numel() as u64).sum()
+        crate::weights::expected_tensors(self)
+            .iter()
+            .map(|t| t.numel() as u64)
+            .sum()
     }
 
     /// Bytes of all weight tensors (including norm vectors) stored in `dtype`.
@@ -438,7 +508,10 @@ mod tests {
             "bos_token_id": 1, "eos_token_id": [2, 7], "rope_scaling": null}"#;
         let c = parse(&d, text).unwrap();
         assert_eq!(c.arch, Arch::Llama);
-        assert_eq!((c.hidden, c.intermediate, c.layers, c.heads, c.kv_heads), (2048, 5632, 22, 32, 4));
+        assert_eq!(
+            (c.hidden, c.intermediate, c.layers, c.heads, c.kv_heads),
+            (2048, 5632, 22, 32, 4)
+        );
         assert_eq!(c.head_dim, 64, "head_dim defaults to hidden / heads");
         assert_eq!(c.rope_theta, 10000.0, "rope_theta defaults to 10000");
         assert!(!c.tied_embeddings, "tie_word_embeddings defaults to false");
@@ -449,7 +522,10 @@ mod tests {
         assert_eq!(c.kv_heads, 32);
         // rope_theta inside rope_parameters (newer transformers)
         let t = edit(text, |o| {
-            o.insert("rope_parameters".into(), serde_json::json!({"rope_type": "default", "rope_theta": 500000.0}));
+            o.insert(
+                "rope_parameters".into(),
+                serde_json::json!({"rope_type": "default", "rope_theta": 500000.0}),
+            );
         });
         assert_eq!(parse(&d, &t).unwrap().rope_theta, 500000.0);
     }
@@ -465,27 +541,61 @@ mod tests {
             }
         };
         check(
-            edit(QWEN3_06B, |o| drop(o.insert("architectures".into(), serde_json::json!(["MistralForCausalLM"])))),
+            edit(QWEN3_06B, |o| {
+                drop(o.insert(
+                    "architectures".into(),
+                    serde_json::json!(["MistralForCausalLM"]),
+                ))
+            }),
             &["unsupported architecture", "MistralForCausalLM"],
         );
-        check(edit(QWEN3_06B, |o| drop(o.remove("hidden_size"))), &["missing field `hidden_size`"]);
-        check(edit(QWEN3_06B, |o| drop(o.remove("architectures"))), &["missing field `architectures`"]);
         check(
-            edit(QWEN3_06B, |o| drop(o.insert("num_key_value_heads".into(), 3.into()))),
-            &["num_attention_heads (16)", "num_key_value_heads (3)"],
+            edit(QWEN3_06B, |o| drop(o.remove("hidden_size"))),
+            &["missing field `hidden_size`"],
         );
-        check(edit(QWEN3_06B, |o| drop(o.insert("vocab_size".into(), "big".into()))), &["vocab_size", "\"big\""]);
+        check(
+            edit(QWEN3_06B, |o| drop(o.remove("architectures"))),
+            &["missing field `architectures`"],
+        );
         check(
             edit(QWEN3_06B, |o| {
-                o.insert("rope_scaling".into(), serde_json::json!({"rope_type": "llama3", "factor": 8.0}));
+                drop(o.insert("num_key_value_heads".into(), 3.into()))
+            }),
+            &["num_attention_heads (16)", "num_key_value_heads (3)"],
+        );
+        check(
+            edit(QWEN3_06B, |o| {
+                drop(o.insert("vocab_size".into(), "big".into()))
+            }),
+            &["vocab_size", "\"big\""],
+        );
+        check(
+            edit(QWEN3_06B, |o| {
+                o.insert(
+                    "rope_scaling".into(),
+                    serde_json::json!({"rope_type": "llama3", "factor": 8.0}),
+                );
             }),
             &["llama3", "not supported"],
         );
-        check(edit(QWEN3_06B, |o| drop(o.insert("attention_bias".into(), true.into()))), &["attention_bias"]);
-        check(edit(QWEN3_06B, |o| drop(o.insert("head_dim".into(), 7.into()))), &["head_dim (7)"]);
+        check(
+            edit(QWEN3_06B, |o| {
+                drop(o.insert("attention_bias".into(), true.into()))
+            }),
+            &["attention_bias"],
+        );
+        check(
+            edit(QWEN3_06B, |o| drop(o.insert("head_dim".into(), 7.into()))),
+            &["head_dim (7)"],
+        );
         check("{\"architectures\": [".into(), &["invalid JSON"]);
-        let m = ModelConfig::from_hf_json(d.join("missing.json")).unwrap_err().to_string();
-        assert!(m.contains("missing.json") && m.contains("cannot read"), "{m}");
+        let m = ModelConfig::from_hf_json(d.join("missing.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.contains("missing.json") && m.contains("cannot read"),
+            "{m}"
+        );
         let m = ModelConfig::synthetic("qwen9").unwrap_err().to_string();
         assert!(m.contains("qwen9") && m.contains("tiny"), "{m}");
     }
@@ -507,10 +617,19 @@ mod tests {
         assert_eq!(q06.weight_bytes(DType::F16), 1_192_097_792 + 2 * 1024);
         let q4 = ModelConfig::synthetic("qwen3-4b").unwrap();
         assert_eq!(q4.weight_bytes(DType::F16), 8_044_931_072 + 2 * 2560);
-        assert_eq!(q4.weight_bytes(DType::F32), 2 * q4.weight_bytes(DType::BF16));
+        assert_eq!(
+            q4.weight_bytes(DType::F32),
+            2 * q4.weight_bytes(DType::BF16)
+        );
         let tiny = ModelConfig::synthetic("tiny").unwrap();
         // embed 256*64 + 2 layers * (2*64 + 64*64 + 2*32*64 + 64*64 + 2*16 + 3*192*64) + 64
-        assert_eq!(tiny.num_params(), 256 * 64 + 2 * (128 + 4096 + 4096 + 4096 + 32 + 3 * 192 * 64) + 64);
-        assert_eq!(q06.kv_cache_bytes(4096, DType::F16), 2 * 28 * 1024 * 4096 * 2);
+        assert_eq!(
+            tiny.num_params(),
+            256 * 64 + 2 * (128 + 4096 + 4096 + 4096 + 32 + 3 * 192 * 64) + 64
+        );
+        assert_eq!(
+            q06.kv_cache_bytes(4096, DType::F16),
+            2 * 28 * 1024 * 4096 * 2
+        );
     }
 }

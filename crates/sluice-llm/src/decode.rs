@@ -51,13 +51,22 @@ pub struct Decoder<'m> {
 
 impl<'m> Decoder<'m> {
     /// Prepares decoding; in replay mode captures, schedules and records the step.
-    pub fn new(model: &'m GpuModel, mode: Mode, graph: GraphOptions) -> Result<Decoder<'m>, LlmError> {
+    pub fn new(
+        model: &'m GpuModel,
+        mode: Mode,
+        graph: GraphOptions,
+    ) -> Result<Decoder<'m>, LlmError> {
         let t = Instant::now();
         let replay = match mode {
             Mode::Direct => None,
             Mode::Replay => Some(Self::graph(model, graph)?.record()?),
         };
-        Ok(Decoder { model, mode, replay, record_us: t.elapsed().as_secs_f64() * 1e6 })
+        Ok(Decoder {
+            model,
+            mode,
+            replay,
+            record_us: t.elapsed().as_secs_f64() * 1e6,
+        })
     }
 
     /// The captured step as a scheduled graph (for dumps and profiles).
@@ -102,7 +111,9 @@ impl<'m> Decoder<'m> {
     /// queueing all of them before reading the `n` chosen tokens back.
     pub fn run_greedy(&self, token: u32, pos: usize, n: usize) -> Result<Vec<u32>, LlmError> {
         if pos + n >= self.model.context() {
-            return Err(LlmError::ContextFull { context: self.model.context() });
+            return Err(LlmError::ContextFull {
+                context: self.model.context(),
+            });
         }
         self.model.set_params(token, pos)?;
         for _ in 0..n {

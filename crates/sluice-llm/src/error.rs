@@ -118,6 +118,10 @@ pub type Result<T> = std::result::Result<T, LlmError>;
 impl LlmError {
     /// An [`LlmError::Io`] for `path`.
     pub fn io(path: impl Into<PathBuf>, op: &'static str, source: std::io::Error) -> Self {
-        LlmError::Io { path: path.into(), op, source }
+        LlmError::Io {
+            path: path.into(),
+            op,
+            source,
+        }
     }
 }

@@ -46,11 +46,22 @@ pub struct GpuOptions {
     /// Fold the q/k norm, rotary embedding and KV append into the attention kernel: one
     /// dispatch and one barrier less per layer. Default true.
     pub fuse_attention: bool,
+    /// Threads per output row in the matvec kernels (32, 64, 128 or 256); `None` picks by
+    /// row length (`sluice_kernels::matvec_threads_per_row`). Default `None`.
+    pub matvec_threads_per_row: Option<u32>,
 }
 
 impl Default for GpuOptions {
     fn default() -> Self {
-        GpuOptions { context: 4352, weight_dtype: WeightDtype::F16, fuse_gate_up: true, attention_chunk: 256, fuse_norm: true, fuse_attention: true }
+        GpuOptions {
+            context: 4352,
+            weight_dtype: WeightDtype::F16,
+            fuse_gate_up: true,
+            attention_chunk: 256,
+            fuse_norm: true,
+            fuse_attention: true,
+            matvec_threads_per_row: None,
+        }
     }
 }
 
@@ -154,10 +165,25 @@ impl GpuModel {
     ) -> Result<GpuModel, LlmError> {
         let c = config;
         if c.head_dim % 2 != 0 || c.head_dim > 256 {
-            return Err(LlmError::InvalidArgument(format!("head_dim {} is not supported (must be even and <= 256)", c.head_dim)));
+            return Err(LlmError::InvalidArgument(format!(
+                "head_dim {} is not supported (must be even and <= 256)",
+                c.head_dim
+            )));
+        }
+        if let Some(t) = options.matvec_threads_per_row {
+            if !(t.is_power_of_two() && (32..=256).contains(&t) && t >= device.info().subgroup_size)
+            {
+                return Err(LlmError::InvalidArgument(format!(
+                    "matvec threads per row {t}: must be a power of two in 32..=256 and at least the subgroup size {}",
+                    device.info().subgroup_size
+                )));
+            }
         }
         if options.attention_chunk == 0 || options.attention_chunk > 256 {
-            return Err(LlmError::InvalidArgument(format!("attention chunk {} must be in 1..=256", options.attention_chunk)));
+            return Err(LlmError::InvalidArgument(format!(
+                "attention chunk {} must be in 1..=256",
+                options.attention_chunk
+            )));
         }
         let dt = options.weight_dtype;
         let total = crate::gpu::weight_bytes(c, dt);
@@ -182,8 +208,12 @@ impl GpuModel {
         let mut packed = |name: &str, rows: usize, cols: usize| -> Result<Vec<u8>, LlmError> {
             let data = tensor(name)?;
             let packed: Vec<u8> = match data {
-                TensorData::Raw { dtype, bytes } if dtype == dt && cols % 8 == 0 => bytes.into_owned(),
-                TensorData::Raw { dtype, bytes } => k::pack_weights(dt, rows, cols, &k::unpack_to_f32(dtype, &bytes)),
+                TensorData::Raw { dtype, bytes } if dtype == dt && cols % 8 == 0 => {
+                    bytes.into_owned()
+                }
+                TensorData::Raw { dtype, bytes } => {
+                    k::pack_weights(dt, rows, cols, &k::unpack_to_f32(dtype, &bytes))
+                }
                 TensorData::F32(v) => k::pack_weights(dt, rows, cols, &v),
             };
             let want = rows * cols.div_ceil(8) * 8 * dt.bytes();
@@ -197,10 +227,19 @@ impl GpuModel {
             progress(done, total);
             Ok(packed)
         };
-        let upload = |name: &str, bytes: &[u8], rows: usize, cols: usize| -> Result<Matrix, LlmError> {
-            let buffer = device.create_buffer(name, bytes.len() as u64, ResourceClass::ReadOnlyWeight)?;
+        let upload = |name: &str,
+                      bytes: &[u8],
+                      rows: usize,
+                      cols: usize|
+         -> Result<Matrix, LlmError> {
+            let buffer =
+                device.create_buffer(name, bytes.len() as u64, ResourceClass::ReadOnlyWeight)?;
             buffer.write_bytes(0, bytes)?;
-            Ok(Matrix { buffer, rows: rows as u32, cols: cols as u32 })
+            Ok(Matrix {
+                buffer,
+                rows: rows as u32,
+                cols: cols as u32,
+            })
         };
         let (h, hd, nh, nkv, inter) = (c.hidden, c.head_dim, c.heads, c.kv_heads, c.intermediate);
         let embed_name = "model.embed_tokens.weight";
@@ -213,8 +252,15 @@ impl GpuModel {
             let row_bytes = h.div_ceil(8) * 8 * dt.bytes();
             let mut qkv = Vec::with_capacity(qkv_rows(c) * row_bytes);
             for (part, rows) in [("q", nh * hd), ("k", nkv * hd), ("v", nkv * hd)] {
-                qkv.extend(packed(&format!("{p}self_attn.{part}_proj.weight"), rows, h)?);
-                qkv.resize(qkv.len() + (rows.next_multiple_of(QKV_ALIGN) - rows) * row_bytes, 0);
+                qkv.extend(packed(
+                    &format!("{p}self_attn.{part}_proj.weight"),
+                    rows,
+                    h,
+                )?);
+                qkv.resize(
+                    qkv.len() + (rows.next_multiple_of(QKV_ALIGN) - rows) * row_bytes,
+                    0,
+                );
             }
             let qkv = upload(&format!("{p}self_attn.qkv"), &qkv, qkv_rows(c), h)?;
             let mut matrix = |name: String, rows: usize, cols: usize| -> Result<Matrix, LlmError> {
@@ -232,7 +278,12 @@ impl GpuModel {
         let lm_head = if c.tied_embeddings {
             None
         } else {
-            Some(upload("lm_head.weight", &packed("lm_head.weight", c.vocab, h)?, c.vocab, h)?)
+            Some(upload(
+                "lm_head.weight",
+                &packed("lm_head.weight", c.vocab, h)?,
+                c.vocab,
+                h,
+            )?)
         };
         drop(packed);
         let mut vector = |name: &str, n: usize| -> Result<Buffer, LlmError> {
@@ -241,11 +292,15 @@ impl GpuModel {
                 TensorData::F32(v) => v,
             };
             if v.len() != n {
-                return Err(LlmError::InvalidArgument(format!("tensor {name:?} has {} values, expected {n}", v.len())));
+                return Err(LlmError::InvalidArgument(format!(
+                    "tensor {name:?} has {} values, expected {n}",
+                    v.len()
+                )));
             }
             let mut v = v;
             v.resize(n.next_multiple_of(8), 0.0);
-            let b = device.create_buffer(name, (v.len() * 4) as u64, ResourceClass::ReadOnlyWeight)?;
+            let b =
+                device.create_buffer(name, (v.len() * 4) as u64, ResourceClass::ReadOnlyWeight)?;
             b.write_bytes(0, f32_bytes(&v))?;
             Ok(b)
         };
@@ -263,16 +318,32 @@ impl GpuModel {
             let qwen = c.arch == Arch::Qwen3;
             layers.push(Layer {
                 attn_norm: vector(&format!("{p}input_layernorm.weight"), h)?,
-                q_norm: if qwen { Some(vector(&format!("{p}self_attn.q_norm.weight"), hd)?) } else { None },
-                k_norm: if qwen { Some(vector(&format!("{p}self_attn.k_norm.weight"), hd)?) } else { None },
+                q_norm: if qwen {
+                    Some(vector(&format!("{p}self_attn.q_norm.weight"), hd)?)
+                } else {
+                    None
+                },
+                k_norm: if qwen {
+                    Some(vector(&format!("{p}self_attn.k_norm.weight"), hd)?)
+                } else {
+                    None
+                },
                 mlp_norm: vector(&format!("{p}post_attention_layernorm.weight"), h)?,
                 qkv,
                 o,
                 gate,
                 up,
                 down,
-                k_cache: device.create_buffer(&format!("kv.{i}.k"), kv_bytes, ResourceClass::AppendOnlyKv)?,
-                v_cache: device.create_buffer(&format!("kv.{i}.v"), kv_bytes, ResourceClass::AppendOnlyKv)?,
+                k_cache: device.create_buffer(
+                    &format!("kv.{i}.k"),
+                    kv_bytes,
+                    ResourceClass::AppendOnlyKv,
+                )?,
+                v_cache: device.create_buffer(
+                    &format!("kv.{i}.v"),
+                    kv_bytes,
+                    ResourceClass::AppendOnlyKv,
+                )?,
             });
         }
         let final_norm = vector("model.norm.weight", h)?;
@@ -282,7 +353,11 @@ impl GpuModel {
             xn: f32_buf("xn", h.max(nh * hd), ResourceClass::TokenScratch)?,
             qkv: f32_buf("qkv", qkv_rows(c), ResourceClass::TokenScratch)?,
             attn: f32_buf("attn", nh * hd, ResourceClass::TokenScratch)?,
-            partial: f32_buf("attn.partial", nh * splits as usize * (hd + 2), ResourceClass::TokenScratch)?,
+            partial: f32_buf(
+                "attn.partial",
+                nh * splits as usize * (hd + 2),
+                ResourceClass::TokenScratch,
+            )?,
             h: f32_buf("mlp.h", inter, ResourceClass::TokenScratch)?,
             g: f32_buf("mlp.g", inter, ResourceClass::TokenScratch)?,
             u: f32_buf("mlp.u", inter, ResourceClass::TokenScratch)?,
@@ -294,9 +369,17 @@ impl GpuModel {
         };
         progress(total, total);
         let params = device.create_buffer("params", 16, ResourceClass::Generic)?;
-        let logits = device.create_buffer("logits", (c.vocab * 4) as u64, ResourceClass::PersistentOutput)?;
+        let logits = device.create_buffer(
+            "logits",
+            (c.vocab * 4) as u64,
+            ResourceClass::PersistentOutput,
+        )?;
         let result = device.create_buffer("next_token", 8, ResourceClass::PersistentOutput)?;
-        let tokens = device.create_buffer("tokens", (options.context * 4) as u64, ResourceClass::PersistentOutput)?;
+        let tokens = device.create_buffer(
+            "tokens",
+            (options.context * 4) as u64,
+            ResourceClass::PersistentOutput,
+        )?;
         device.synchronize()?;
         Ok(GpuModel {
             device: device.clone(),
@@ -335,7 +418,10 @@ impl GpuModel {
     pub fn weight_bytes(&self) -> u64 {
         let mut n = self.embed.buffer.size() / self.embed.rows as u64; // one embedding row
         for l in &self.layers {
-            n += [&l.qkv, &l.o, &l.gate, &l.up, &l.down].iter().map(|m| m.buffer.size()).sum::<u64>();
+            n += [&l.qkv, &l.o, &l.gate, &l.up, &l.down]
+                .iter()
+                .map(|m| m.buffer.size())
+                .sum::<u64>();
         }
         n + self.lm_head.as_ref().unwrap_or(&self.embed).buffer.size()
     }
@@ -343,34 +429,71 @@ impl GpuModel {
     /// Writes the per-token params: the input token and its position.
     pub fn set_params(&self, token: u32, pos: usize) -> Result<(), LlmError> {
         if pos >= self.options.context {
-            return Err(LlmError::ContextFull { context: self.options.context });
+            return Err(LlmError::ContextFull {
+                context: self.options.context,
+            });
         }
         if token as usize >= self.config.vocab {
-            return Err(LlmError::InvalidArgument(format!("token id {token} is outside the vocabulary of {}", self.config.vocab)));
+            return Err(LlmError::InvalidArgument(format!(
+                "token id {token} is outside the vocabulary of {}",
+                self.config.vocab
+            )));
         }
-        self.params.write(0, &[token, pos as u32, pos as u32 + 1, 0])?;
+        self.params
+            .write(0, &[token, pos as u32, pos as u32 + 1, 0])?;
         Ok(())
     }
 
-    fn matvec(&self, enc: &mut Encoder, m: &Matrix, x: &Buffer, y: &Buffer, accumulate: bool) -> sluice::Result<()> {
+    fn matvec(
+        &self,
+        enc: &mut Encoder,
+        m: &Matrix,
+        x: &Buffer,
+        y: &Buffer,
+        accumulate: bool,
+    ) -> sluice::Result<()> {
         let push = k::MatvecPush {
             rows: m.rows,
             cols: m.cols,
             stride8: m.stride8(),
             accumulate: accumulate as u32,
             eps: 0.0,
-            _pad: [0; 3],
+            threads_per_row: self.tpr(),
+            _pad: [0; 2],
         };
         enc.dispatch(
             &self.kernels.matvec,
-            k::matvec_groups(m.rows, m.cols),
-            &[m.buffer.slice(..), x.slice(0..m.stride8() as u64 * 32), y.slice(0..m.rows as u64 * 4)],
+            self.matvec_groups(m),
+            &[
+                m.buffer.slice(..),
+                x.slice(0..m.stride8() as u64 * 32),
+                y.slice(0..m.rows as u64 * 4),
+            ],
             &push,
         )
     }
 
+    /// The threads-per-row override (0 = the kernels' rule).
+    fn tpr(&self) -> u32 {
+        self.options.matvec_threads_per_row.unwrap_or(0)
+    }
+
+    fn matvec_groups(&self, m: &Matrix) -> [u32; 3] {
+        match self.options.matvec_threads_per_row {
+            Some(t) => k::matvec_groups_for(m.rows, t),
+            None => k::matvec_groups(m.rows, m.cols),
+        }
+    }
+
     /// `y = W · rmsnorm(x) * norm_w` in one dispatch, or norm + matvec when unfused.
-    fn norm_matvec(&self, enc: &mut Encoder, m: &Matrix, x: &Buffer, norm_w: &Buffer, y: &Buffer) -> sluice::Result<()> {
+    fn norm_matvec(
+        &self,
+        enc: &mut Encoder,
+        m: &Matrix,
+        x: &Buffer,
+        norm_w: &Buffer,
+        y: &Buffer,
+    ) -> sluice::Result<()> {
         if !self.options.fuse_norm {
             self.rmsnorm(enc, x, norm_w, &self.scratch.xn, m.cols as usize)?;
             return self.matvec(enc, m, &self.scratch.xn, y, false);
@@ -381,20 +504,43 @@ impl GpuModel {
             stride8: m.stride8(),
             accumulate: 0,
             eps: self.config.rms_eps,
-            _pad: [0; 3],
+            threads_per_row: self.tpr(),
+            _pad: [0; 2],
         };
         enc.dispatch(
             &self.kernels.matvec_norm,
-            k::matvec_groups(m.rows, m.cols),
-            &[m.buffer.slice(..), x.slice(0..m.stride8() as u64 * 32), norm_w.slice(..), y.slice(0..m.rows as u64 * 4)],
+            self.matvec_groups(m),
+            &[
+                m.buffer.slice(..),
+                x.slice(0..m.stride8() as u64 * 32),
+                norm_w.slice(..),
+                y.slice(0..m.rows as u64 * 4),
+            ],
             &push,
         )
     }
 
-    fn rmsnorm(&self, enc: &mut Encoder, x: &Buffer, w: &Buffer, y: &Buffer, n: usize) -> sluice::Result<()> {
-        let push = k::RmsNormPush { n: n as u32, rows: 1, eps: self.config.rms_eps, _pad: 0 };
+    fn rmsnorm(
+        &self,
+        enc: &mut Encoder,
+        x: &Buffer,
+        w: &Buffer,
+        y: &Buffer,
+        n: usize,
+    ) -> sluice::Result<()> {
+        let push = k::RmsNormPush {
+            n: n as u32,
+            rows: 1,
+            eps: self.config.rms_eps,
+            _pad: 0,
+        };
         let bytes = n as u64 * 4;
-        enc.dispatch(&self.kernels.rmsnorm, [1, 1, 1], &[x.slice(0..bytes), w.slice(..), y.slice(0..bytes)], &push)
+        enc.dispatch(
+            &self.kernels.rmsnorm,
+            [1, 1, 1],
+            &[x.slice(0..bytes), w.slice(..), y.slice(0..bytes)],
+            &push,
+        )
     }
 
     /// Records one decode step (params must hold the token and position): logits into
@@ -406,15 +552,28 @@ impl GpuModel {
         let (nh, nkv) = (c.heads as u32, c.kv_heads as u32);
         let (q_at, k_at, v_at) = qkv_offsets(c);
         let f = 4u64;
-        let q = s.qkv.slice(q_at * f..(q_at + c.heads as u64 * hd as u64) * f);
-        let k = s.qkv.slice(k_at * f..(k_at + c.kv_heads as u64 * hd as u64) * f);
-        let v = s.qkv.slice(v_at * f..(v_at + c.kv_heads as u64 * hd as u64) * f);
+        let q = s
+            .qkv
+            .slice(q_at * f..(q_at + c.heads as u64 * hd as u64) * f);
+        let k = s
+            .qkv
+            .slice(k_at * f..(k_at + c.kv_heads as u64 * hd as u64) * f);
+        let v = s
+            .qkv
+            .slice(v_at * f..(v_at + c.kv_heads as u64 * hd as u64) * f);
         enc.set_label("embed");
         enc.dispatch(
             &self.kernels.embed,
             k::embed_groups(h as u32),
-            &[self.params.slice(..), self.embed.buffer.slice(..), s.x.slice(..)],
-            &k::EmbedPush { cols: h as u32, stride8: self.embed.stride8() },
+            &[
+                self.params.slice(..),
+                self.embed.buffer.slice(..),
+                s.x.slice(..),
+            ],
+            &k::EmbedPush {
+                cols: h as u32,
+                stride8: self.embed.stride8(),
+            },
         )?;
         let rope = k::QkRopePush {
             heads: nh,
@@ -493,7 +652,13 @@ impl GpuModel {
                 enc.dispatch(
                     &self.kernels.attn_split,
                     [self.splits, nh, 1],
-                    &[self.params.slice(..), q, l.k_cache.slice(..), l.v_cache.slice(..), s.partial.slice(..)],
+                    &[
+                        self.params.slice(..),
+                        q,
+                        l.k_cache.slice(..),
+                        l.v_cache.slice(..),
+                        s.partial.slice(..),
+                    ],
                     &attn,
                 )?;
             }
@@ -513,11 +678,12 @@ impl GpuModel {
                     stride8: l.gate.stride8(),
                     accumulate: 0,
                     eps: c.rms_eps,
-                    _pad: [0; 3],
+                    threads_per_row: self.tpr(),
+                    _pad: [0; 2],
                 };
                 enc.dispatch(
                     &self.kernels.matvec_silu_norm,
-                    k::matvec_groups(l.gate.rows, l.gate.cols),
+                    self.matvec_groups(&l.gate),
                     &[
                         l.gate.buffer.slice(..),
                         l.up.buffer.slice(..),
@@ -535,12 +701,18 @@ impl GpuModel {
                     stride8: l.gate.stride8(),
                     accumulate: 0,
                     eps: 0.0,
-                    _pad: [0; 3],
+                    threads_per_row: self.tpr(),
+                    _pad: [0; 2],
                 };
                 enc.dispatch(
                     &self.kernels.matvec_silu,
-                    k::matvec_groups(l.gate.rows, l.gate.cols),
-                    &[l.gate.buffer.slice(..), l.up.buffer.slice(..), s.xn.slice(0..l.gate.stride8() as u64 * 32), s.h.slice(..)],
+                    self.matvec_groups(&l.gate),
+                    &[
+                        l.gate.buffer.slice(..),
+                        l.up.buffer.slice(..),
+                        s.xn.slice(0..l.gate.stride8() as u64 * 32),
+                        s.h.slice(..),
+                    ],
                     &push,
                 )?;
             } else {
@@ -551,30 +723,49 @@ impl GpuModel {
                     &self.kernels.silu_mul,
                     [k::groups_for(c.intermediate as u32, 256), 1, 1],
                     &[s.g.slice(..), s.u.slice(..), s.h.slice(..)],
-                    &k::CountPush { n: c.intermediate as u32 },
+                    &k::CountPush {
+                        n: c.intermediate as u32,
+                    },
                 )?;
             }
             label(enc, "mlp.down");
             self.matvec(enc, &l.down, &s.h, &s.x, true)?;
         }
         enc.set_label("lm_head");
-        self.norm_matvec(enc, self.lm_head.as_ref().unwrap_or(&self.embed), &s.x, &self.final_norm, &self.logits)?;
+        self.norm_matvec(
+            enc,
+            self.lm_head.as_ref().unwrap_or(&self.embed),
+            &s.x,
+            &self.final_norm,
+            &self.logits,
+        )?;
         enc.set_label("argmax");
         enc.dispatch(
             &self.kernels.argmax,
             [1, 1, 1],
-            &[self.logits.slice(..), self.result.slice(..), self.params.slice(..)],
+            &[
+                self.logits.slice(..),
+                self.result.slice(..),
+                self.params.slice(..),
+            ],
             &k::ArgmaxPush { n: c.vocab as u32 },
         )?;
         enc.set_label("advance");
-        enc.dispatch(&self.kernels.advance, [1, 1, 1], &[self.params.slice(..), self.tokens.slice(..)], &())?;
+        enc.dispatch(
+            &self.kernels.advance,
+            [1, 1, 1],
+            &[self.params.slice(..), self.tokens.slice(..)],
+            &(),
+        )?;
         Ok(())
     }
 
     /// Tokens the GPU chose for positions `from..to` (waits for their writers).
     pub fn gpu_tokens(&self, from: usize, to: usize) -> Result<Vec<u32>, LlmError> {
         if to > self.options.context || from > to {
-            return Err(LlmError::ContextFull { context: self.options.context });
+            return Err(LlmError::ContextFull {
+                context: self.options.context,
+            });
         }
         Ok(self.tokens.read::<u32>(from as u64 * 4, to - from)?)
     }
@@ -605,7 +796,9 @@ const QKV_ALIGN: usize = 64;
 
 /// Rows of the stacked qkv matrix.
 fn qkv_rows(c: &ModelConfig) -> usize {
-    (c.heads * c.head_dim).next_multiple_of(QKV_ALIGN) + (c.kv_heads * c.head_dim).next_multiple_of(QKV_ALIGN) + c.kv_heads * c.head_dim
+    (c.heads * c.head_dim).next_multiple_of(QKV_ALIGN)
+        + (c.kv_heads * c.head_dim).next_multiple_of(QKV_ALIGN)
+        + c.kv_heads * c.head_dim
 }
 
 /// First row of q, k and v in the stacked matrix.
@@ -626,11 +819,19 @@ pub fn weight_bytes(config: &ModelConfig, dtype: WeightDtype) -> u64 {
         + m(c.hidden, c.intermediate)
         + ((2 * c.hidden + 2 * c.head_dim) * 4) as u64;
     let embed = m(c.vocab, c.hidden);
-    embed + c.layers as u64 * per_layer + if c.tied_embeddings { 0 } else { embed } + (c.hidden * 4) as u64
+    embed
+        + c.layers as u64 * per_layer
+        + if c.tied_embeddings { 0 } else { embed }
+        + (c.hidden * 4) as u64
 }
 
 /// Fails before any upload when the model cannot fit in device memory.
-fn check_fits(device: &Device, c: &ModelConfig, o: &GpuOptions, weights: u64) -> Result<(), LlmError> {
+fn check_fits(
+    device: &Device,
+    c: &ModelConfig,
+    o: &GpuOptions,
+    weights: u64,
+) -> Result<(), LlmError> {
     let kv = (2 * c.layers * c.kv_heads * o.context * c.head_dim * 2) as u64;
     let scratch = ((c.vocab + 4 * c.intermediate + 8 * c.hidden) * 4) as u64;
     let needed = weights + kv + scratch;
@@ -638,11 +839,19 @@ fn check_fits(device: &Device, c: &ModelConfig, o: &GpuOptions, weights: u64) ->
         .heaps()
         .iter()
         .filter(|h| h.device_local)
-        .map(|h| h.budget.unwrap_or(h.size).saturating_sub(h.usage.unwrap_or(0)))
+        .map(|h| {
+            h.budget
+                .unwrap_or(h.size)
+                .saturating_sub(h.usage.unwrap_or(0))
+        })
         .max()
         .unwrap_or(0);
     if needed > available {
-        return Err(LlmError::DoesNotFit { needed, available, device: device.info().name.clone() });
+        return Err(LlmError::DoesNotFit {
+            needed,
+            available,
+            device: device.info().name.clone(),
+        });
     }
     Ok(())
 }

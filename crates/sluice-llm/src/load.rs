@@ -26,7 +26,11 @@ pub struct LoadOptions {
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { dtype: None, gpu: GpuOptions::default(), seed: DEFAULT_SEED }
+        LoadOptions {
+            dtype: None,
+            gpu: GpuOptions::default(),
+            seed: DEFAULT_SEED,
+        }
     }
 }
 
@@ -78,39 +82,64 @@ pub fn open_model(
         let config = ModelConfig::synthetic(name)?;
         let dtype = options.dtype.unwrap_or(WeightDtype::F16);
         let specs = expected_tensors(&config);
-        let gpu = GpuOptions { weight_dtype: dtype, ..options.gpu.clone() };
+        let gpu = GpuOptions {
+            weight_dtype: dtype,
+            ..options.gpu.clone()
+        };
         let model = GpuModel::load(
             device,
             &config,
             gpu,
             |tensor| {
-                let spec = specs.iter().find(|s| s.name == tensor).ok_or_else(|| LlmError::MissingTensor {
-                    path: format!("synthetic:{name}").into(),
-                    tensor: tensor.to_string(),
+                let spec = specs.iter().find(|s| s.name == tensor).ok_or_else(|| {
+                    LlmError::MissingTensor {
+                        path: format!("synthetic:{name}").into(),
+                        tensor: tensor.to_string(),
+                    }
                 })?;
                 let bytes = synthetic_tensor_bytes(&config, options.seed, spec, file_dtype(dtype));
-                Ok(TensorData::Raw { dtype, bytes: Cow::Owned(bytes) })
+                Ok(TensorData::Raw {
+                    dtype,
+                    bytes: Cow::Owned(bytes),
+                })
             },
             progress,
         )?;
-        return Ok(Loaded { model, dtype: dtype.name().into(), tokenizer: None });
+        return Ok(Loaded {
+            model,
+            dtype: dtype.name().into(),
+            tokenizer: None,
+        });
     }
     let files = ModelFiles::open(spec)?;
     check_model_files(&files)?;
     let config = files.config().clone();
     let stored = files.tensor("model.embed_tokens.weight")?.dtype;
     let dtype = options.dtype.unwrap_or(weight_dtype(stored));
-    let gpu = GpuOptions { weight_dtype: dtype, ..options.gpu.clone() };
+    let gpu = GpuOptions {
+        weight_dtype: dtype,
+        ..options.gpu.clone()
+    };
     let model = GpuModel::load(
         device,
         &config,
         gpu,
         |name| {
             let view = files.tensor(name)?;
-            Ok(TensorData::Raw { dtype: weight_dtype(view.dtype), bytes: Cow::Borrowed(view.bytes) })
+            Ok(TensorData::Raw {
+                dtype: weight_dtype(view.dtype),
+                bytes: Cow::Borrowed(view.bytes),
+            })
         },
         progress,
     )?;
-    let tokenizer = files.tokenizer_path().map(Tokenizer::from_file).transpose()?;
-    Ok(Loaded { model, dtype: dtype.name().into(), tokenizer })
+    let tokenizer = files
+        .tokenizer_path()
+        .map(Tokenizer::from_file)
+        .transpose()?;
+    Ok(Loaded {
+        model,
+        dtype: dtype.name().into(),
+        tokenizer,
+    })
 }

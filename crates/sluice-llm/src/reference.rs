@@ -7,14 +7,19 @@ use std::collections::HashMap;
 use crate::config::ModelConfig;
 use crate::error::{LlmError, Result};
 use crate::safetensors::{DType, ModelFiles};
-use crate::weights::{expected_tensors, layer_tensor, load_f32, synthetic_f32, EMBED, FINAL_NORM, LM_HEAD};
+use crate::weights::{
+    expected_tensors, layer_tensor, load_f32, synthetic_f32, EMBED, FINAL_NORM, LM_HEAD,
+};
 
 /// RMSNorm: `x * 1/sqrt(mean(x²) + eps) * w`, element-wise; `w.len() == x.len()`.
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     assert_eq!(x.len(), w.len(), "rms_norm: x and weight lengths differ");
     let ms = x.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / x.len().max(1) as f64;
     let inv = 1.0 / (ms + eps as f64).sqrt();
-    x.iter().zip(w).map(|(&v, &g)| (v as f64 * inv) as f32 * g).collect()
+    x.iter()
+        .zip(w)
+        .map(|(&v, &g)| (v as f64 * inv) as f32 * g)
+        .collect()
 }
 
 /// Dot product accumulated in f64.
@@ -37,7 +42,11 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// `y = W x` for a row-major `W` of shape `[w.len() / x.len(), x.len()]`; large products use all cores.
 pub fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
     let cols = x.len();
-    assert!(cols > 0 && w.len() % cols == 0, "matvec: weight length {} is not a multiple of {cols}", w.len());
+    assert!(
+        cols > 0 && w.len() % cols == 0,
+        "matvec: weight length {} is not a multiple of {cols}",
+        w.len()
+    );
     let rows = w.len() / cols;
     let mut y = vec![0f32; rows];
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -64,7 +73,11 @@ pub fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
 /// Rotary embedding in HF layout, in place, on every `head_dim`-wide head of `x`: for
 /// `i < head_dim/2` the pair `(i, i + head_dim/2)` is rotated by `pos · theta^(-2i/head_dim)`.
 pub fn rope_inplace(x: &mut [f32], head_dim: usize, pos: usize, theta: f32) {
-    assert!(head_dim % 2 == 0 && x.len() % head_dim == 0, "rope: bad head_dim {head_dim} for length {}", x.len());
+    assert!(
+        head_dim % 2 == 0 && x.len() % head_dim == 0,
+        "rope: bad head_dim {head_dim} for length {}",
+        x.len()
+    );
     let half = head_dim / 2;
     for head in x.chunks_exact_mut(head_dim) {
         for i in 0..half {
@@ -109,8 +122,14 @@ pub fn attention(
     head_dim: usize,
 ) -> Vec<f32> {
     let kv_dim = kv_heads * head_dim;
-    assert!(q.len() == heads * head_dim && heads % kv_heads == 0, "attention: bad head counts");
-    assert!(k_cache.len() >= seq_len * kv_dim && v_cache.len() >= seq_len * kv_dim, "attention: cache too short");
+    assert!(
+        q.len() == heads * head_dim && heads % kv_heads == 0,
+        "attention: bad head counts"
+    );
+    assert!(
+        k_cache.len() >= seq_len * kv_dim && v_cache.len() >= seq_len * kv_dim,
+        "attention: cache too short"
+    );
     let group = heads / kv_heads;
     let scale = 1.0 / (head_dim as f64).sqrt();
     let mut out = vec![0f32; heads * head_dim];
@@ -165,7 +184,10 @@ pub struct CpuModel {
 
 impl std::fmt::Debug for CpuModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CpuModel").field("cfg", &self.cfg).field("pos", &self.pos).finish()
+        f.debug_struct("CpuModel")
+            .field("cfg", &self.cfg)
+            .field("pos", &self.pos)
+            .finish()
     }
 }
 
@@ -173,7 +195,8 @@ impl CpuModel {
     /// Builds the model from f32 tensors by HF name (as [`crate::weights::expected_tensors`]
     /// lists them); a missing tensor or a wrong element count is an error naming it.
     pub fn new(cfg: &ModelConfig, mut weights: HashMap<String, Vec<f32>>) -> Result<Self> {
-        cfg.check().map_err(|m| LlmError::InvalidArgument(format!("reference model config: {m}")))?;
+        cfg.check()
+            .map_err(|m| LlmError::InvalidArgument(format!("reference model config: {m}")))?;
         for spec in expected_tensors(cfg) {
             match weights.get(&spec.name) {
                 None => {
@@ -248,7 +271,10 @@ impl CpuModel {
 
     /// Empties the KV cache and goes back to position 0.
     pub fn reset(&mut self) {
-        self.k_cache.iter_mut().chain(self.v_cache.iter_mut()).for_each(Vec::clear);
+        self.k_cache
+            .iter_mut()
+            .chain(self.v_cache.iter_mut())
+            .for_each(Vec::clear);
         self.pos = 0;
     }
 
@@ -256,7 +282,10 @@ impl CpuModel {
     pub fn forward(&mut self, token: u32) -> Result<Vec<f32>> {
         let cfg = &self.cfg;
         if token as usize >= cfg.vocab {
-            return Err(LlmError::InvalidArgument(format!("token {token} is out of range for vocab {}", cfg.vocab)));
+            return Err(LlmError::InvalidArgument(format!(
+                "token {token} is out of range for vocab {}",
+                cfg.vocab
+            )));
         }
         if self.pos >= cfg.max_positions {
             return Err(LlmError::InvalidArgument(format!(
@@ -286,7 +315,15 @@ impl CpuModel {
             rope_inplace(&mut k, d, pos, cfg.rope_theta);
             self.k_cache[l].extend_from_slice(&k);
             self.v_cache[l].extend_from_slice(&v);
-            let att = attention(&q, &self.k_cache[l], &self.v_cache[l], pos + 1, cfg.heads, cfg.kv_heads, d);
+            let att = attention(
+                &q,
+                &self.k_cache[l],
+                &self.v_cache[l],
+                pos + 1,
+                cfg.heads,
+                cfg.kv_heads,
+                d,
+            );
             for (xi, o) in x.iter_mut().zip(matvec(&layer.wo, &att)) {
                 *xi += o;
             }
@@ -308,7 +345,9 @@ impl CpuModel {
     /// generated tokens. Needs a non-empty prompt.
     pub fn generate_greedy(&mut self, prompt: &[u32], n: usize) -> Result<Vec<u32>> {
         if prompt.is_empty() {
-            return Err(LlmError::InvalidArgument("generate: the prompt is empty".into()));
+            return Err(LlmError::InvalidArgument(
+                "generate: the prompt is empty".into(),
+            ));
         }
         let mut logits = Vec::new();
         for &t in prompt {
@@ -333,11 +372,16 @@ mod tests {
     use crate::weights::DEFAULT_SEED;
 
     fn close(a: &[f32], b: &[f32], tol: f32) -> bool {
-        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= tol * (1.0 + y.abs()))
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| (x - y).abs() <= tol * (1.0 + y.abs()))
     }
 
     fn pseudo(seed: u64, n: usize) -> Vec<f32> {
-        (0..n as u64).map(|i| crate::sampler::uniform01(seed, i) * 2.0 - 1.0).collect()
+        (0..n as u64)
+            .map(|i| crate::sampler::uniform01(seed, i) * 2.0 - 1.0)
+            .collect()
     }
 
     #[test]
@@ -355,7 +399,12 @@ mod tests {
         rope_inplace(&mut x, 4, 1, 100.0);
         let (s1, c1) = 1f32.sin_cos();
         let (s2, c2) = 0.1f32.sin_cos();
-        let want = [1.0 * c1 - 3.0 * s1, 2.0 * c2 - 4.0 * s2, 3.0 * c1 + 1.0 * s1, 4.0 * c2 + 2.0 * s2];
+        let want = [
+            1.0 * c1 - 3.0 * s1,
+            2.0 * c2 - 4.0 * s2,
+            3.0 * c1 + 1.0 * s1,
+            4.0 * c2 + 2.0 * s2,
+        ];
         assert!(close(&x, &want, 1e-6), "{x:?} vs {want:?}");
     }
 
@@ -369,7 +418,10 @@ mod tests {
             dot(&a, &b)
         };
         assert!((score(7, 3) - score(107, 103)).abs() < 1e-4);
-        assert!((score(7, 3) - score(3, 7)).abs() > 1e-3, "not symmetric in general");
+        assert!(
+            (score(7, 3) - score(3, 7)).abs() > 1e-3,
+            "not symmetric in general"
+        );
         // norm preserved
         let mut a = q.clone();
         rope_inplace(&mut a, 32, 12345, 1e6);
@@ -389,10 +441,13 @@ mod tests {
         let (k, v) = (pseudo(7, 2 * kv_heads * d), pseudo(8, 2 * kv_heads * d));
         let o = attention(&q, &k, &v, 2, heads, kv_heads, d);
         let qh = &q[3 * d..4 * d];
-        let s: Vec<f64> =
-            (0..2).map(|t| dot(qh, &k[t * 16 + 8..t * 16 + 16]) as f64 / (d as f64).sqrt()).collect();
+        let s: Vec<f64> = (0..2)
+            .map(|t| dot(qh, &k[t * 16 + 8..t * 16 + 16]) as f64 / (d as f64).sqrt())
+            .collect();
         let p1 = 1.0 / (1.0 + (s[0] - s[1]).exp());
-        let want: Vec<f32> = (0..d).map(|i| ((1.0 - p1) * v[8 + i] as f64 + p1 * v[24 + i] as f64) as f32).collect();
+        let want: Vec<f32> = (0..d)
+            .map(|i| ((1.0 - p1) * v[8 + i] as f64 + p1 * v[24 + i] as f64) as f32)
+            .collect();
         assert!(close(&o[3 * d..], &want, 1e-6));
     }
 
@@ -430,9 +485,14 @@ mod tests {
                 // independent: logits[j] = sum_i E[j,i] * E[t,i] / rms(E[t]) * g[i]
                 let h = cfg.hidden;
                 let x = &e[token as usize * h..][..h];
-                let rms = (x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / h as f64 + 1e-6).sqrt();
+                let rms =
+                    (x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / h as f64 + 1e-6).sqrt();
                 let want: Vec<f32> = (0..cfg.vocab)
-                    .map(|j| (0..h).map(|i| e[j * h + i] as f64 * x[i] as f64 / rms * g[i] as f64).sum::<f64>() as f32)
+                    .map(|j| {
+                        (0..h)
+                            .map(|i| e[j * h + i] as f64 * x[i] as f64 / rms * g[i] as f64)
+                            .sum::<f64>() as f32
+                    })
                     .collect();
                 assert!(close(&logits, &want, 1e-5), "{arch:?} token {token}");
                 assert_eq!(argmax_of(&logits), argmax_of(&want));
@@ -447,8 +507,14 @@ mod tests {
     #[test]
     fn gqa_equals_mha_with_shared_kv_rows_copied() {
         for arch in [Arch::Qwen3, Arch::Llama] {
-            let gqa = ModelConfig { layers: 2, ..one_layer(arch) };
-            let mha = ModelConfig { kv_heads: gqa.heads, ..gqa.clone() };
+            let gqa = ModelConfig {
+                layers: 2,
+                ..one_layer(arch)
+            };
+            let mha = ModelConfig {
+                kv_heads: gqa.heads,
+                ..gqa.clone()
+            };
             let wg = synthetic_f32(&gqa, 21, DType::F32);
             let mut wm = wg.clone();
             let (d, h) = (gqa.head_dim, gqa.hidden);
@@ -457,12 +523,19 @@ mod tests {
                     let src = &wg[&layer_tensor(l, p)];
                     // MHA head j uses the rows of GQA kv head j / group
                     let dup: Vec<f32> = (0..mha.heads)
-                        .flat_map(|j| src[(j / gqa.group_size()) * d * h..][..d * h].iter().copied())
+                        .flat_map(|j| {
+                            src[(j / gqa.group_size()) * d * h..][..d * h]
+                                .iter()
+                                .copied()
+                        })
                         .collect();
                     wm.insert(layer_tensor(l, p), dup);
                 }
             }
-            let (mut a, mut b) = (CpuModel::new(&gqa, wg).unwrap(), CpuModel::new(&mha, wm).unwrap());
+            let (mut a, mut b) = (
+                CpuModel::new(&gqa, wg).unwrap(),
+                CpuModel::new(&mha, wm).unwrap(),
+            );
             for t in [3u32, 17, 42, 42, 99, 0, 64] {
                 let (x, y) = (a.forward(t).unwrap(), b.forward(t).unwrap());
                 assert!(close(&x, &y, 1e-6), "{arch:?} token {t}");
@@ -472,9 +545,16 @@ mod tests {
 
     /// A layer-major full-sequence forward without a KV cache, written independently of
     /// `forward`'s token-major loop: the logits of the last position.
-    fn naive_prefill_last_logits(cfg: &ModelConfig, w: &HashMap<String, Vec<f32>>, tokens: &[u32]) -> Vec<f32> {
+    fn naive_prefill_last_logits(
+        cfg: &ModelConfig,
+        w: &HashMap<String, Vec<f32>>,
+        tokens: &[u32],
+    ) -> Vec<f32> {
         let (h, d, eps) = (cfg.hidden, cfg.head_dim, cfg.rms_eps);
-        let mut xs: Vec<Vec<f32>> = tokens.iter().map(|&t| w[EMBED][t as usize * h..][..h].to_vec()).collect();
+        let mut xs: Vec<Vec<f32>> = tokens
+            .iter()
+            .map(|&t| w[EMBED][t as usize * h..][..h].to_vec())
+            .collect();
         for l in 0..cfg.layers {
             let g = |p: &str| &w[&layer_tensor(l, p)];
             let norm_heads = |v: &mut Vec<f32>, p: &str| {
@@ -487,7 +567,10 @@ mod tests {
             let mut qs = Vec::new();
             for (pos, x) in xs.iter().enumerate() {
                 let xn = rms_norm(x, g("input_layernorm.weight"), eps);
-                let (mut q, mut k) = (matvec(g("self_attn.q_proj.weight"), &xn), matvec(g("self_attn.k_proj.weight"), &xn));
+                let (mut q, mut k) = (
+                    matvec(g("self_attn.q_proj.weight"), &xn),
+                    matvec(g("self_attn.k_proj.weight"), &xn),
+                );
                 norm_heads(&mut q, "self_attn.q_norm.weight");
                 norm_heads(&mut k, "self_attn.k_norm.weight");
                 rope_inplace(&mut q, d, pos, cfg.rope_theta);
@@ -501,13 +584,25 @@ mod tests {
                 let o = matvec(g("self_attn.o_proj.weight"), &att);
                 x.iter_mut().zip(o).for_each(|(a, b)| *a += b);
                 let xn = rms_norm(x, g("post_attention_layernorm.weight"), eps);
-                let (gt, up) = (matvec(g("mlp.gate_proj.weight"), &xn), matvec(g("mlp.up_proj.weight"), &xn));
+                let (gt, up) = (
+                    matvec(g("mlp.gate_proj.weight"), &xn),
+                    matvec(g("mlp.up_proj.weight"), &xn),
+                );
                 let act: Vec<f32> = gt.iter().zip(&up).map(|(a, b)| silu(*a) * b).collect();
-                x.iter_mut().zip(matvec(g("mlp.down_proj.weight"), &act)).for_each(|(a, b)| *a += b);
+                x.iter_mut()
+                    .zip(matvec(g("mlp.down_proj.weight"), &act))
+                    .for_each(|(a, b)| *a += b);
             }
         }
         let xn = rms_norm(xs.last().unwrap(), &w[FINAL_NORM], eps);
-        matvec(if cfg.tied_embeddings { &w[EMBED] } else { &w[LM_HEAD] }, &xn)
+        matvec(
+            if cfg.tied_embeddings {
+                &w[EMBED]
+            } else {
+                &w[LM_HEAD]
+            },
+            &xn,
+        )
     }
 
     #[test]
@@ -551,7 +646,10 @@ mod tests {
             });
             // logits are O(1) and finite
             let std = (a.iter().map(|v| v * v).sum::<f32>() / a.len() as f32).sqrt();
-            assert!(a.iter().all(|v| v.is_finite()) && (0.3..10.0).contains(&std), "{name}: std {std}");
+            assert!(
+                a.iter().all(|v| v.is_finite()) && (0.3..10.0).contains(&std),
+                "{name}: std {std}"
+            );
             // the next token depends on the input: first-step argmax over all inputs is varied
             let mut firsts: Vec<u32> = (0..cfg.vocab as u32)
                 .map(|t| {
@@ -561,13 +659,20 @@ mod tests {
                 .collect();
             firsts.sort_unstable();
             firsts.dedup();
-            assert!(firsts.len() > cfg.vocab / 4, "{name}: only {} distinct first tokens", firsts.len());
+            assert!(
+                firsts.len() > cfg.vocab / 4,
+                "{name}: only {} distinct first tokens",
+                firsts.len()
+            );
         }
     }
 
     #[test]
     fn bad_input_is_an_error() {
-        let cfg = ModelConfig { max_positions: 2, ..ModelConfig::synthetic("tiny").unwrap() };
+        let cfg = ModelConfig {
+            max_positions: 2,
+            ..ModelConfig::synthetic("tiny").unwrap()
+        };
         let w = synthetic_f32(&cfg, 1, DType::F32);
         let mut m = CpuModel::new(&cfg, w.clone()).unwrap();
         let e = m.forward(256).unwrap_err().to_string();
@@ -575,13 +680,18 @@ mod tests {
         m.forward(1).unwrap();
         m.forward(2).unwrap();
         let e = m.forward(3).unwrap_err().to_string();
-        assert!(e.contains("position 2") && e.contains("max_positions 2"), "{e}");
+        assert!(
+            e.contains("position 2") && e.contains("max_positions 2"),
+            "{e}"
+        );
         let mut w2 = w.clone();
         w2.remove(FINAL_NORM);
         let e = CpuModel::new(&cfg, w2).unwrap_err().to_string();
         assert!(e.contains(FINAL_NORM) && e.contains("missing"), "{e}");
         let mut w3 = w;
-        w3.get_mut("model.layers.1.mlp.up_proj.weight").unwrap().pop();
+        w3.get_mut("model.layers.1.mlp.up_proj.weight")
+            .unwrap()
+            .pop();
         let e = CpuModel::new(&cfg, w3).unwrap_err().to_string();
         assert!(e.contains("12287") && e.contains("12288"), "{e}");
         assert!(m.generate_greedy(&[], 3).is_err());
@@ -593,6 +703,9 @@ mod tests {
         let cfg = crate::weights::write_synthetic_hf_dir(&d.0, "tiny-llama", DType::BF16).unwrap();
         let mut a = CpuModel::from_files(&ModelFiles::open(&d.0).unwrap()).unwrap();
         let mut b = CpuModel::synthetic(&cfg, DEFAULT_SEED, DType::BF16).unwrap();
-        assert_eq!(a.generate_greedy(&[7], 8).unwrap(), b.generate_greedy(&[7], 8).unwrap());
+        assert_eq!(
+            a.generate_greedy(&[7], 8).unwrap(),
+            b.generate_greedy(&[7], 8).unwrap()
+        );
     }
 }

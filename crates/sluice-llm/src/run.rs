@@ -32,10 +32,14 @@ pub fn generate(
 ) -> Result<Generation, LlmError> {
     let model = decoder.model();
     if prompt.is_empty() {
-        return Err(LlmError::InvalidArgument("empty prompt: give at least one token".into()));
+        return Err(LlmError::InvalidArgument(
+            "empty prompt: give at least one token".into(),
+        ));
     }
     if prompt.len() + n > model.context() {
-        return Err(LlmError::ContextFull { context: model.context() });
+        return Err(LlmError::ContextFull {
+            context: model.context(),
+        });
     }
     sampling.check()?;
     let mut sampler = crate::sampler::Sampler::new(*sampling)?;
@@ -119,10 +123,18 @@ pub struct BenchReport {
 
 /// Fills the KV cache to `depth` (GPU-chained greedy steps), then times `n` greedy
 /// decode steps queued back to back.
-pub fn bench(decoder: &Decoder<'_>, name: &str, dtype: &str, depth: usize, n: usize) -> Result<BenchReport, LlmError> {
+pub fn bench(
+    decoder: &Decoder<'_>,
+    name: &str,
+    dtype: &str,
+    depth: usize,
+    n: usize,
+) -> Result<BenchReport, LlmError> {
     let model = decoder.model();
     if depth + n + 2 > model.context() {
-        return Err(LlmError::ContextFull { context: model.context() });
+        return Err(LlmError::ContextFull {
+            context: model.context(),
+        });
     }
     let device = model.device();
     let t0 = Instant::now();

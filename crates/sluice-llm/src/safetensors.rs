@@ -121,13 +121,19 @@ impl fmt::Debug for SafetensorsFile {
 }
 
 fn st_err(path: &Path, msg: impl Into<String>) -> LlmError {
-    LlmError::Safetensors { path: path.to_path_buf(), msg: msg.into() }
+    LlmError::Safetensors {
+        path: path.to_path_buf(),
+        msg: msg.into(),
+    }
 }
 
 fn parse_entry(path: &Path, name: &str, v: &Value) -> Result<Entry> {
     let bad = |what: &str| st_err(path, format!("header: tensor {name:?}: {what}"));
     let obj = v.as_object().ok_or_else(|| bad("entry is not an object"))?;
-    let dtype_name = obj.get("dtype").and_then(Value::as_str).ok_or_else(|| bad("missing string `dtype`"))?;
+    let dtype_name = obj
+        .get("dtype")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("missing string `dtype`"))?;
     let shape = obj
         .get("shape")
         .and_then(Value::as_array)
@@ -144,7 +150,9 @@ fn parse_entry(path: &Path, name: &str, v: &Value) -> Result<Entry> {
         .ok_or_else(|| bad("`data_offsets` must be [begin, end] with non-negative integers"))?;
     let (begin, end) = offs;
     if begin > end {
-        return Err(bad(&format!("data_offsets [{begin}, {end}] has begin after end")));
+        return Err(bad(&format!(
+            "data_offsets [{begin}, {end}] has begin after end"
+        )));
     }
     let dtype = DType::parse(dtype_name).ok_or_else(|| dtype_name.to_string());
     let elem = match &dtype {
@@ -165,7 +173,12 @@ fn parse_entry(path: &Path, name: &str, v: &Value) -> Result<Entry> {
             None => return Err(bad(&format!("shape {shape:?} overflows the address space"))),
         }
     }
-    Ok(Entry { dtype, shape, begin, end })
+    Ok(Entry {
+        dtype,
+        shape,
+        begin,
+        end,
+    })
 }
 
 impl SafetensorsFile {
@@ -174,7 +187,10 @@ impl SafetensorsFile {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path).map_err(|e| LlmError::io(&path, "open", e))?;
-        let file_len = file.metadata().map_err(|e| LlmError::io(&path, "stat", e))?.len();
+        let file_len = file
+            .metadata()
+            .map_err(|e| LlmError::io(&path, "stat", e))?
+            .len();
         if file_len < 8 {
             return Err(st_err(
                 &path,
@@ -197,19 +213,30 @@ impl SafetensorsFile {
             ));
         }
         let data_start = 8 + header_len as usize;
-        let header: Value = serde_json::from_slice(&map[8..data_start])
-            .map_err(|e| st_err(&path, format!("header ({header_len} bytes) is not valid JSON: {e}")))?;
-        let obj = header.as_object().ok_or_else(|| st_err(&path, "header is not a JSON object"))?;
+        let header: Value = serde_json::from_slice(&map[8..data_start]).map_err(|e| {
+            st_err(
+                &path,
+                format!("header ({header_len} bytes) is not valid JSON: {e}"),
+            )
+        })?;
+        let obj = header
+            .as_object()
+            .ok_or_else(|| st_err(&path, "header is not a JSON object"))?;
         let data_len = file_len - data_start;
         let mut entries = BTreeMap::new();
         let mut metadata = BTreeMap::new();
         for (name, v) in obj {
             if name == "__metadata__" {
-                let m = v.as_object().ok_or_else(|| st_err(&path, "header: `__metadata__` is not an object"))?;
+                let m = v
+                    .as_object()
+                    .ok_or_else(|| st_err(&path, "header: `__metadata__` is not an object"))?;
                 for (k, val) in m {
-                    let s = val
-                        .as_str()
-                        .ok_or_else(|| st_err(&path, format!("header: `__metadata__` value {k:?} is not a string")))?;
+                    let s = val.as_str().ok_or_else(|| {
+                        st_err(
+                            &path,
+                            format!("header: `__metadata__` value {k:?} is not a string"),
+                        )
+                    })?;
                     metadata.insert(k.clone(), s.to_string());
                 }
                 continue;
@@ -229,7 +256,13 @@ impl SafetensorsFile {
             }
             entries.insert(name.clone(), e);
         }
-        Ok(SafetensorsFile { path, map, data_start, entries, metadata })
+        Ok(SafetensorsFile {
+            path,
+            map,
+            data_start,
+            entries,
+            metadata,
+        })
     }
 
     /// The file this was opened from.
@@ -262,7 +295,10 @@ impl SafetensorsFile {
         let e = self
             .entries
             .get(name)
-            .ok_or_else(|| LlmError::MissingTensor { path: self.path.clone(), tensor: name.to_string() })?;
+            .ok_or_else(|| LlmError::MissingTensor {
+                path: self.path.clone(),
+                tensor: name.to_string(),
+            })?;
         let dtype = match &e.dtype {
             Ok(d) => *d,
             Err(s) => {
@@ -322,19 +358,24 @@ impl ModelFiles {
             shards.push(f);
         } else if index.exists() {
             let text = std::fs::read(&index).map_err(|e| LlmError::io(&index, "read", e))?;
-            let v: Value =
-                serde_json::from_slice(&text).map_err(|e| LlmError::Json { path: index.clone(), source: e })?;
+            let v: Value = serde_json::from_slice(&text).map_err(|e| LlmError::Json {
+                path: index.clone(),
+                source: e,
+            })?;
             let map: &Map<String, Value> = v
                 .get("weight_map")
                 .and_then(Value::as_object)
                 .ok_or_else(|| st_err(&index, "missing object `weight_map`"))?;
             let mut file_ids: BTreeMap<String, usize> = BTreeMap::new();
             for (tensor, file) in map {
-                let file = file
-                    .as_str()
-                    .ok_or_else(|| st_err(&index, format!("weight_map[{tensor:?}] is not a file name")))?;
+                let file = file.as_str().ok_or_else(|| {
+                    st_err(&index, format!("weight_map[{tensor:?}] is not a file name"))
+                })?;
                 if file.contains('/') || file.contains('\\') || file == ".." {
-                    return Err(st_err(&index, format!("weight_map[{tensor:?}] = {file:?} is not a plain file name")));
+                    return Err(st_err(
+                        &index,
+                        format!("weight_map[{tensor:?}] = {file:?} is not a plain file name"),
+                    ));
                 }
                 let next = file_ids.len();
                 file_ids.entry(file.to_string()).or_insert(next);
@@ -347,7 +388,10 @@ impl ModelFiles {
             }
             for (tensor, &i) in &location {
                 if !shards[i].contains(tensor) {
-                    return Err(LlmError::MissingTensor { path: shards[i].path.clone(), tensor: tensor.clone() });
+                    return Err(LlmError::MissingTensor {
+                        path: shards[i].path.clone(),
+                        tensor: tensor.clone(),
+                    });
                 }
             }
         } else {
@@ -359,7 +403,13 @@ impl ModelFiles {
         }
         let tok = dir.join(TOKENIZER_FILE);
         let tokenizer = tok.is_file().then_some(tok);
-        Ok(ModelFiles { dir, config, shards, location, tokenizer })
+        Ok(ModelFiles {
+            dir,
+            config,
+            shards,
+            location,
+            tokenizer,
+        })
     }
 
     /// The model directory.
@@ -398,7 +448,10 @@ impl ModelFiles {
     pub fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         match self.location.get(name) {
             Some(&i) => self.shards[i].tensor(name),
-            None => Err(LlmError::MissingTensor { path: self.dir.clone(), tensor: name.to_string() }),
+            None => Err(LlmError::MissingTensor {
+                path: self.dir.clone(),
+                tensor: name.to_string(),
+            }),
         }
     }
 }
@@ -449,14 +502,19 @@ pub fn write_safetensors_with(
         sizes.push(size);
         offset += size;
     }
-    let mut hbytes = serde_json::to_vec(&Value::Object(header)).expect("a JSON map always serializes");
+    let mut hbytes =
+        serde_json::to_vec(&Value::Object(header)).expect("a JSON map always serializes");
     while hbytes.len() % 8 != 0 {
         hbytes.push(b' ');
     }
     let io = |e| LlmError::io(path, "write", e);
     let file = File::create(path).map_err(|e| LlmError::io(path, "create", e))?;
-    let mut w = Counting { inner: BufWriter::with_capacity(1 << 20, file), written: 0 };
-    w.write_all(&(hbytes.len() as u64).to_le_bytes()).map_err(io)?;
+    let mut w = Counting {
+        inner: BufWriter::with_capacity(1 << 20, file),
+        written: 0,
+    };
+    w.write_all(&(hbytes.len() as u64).to_le_bytes())
+        .map_err(io)?;
     w.write_all(&hbytes).map_err(io)?;
     for (i, size) in sizes.iter().enumerate() {
         let before = w.written;
@@ -475,7 +533,10 @@ pub fn write_safetensors_with(
 }
 
 /// Writes a safetensors file from in-memory tensors `(name, dtype, shape, little-endian bytes)`.
-pub fn write_safetensors(path: impl AsRef<Path>, tensors: &[(&str, DType, &[usize], &[u8])]) -> Result<()> {
+pub fn write_safetensors(
+    path: impl AsRef<Path>,
+    tensors: &[(&str, DType, &[usize], &[u8])],
+) -> Result<()> {
     let path = path.as_ref();
     for (name, dtype, shape, bytes) in tensors {
         let need = shape.iter().product::<usize>() * dtype.size();
@@ -487,10 +548,13 @@ pub fn write_safetensors(path: impl AsRef<Path>, tensors: &[(&str, DType, &[usiz
             )));
         }
     }
-    let specs: Vec<(String, DType, Vec<usize>)> =
-        tensors.iter().map(|(n, d, s, _)| (n.to_string(), *d, s.to_vec())).collect();
+    let specs: Vec<(String, DType, Vec<usize>)> = tensors
+        .iter()
+        .map(|(n, d, s, _)| (n.to_string(), *d, s.to_vec()))
+        .collect();
     write_safetensors_with(path, &specs, |i, w| {
-        w.write_all(tensors[i].3).map_err(|e| LlmError::io(path, "write", e))
+        w.write_all(tensors[i].3)
+            .map_err(|e| LlmError::io(path, "write", e))
     })
 }
 
@@ -546,8 +610,14 @@ mod tests {
         let p = d.join("a.safetensors");
         let vals = [1.5f32, -2.25, 0.0, 3.0e-3, 7.0, -0.5];
         let f32b: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let f16b: Vec<u8> = vals.iter().flat_map(|&v| f16::from_f32(v).to_le_bytes()).collect();
-        let bf16b: Vec<u8> = vals.iter().flat_map(|&v| bf16::from_f32(v).to_le_bytes()).collect();
+        let f16b: Vec<u8> = vals
+            .iter()
+            .flat_map(|&v| f16::from_f32(v).to_le_bytes())
+            .collect();
+        let bf16b: Vec<u8> = vals
+            .iter()
+            .flat_map(|&v| bf16::from_f32(v).to_le_bytes())
+            .collect();
         write_safetensors(
             &p,
             &[
@@ -559,17 +629,35 @@ mod tests {
         )
         .unwrap();
         let f = SafetensorsFile::open(&p).unwrap();
-        assert_eq!(f.names().collect::<Vec<_>>(), ["empty", "x.bf16", "x.f16", "x.f32"]);
+        assert_eq!(
+            f.names().collect::<Vec<_>>(),
+            ["empty", "x.bf16", "x.f16", "x.f32"]
+        );
         assert_eq!(f.metadata().get("format").map(String::as_str), Some("pt"));
         let t = f.tensor("x.f32").unwrap();
-        assert_eq!((t.dtype, t.shape.clone(), t.bytes), (DType::F32, vec![2, 3], &f32b[..]));
+        assert_eq!(
+            (t.dtype, t.shape.clone(), t.bytes),
+            (DType::F32, vec![2, 3], &f32b[..])
+        );
         let t = f.tensor("x.f16").unwrap();
-        assert_eq!((t.dtype, t.shape.clone(), t.bytes), (DType::F16, vec![3, 2], &f16b[..]));
+        assert_eq!(
+            (t.dtype, t.shape.clone(), t.bytes),
+            (DType::F16, vec![3, 2], &f16b[..])
+        );
         let t = f.tensor("x.bf16").unwrap();
-        assert_eq!((t.dtype, t.shape.clone(), t.bytes), (DType::BF16, vec![6], &bf16b[..]));
+        assert_eq!(
+            (t.dtype, t.shape.clone(), t.bytes),
+            (DType::BF16, vec![6], &bf16b[..])
+        );
         assert_eq!(crate::weights::to_f32(&f.tensor("x.f32").unwrap()), vals);
-        assert_eq!(crate::weights::to_f32(&f.tensor("x.f16").unwrap()), vals.map(|v| f16::from_f32(v).to_f32()));
-        assert_eq!(crate::weights::to_f32(&f.tensor("x.bf16").unwrap()), vals.map(|v| bf16::from_f32(v).to_f32()));
+        assert_eq!(
+            crate::weights::to_f32(&f.tensor("x.f16").unwrap()),
+            vals.map(|v| f16::from_f32(v).to_f32())
+        );
+        assert_eq!(
+            crate::weights::to_f32(&f.tensor("x.bf16").unwrap()),
+            vals.map(|v| bf16::from_f32(v).to_f32())
+        );
         assert_eq!(f.tensor("empty").unwrap().numel(), 0);
         // header padded to 8 bytes, as the format asks
         let raw = std::fs::read(&p).unwrap();
@@ -579,22 +667,42 @@ mod tests {
     #[test]
     fn writer_rejects_wrong_byte_count() {
         let d = TestDir::new("st-w");
-        let e = write_safetensors(d.join("a.safetensors"), &[("t", DType::F16, &[3], &[0u8; 4])]).unwrap_err();
+        let e = write_safetensors(
+            d.join("a.safetensors"),
+            &[("t", DType::F16, &[3], &[0u8; 4])],
+        )
+        .unwrap_err();
         let m = msg(e);
-        assert!(m.contains("\"t\"") && m.contains("6 bytes") && m.contains("got 4"), "{m}");
+        assert!(
+            m.contains("\"t\"") && m.contains("6 bytes") && m.contains("got 4"),
+            "{m}"
+        );
     }
 
     #[test]
     fn truncated_file_says_bytes_expected_and_present() {
         let d = TestDir::new("st-trunc");
         let p = d.join("w.safetensors");
-        write_safetensors(&p, &[("a", DType::F32, &[4], &[0u8; 16]), ("b", DType::F32, &[8], &[0u8; 32])]).unwrap();
+        write_safetensors(
+            &p,
+            &[
+                ("a", DType::F32, &[4], &[0u8; 16]),
+                ("b", DType::F32, &[8], &[0u8; 32]),
+            ],
+        )
+        .unwrap();
         let full = std::fs::read(&p).unwrap();
         std::fs::write(&p, &full[..full.len() - 10]).unwrap();
         let m = msg(SafetensorsFile::open(&p).unwrap_err());
         let (need, have) = (full.len(), full.len() - 10);
-        assert!(m.contains("w.safetensors") && m.contains("truncated") && m.contains("\"b\""), "{m}");
-        assert!(m.contains(&format!("needs {need} bytes")) && m.contains(&format!("has {have} bytes")), "{m}");
+        assert!(
+            m.contains("w.safetensors") && m.contains("truncated") && m.contains("\"b\""),
+            "{m}"
+        );
+        assert!(
+            m.contains(&format!("needs {need} bytes")) && m.contains(&format!("has {have} bytes")),
+            "{m}"
+        );
         assert!(m.contains("10 missing"), "{m}");
     }
 
@@ -606,7 +714,12 @@ mod tests {
         b.extend_from_slice(b"{}");
         std::fs::write(&p, &b).unwrap();
         let m = msg(SafetensorsFile::open(&p).unwrap_err());
-        assert!(m.contains("h.safetensors") && m.contains("header length 1000") && m.contains("has 10 bytes"), "{m}");
+        assert!(
+            m.contains("h.safetensors")
+                && m.contains("header length 1000")
+                && m.contains("has 10 bytes"),
+            "{m}"
+        );
         std::fs::write(&p, [1u8, 2, 3]).unwrap();
         let m = msg(SafetensorsFile::open(&p).unwrap_err());
         assert!(m.contains("file is 3 bytes"), "{m}");
@@ -618,14 +731,32 @@ mod tests {
         let p = d.join("b.safetensors");
         raw_file(&p, "{not json", 0);
         let m = msg(SafetensorsFile::open(&p).unwrap_err());
-        assert!(m.contains("b.safetensors") && m.contains("not valid JSON"), "{m}");
-        raw_file(&p, r#"{"t": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 20]}}"#, 24);
+        assert!(
+            m.contains("b.safetensors") && m.contains("not valid JSON"),
+            "{m}"
+        );
+        raw_file(
+            &p,
+            r#"{"t": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 20]}}"#,
+            24,
+        );
         let m = msg(SafetensorsFile::open(&p).unwrap_err());
-        assert!(m.contains("\"t\"") && m.contains("needs 24 bytes") && m.contains("span 20 bytes"), "{m}");
-        raw_file(&p, r#"{"t": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}}"#, 8);
+        assert!(
+            m.contains("\"t\"") && m.contains("needs 24 bytes") && m.contains("span 20 bytes"),
+            "{m}"
+        );
+        raw_file(
+            &p,
+            r#"{"t": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}}"#,
+            8,
+        );
         let m = msg(SafetensorsFile::open(&p).unwrap_err());
         assert!(m.contains("begin after end"), "{m}");
-        raw_file(&p, r#"{"t": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}"#, 8);
+        raw_file(
+            &p,
+            r#"{"t": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}"#,
+            8,
+        );
         assert!(msg(SafetensorsFile::open(&p).unwrap_err()).contains("shape"));
         raw_file(&p, r#"[1, 2]"#, 0);
         assert!(msg(SafetensorsFile::open(&p).unwrap_err()).contains("not a JSON object"));
@@ -643,9 +774,15 @@ mod tests {
         let f = SafetensorsFile::open(&p).unwrap();
         assert!(f.tensor("w").is_ok());
         let m = msg(f.tensor("ids").unwrap_err());
-        assert!(m.contains("i.safetensors") && m.contains("\"ids\"") && m.contains("I64"), "{m}");
+        assert!(
+            m.contains("i.safetensors") && m.contains("\"ids\"") && m.contains("I64"),
+            "{m}"
+        );
         let m = msg(f.tensor("nope").unwrap_err());
-        assert!(m.contains("i.safetensors") && m.contains("\"nope\"") && m.contains("missing"), "{m}");
+        assert!(
+            m.contains("i.safetensors") && m.contains("\"nope\"") && m.contains("missing"),
+            "{m}"
+        );
     }
 
     #[test]
@@ -658,24 +795,38 @@ mod tests {
         let cfg = ModelConfig::synthetic("tiny").unwrap();
         std::fs::write(d.join("config.json"), cfg.to_hf_json().to_string()).unwrap();
         let m = msg(ModelFiles::open(&d.0).unwrap_err());
-        assert!(m.contains("model.safetensors") && m.contains("model.safetensors.index.json"), "{m}");
+        assert!(
+            m.contains("model.safetensors") && m.contains("model.safetensors.index.json"),
+            "{m}"
+        );
     }
 
     #[test]
     fn sharded_model_dir_matches_single_file() {
-        use crate::weights::{check_model_files, expected_tensors, synthetic_tensor_bytes, DEFAULT_SEED};
+        use crate::weights::{
+            check_model_files, expected_tensors, synthetic_tensor_bytes, DEFAULT_SEED,
+        };
         let single = TestDir::new("st-single");
         let cfg = crate::weights::write_synthetic_hf_dir(&single.0, "tiny", DType::BF16).unwrap();
         let sharded = TestDir::new("st-shard");
         std::fs::copy(single.join("config.json"), sharded.join("config.json")).unwrap();
         let specs = expected_tensors(&cfg);
-        let bytes: Vec<Vec<u8>> =
-            specs.iter().map(|s| synthetic_tensor_bytes(&cfg, DEFAULT_SEED, s, DType::BF16)).collect();
+        let bytes: Vec<Vec<u8>> = specs
+            .iter()
+            .map(|s| synthetic_tensor_bytes(&cfg, DEFAULT_SEED, s, DType::BF16))
+            .collect();
         let mut weight_map = serde_json::Map::new();
         for (shard, range) in [(1, 0..specs.len() / 2), (2, specs.len() / 2..specs.len())] {
             let file = format!("model-0000{shard}-of-00002.safetensors");
             let list: Vec<(&str, DType, &[usize], &[u8])> = range
-                .map(|i| (specs[i].name.as_str(), DType::BF16, specs[i].shape.as_slice(), bytes[i].as_slice()))
+                .map(|i| {
+                    (
+                        specs[i].name.as_str(),
+                        DType::BF16,
+                        specs[i].shape.as_slice(),
+                        bytes[i].as_slice(),
+                    )
+                })
                 .collect();
             for t in &list {
                 weight_map.insert(t.0.to_string(), file.clone().into());
@@ -691,15 +842,28 @@ mod tests {
         assert_eq!(a.names(), b.names());
         check_model_files(&b).unwrap();
         for n in a.names() {
-            assert_eq!(a.tensor(n).unwrap().bytes, b.tensor(n).unwrap().bytes, "{n}");
+            assert_eq!(
+                a.tensor(n).unwrap().bytes,
+                b.tensor(n).unwrap().bytes,
+                "{n}"
+            );
         }
-        assert!(b.file_of(&specs[0].name).unwrap().ends_with("model-00001-of-00002.safetensors"));
+        assert!(b
+            .file_of(&specs[0].name)
+            .unwrap()
+            .ends_with("model-00001-of-00002.safetensors"));
         assert!(b.tokenizer_path().is_none());
         // an index that points at a shard lacking the tensor
-        weight_map.insert("extra.weight".into(), "model-00001-of-00002.safetensors".into());
+        weight_map.insert(
+            "extra.weight".into(),
+            "model-00001-of-00002.safetensors".into(),
+        );
         let index = serde_json::json!({"weight_map": weight_map});
         std::fs::write(sharded.join(INDEX_FILE), index.to_string()).unwrap();
         let m = msg(ModelFiles::open(&sharded.0).unwrap_err());
-        assert!(m.contains("model-00001-of-00002.safetensors") && m.contains("\"extra.weight\""), "{m}");
+        assert!(
+            m.contains("model-00001-of-00002.safetensors") && m.contains("\"extra.weight\""),
+            "{m}"
+        );
     }
 }

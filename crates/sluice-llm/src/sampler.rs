@@ -28,7 +28,12 @@ impl Default for Sampling {
 impl Sampling {
     /// Greedy decoding (argmax, lowest index on ties).
     pub fn greedy() -> Self {
-        Sampling { temperature: 0.0, top_k: 0, top_p: 1.0, seed: 0 }
+        Sampling {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 0,
+        }
     }
 
     /// Whether these parameters always pick the argmax.
@@ -45,7 +50,10 @@ impl Sampling {
             )));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(LlmError::InvalidArgument(format!("top_p {} must be in (0, 1]", self.top_p)));
+            return Err(LlmError::InvalidArgument(format!(
+                "top_p {} must be in (0, 1]",
+                self.top_p
+            )));
         }
         Ok(())
     }
@@ -64,7 +72,10 @@ pub fn argmax(logits: &[f32]) -> Result<u32> {
         }
     }
     best.map(|(i, _)| i as u32).ok_or_else(|| {
-        LlmError::InvalidArgument(format!("argmax: no usable logit among {} (empty or all NaN)", logits.len()))
+        LlmError::InvalidArgument(format!(
+            "argmax: no usable logit among {} (empty or all NaN)",
+            logits.len()
+        ))
     })
 }
 
@@ -77,7 +88,9 @@ fn mix64(mut z: u64) -> u64 {
 /// The random number in [0, 1) used at step `step` of a sampler seeded with `seed`
 /// (24 bits of splitmix64 of the pair).
 pub fn uniform01(seed: u64, step: u64) -> f32 {
-    let z = mix64(mix64(seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_add(step.wrapping_mul(0x9e37_79b9_7f4a_7c15)));
+    let z = mix64(
+        mix64(seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_add(step.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+    );
     (z >> 40) as f32 * (1.0 / (1u32 << 24) as f32)
 }
 
@@ -90,8 +103,12 @@ pub fn sample_with(logits: &[f32], s: &Sampling, u: f32) -> Result<u32> {
     if s.is_greedy() || logits[best as usize] == f32::INFINITY {
         return Ok(best);
     }
-    let mut cand: Vec<(u32, f32)> =
-        logits.iter().enumerate().filter(|(_, v)| !v.is_nan()).map(|(i, &v)| (i as u32, v)).collect();
+    let mut cand: Vec<(u32, f32)> = logits
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| !v.is_nan())
+        .map(|(i, &v)| (i as u32, v))
+        .collect();
     let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     if s.top_k > 0 && s.top_k < cand.len() {
         cand.select_nth_unstable_by(s.top_k - 1, order);
@@ -100,7 +117,10 @@ pub fn sample_with(logits: &[f32], s: &Sampling, u: f32) -> Result<u32> {
     cand.sort_unstable_by(order);
     let max = cand[0].1 as f64;
     let t = s.temperature as f64;
-    let probs: Vec<f64> = cand.iter().map(|&(_, v)| ((v as f64 - max) / t).exp()).collect();
+    let probs: Vec<f64> = cand
+        .iter()
+        .map(|&(_, v)| ((v as f64 - max) / t).exp())
+        .collect();
     let total: f64 = probs.iter().sum();
     let mut keep = probs.len();
     if s.top_p < 1.0 {
@@ -164,7 +184,9 @@ mod tests {
     use super::*;
 
     fn random_logits(seed: u64, n: usize) -> Vec<f32> {
-        (0..n as u64).map(|i| uniform01(seed, i) * 8.0 - 4.0).collect()
+        (0..n as u64)
+            .map(|i| uniform01(seed, i) * 8.0 - 4.0)
+            .collect()
     }
 
     #[test]
@@ -186,8 +208,20 @@ mod tests {
         for seed in 0..50 {
             let l = random_logits(seed, 1000);
             let g = argmax(&l).unwrap();
-            let mut k1 = Sampler::new(Sampling { temperature: 1.5, top_k: 1, top_p: 1.0, seed }).unwrap();
-            let mut p0 = Sampler::new(Sampling { temperature: 1.0, top_k: 0, top_p: 1e-6, seed }).unwrap();
+            let mut k1 = Sampler::new(Sampling {
+                temperature: 1.5,
+                top_k: 1,
+                top_p: 1.0,
+                seed,
+            })
+            .unwrap();
+            let mut p0 = Sampler::new(Sampling {
+                temperature: 1.0,
+                top_k: 0,
+                top_p: 1e-6,
+                seed,
+            })
+            .unwrap();
             for _ in 0..5 {
                 assert_eq!(k1.sample(&l).unwrap(), g);
                 assert_eq!(p0.sample(&l).unwrap(), g);
@@ -197,10 +231,17 @@ mod tests {
 
     #[test]
     fn same_seed_same_tokens() {
-        let p = Sampling { temperature: 0.8, top_k: 40, top_p: 0.95, seed: 1234 };
+        let p = Sampling {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            seed: 1234,
+        };
         let run = |p: Sampling| {
             let mut s = Sampler::new(p).unwrap();
-            (0..200).map(|i| s.sample(&random_logits(i, 500)).unwrap()).collect::<Vec<_>>()
+            (0..200)
+                .map(|i| s.sample(&random_logits(i, 500)).unwrap())
+                .collect::<Vec<_>>()
         };
         let a = run(p);
         assert_eq!(a, run(p));
@@ -216,23 +257,54 @@ mod tests {
     fn sampled_frequencies_follow_the_distribution() {
         // p(1) = 3/4 at temperature 1; the NaN is never sampled
         let l = [0.0f32, 3f32.ln(), f32::NAN];
-        let mut s = Sampler::new(Sampling { temperature: 1.0, top_k: 0, top_p: 1.0, seed: 9 }).unwrap();
+        let mut s = Sampler::new(Sampling {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 9,
+        })
+        .unwrap();
         let n = 8000;
         let ones = (0..n).filter(|_| s.sample(&l).unwrap() == 1).count();
         assert!((ones as f64 / n as f64 - 0.75).abs() < 0.02, "{ones}");
         // top-k 2 of 4 never picks the two worst
         let l = [1.0f32, 0.9, 0.1, 1.1];
-        let mut s = Sampler::new(Sampling { temperature: 5.0, top_k: 2, top_p: 1.0, seed: 3 }).unwrap();
+        let mut s = Sampler::new(Sampling {
+            temperature: 5.0,
+            top_k: 2,
+            top_p: 1.0,
+            seed: 3,
+        })
+        .unwrap();
         let picks: Vec<u32> = (0..500).map(|_| s.sample(&l).unwrap()).collect();
-        assert!(picks.iter().all(|&t| t == 0 || t == 3) && picks.contains(&0) && picks.contains(&3));
+        assert!(
+            picks.iter().all(|&t| t == 0 || t == 3) && picks.contains(&0) && picks.contains(&3)
+        );
         // top-p: probabilities ~[0.5, 0.3, 0.2] (T=1), top_p 0.7 keeps the first two
         let l = [0.5f32.ln(), 0.3f32.ln(), 0.2f32.ln()];
         let picks: Vec<u32> = (0..1000u64)
-            .map(|i| sample_with(&l, &Sampling { temperature: 1.0, top_k: 0, top_p: 0.7, seed: 0 }, uniform01(5, i)).unwrap())
+            .map(|i| {
+                sample_with(
+                    &l,
+                    &Sampling {
+                        temperature: 1.0,
+                        top_k: 0,
+                        top_p: 0.7,
+                        seed: 0,
+                    },
+                    uniform01(5, i),
+                )
+                .unwrap()
+            })
             .collect();
         assert!(!picks.contains(&2) && picks.contains(&1));
         // u near 1 picks the last kept token, u = 0 the first
-        let s = Sampling { temperature: 1.0, top_k: 0, top_p: 1.0, seed: 0 };
+        let s = Sampling {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 0,
+        };
         assert_eq!(sample_with(&l, &s, 0.0).unwrap(), 0);
         assert_eq!(sample_with(&l, &s, 0.99999).unwrap(), 2);
     }
@@ -240,14 +312,31 @@ mod tests {
     #[test]
     fn bad_parameters_are_errors() {
         for p in [
-            Sampling { temperature: -1.0, ..Sampling::greedy() },
-            Sampling { temperature: f32::NAN, ..Sampling::greedy() },
-            Sampling { top_p: 0.0, ..Sampling::greedy() },
-            Sampling { top_p: 1.5, ..Sampling::greedy() },
+            Sampling {
+                temperature: -1.0,
+                ..Sampling::greedy()
+            },
+            Sampling {
+                temperature: f32::NAN,
+                ..Sampling::greedy()
+            },
+            Sampling {
+                top_p: 0.0,
+                ..Sampling::greedy()
+            },
+            Sampling {
+                top_p: 1.5,
+                ..Sampling::greedy()
+            },
         ] {
             assert!(Sampler::new(p).is_err(), "{p:?}");
         }
-        let m = Sampler::new(Sampling { top_p: 0.0, ..Sampling::greedy() }).unwrap_err().to_string();
+        let m = Sampler::new(Sampling {
+            top_p: 0.0,
+            ..Sampling::greedy()
+        })
+        .unwrap_err()
+        .to_string();
         assert!(m.contains("top_p 0"), "{m}");
     }
 }

@@ -26,7 +26,8 @@ fn byte_map() -> [char; 256] {
     let mut out = ['\0'; 256];
     let mut n = 0u32;
     for b in 0..=255u32 {
-        let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        let printable =
+            (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
         out[b as usize] = if printable {
             char::from_u32(b).expect("valid")
         } else {
@@ -55,10 +56,17 @@ fn pre_tokenize(text: &str) -> Vec<&str> {
         let start = i;
         // Contractions: 's 't 're 've 'm 'll 'd (case-insensitive).
         if c == '\'' {
-            let rest: String = chars[i + 1..chars.len().min(i + 3)].iter().map(|c| c.1.to_ascii_lowercase()).collect();
+            let rest: String = chars[i + 1..chars.len().min(i + 3)]
+                .iter()
+                .map(|c| c.1.to_ascii_lowercase())
+                .collect();
             let n = if rest.starts_with("re") || rest.starts_with("ve") || rest.starts_with("ll") {
                 3
-            } else if rest.starts_with('s') || rest.starts_with('t') || rest.starts_with('m') || rest.starts_with('d') {
+            } else if rest.starts_with('s')
+                || rest.starts_with('t')
+                || rest.starts_with('m')
+                || rest.starts_with('d')
+            {
                 2
             } else {
                 0
@@ -105,7 +113,9 @@ fn pre_tokenize(text: &str) -> Vec<&str> {
         while j < chars.len() && chars[j].1.is_whitespace() {
             j += 1;
         }
-        let last_newline = (i..j).rev().find(|&k| chars[k].1 == '\r' || chars[k].1 == '\n');
+        let last_newline = (i..j)
+            .rev()
+            .find(|&k| chars[k].1 == '\r' || chars[k].1 == '\n');
         i = match last_newline {
             Some(k) => k + 1,
             // Leave one space for the next word when a non-space follows.
@@ -121,18 +131,30 @@ impl Tokenizer {
     /// Reads `tokenizer.json`.
     pub fn from_file(path: &Path) -> Result<Tokenizer, LlmError> {
         let text = std::fs::read_to_string(path).map_err(|e| LlmError::io(path, "read", e))?;
-        let json: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| LlmError::Json { path: path.to_path_buf(), source: e })?;
-        let bad = |msg: &str| LlmError::Config { path: path.to_path_buf(), msg: msg.to_string() };
+        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| LlmError::Json {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
+        let bad = |msg: &str| LlmError::Config {
+            path: path.to_path_buf(),
+            msg: msg.to_string(),
+        };
         let model = &json["model"];
         if model["type"].as_str().is_some_and(|t| t != "BPE") {
-            return Err(bad(&format!("tokenizer model {} is not supported (BPE only)", model["type"])));
+            return Err(bad(&format!(
+                "tokenizer model {} is not supported (BPE only)",
+                model["type"]
+            )));
         }
-        let vocab_json = model["vocab"].as_object().ok_or_else(|| bad("model.vocab missing"))?;
+        let vocab_json = model["vocab"]
+            .as_object()
+            .ok_or_else(|| bad("model.vocab missing"))?;
         let mut vocab = HashMap::new();
         let mut max_id = 0;
         for (k, v) in vocab_json {
-            let id = v.as_u64().ok_or_else(|| bad("vocab ids must be integers"))? as u32;
+            let id = v
+                .as_u64()
+                .ok_or_else(|| bad("vocab ids must be integers"))? as u32;
             max_id = max_id.max(id);
             vocab.insert(k.clone(), id);
         }
@@ -154,10 +176,13 @@ impl Tokenizer {
         let mut ranks = HashMap::new();
         for (r, m) in model["merges"].as_array().into_iter().flatten().enumerate() {
             let pair = match m {
-                serde_json::Value::String(s) => s.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())),
-                serde_json::Value::Array(a) if a.len() == 2 => {
-                    Some((a[0].as_str().unwrap_or_default().to_string(), a[1].as_str().unwrap_or_default().to_string()))
-                }
+                serde_json::Value::String(s) => s
+                    .split_once(' ')
+                    .map(|(a, b)| (a.to_string(), b.to_string())),
+                serde_json::Value::Array(a) if a.len() == 2 => Some((
+                    a[0].as_str().unwrap_or_default().to_string(),
+                    a[1].as_str().unwrap_or_default().to_string(),
+                )),
                 _ => None,
             };
             if let Some(p) = pair {
@@ -165,16 +190,34 @@ impl Tokenizer {
             }
         }
         let byte_to_char = byte_map();
-        let char_to_byte = byte_to_char.iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
-        Ok(Tokenizer { vocab, id_to_token, ranks, added, byte_to_char, char_to_byte })
+        let char_to_byte = byte_to_char
+            .iter()
+            .enumerate()
+            .map(|(b, &c)| (c, b as u8))
+            .collect();
+        Ok(Tokenizer {
+            vocab,
+            id_to_token,
+            ranks,
+            added,
+            byte_to_char,
+            char_to_byte,
+        })
     }
 
     fn bpe(&self, word: &str, out: &mut Vec<u32>) {
-        let mapped: String = word.bytes().map(|b| self.byte_to_char[b as usize]).collect();
+        let mapped: String = word
+            .bytes()
+            .map(|b| self.byte_to_char[b as usize])
+            .collect();
         let mut parts: Vec<String> = mapped.chars().map(|c| c.to_string()).collect();
         loop {
             let best = (0..parts.len().saturating_sub(1))
-                .filter_map(|k| self.ranks.get(&(parts[k].clone(), parts[k + 1].clone())).map(|&r| (r, k)))
+                .filter_map(|k| {
+                    self.ranks
+                        .get(&(parts[k].clone(), parts[k + 1].clone()))
+                        .map(|&r| (r, k))
+                })
                 .min();
             let Some((_, k)) = best else { break };
             let merged = format!("{}{}", parts[k], parts[k + 1]);
@@ -185,7 +228,10 @@ impl Tokenizer {
                 out.push(id);
             } else {
                 // Unknown piece: fall back to its single characters.
-                out.extend(p.chars().filter_map(|c| self.vocab.get(&c.to_string()).copied()));
+                out.extend(
+                    p.chars()
+                        .filter_map(|c| self.vocab.get(&c.to_string()).copied()),
+                );
             }
         }
     }
@@ -196,7 +242,11 @@ impl Tokenizer {
         let mut rest = text;
         while !rest.is_empty() {
             // The earliest added token in the rest.
-            let hit = self.added.iter().filter_map(|(s, id)| rest.find(s.as_str()).map(|p| (p, s.len(), *id))).min_by_key(|h| h.0);
+            let hit = self
+                .added
+                .iter()
+                .filter_map(|(s, id)| rest.find(s.as_str()).map(|p| (p, s.len(), *id)))
+                .min_by_key(|h| h.0);
             let (plain, next) = match hit {
                 Some((p, len, id)) => (&rest[..p], Some((id, p + len))),
                 None => (rest, None),
@@ -219,7 +269,9 @@ impl Tokenizer {
     pub fn decode(&self, ids: &[u32]) -> String {
         let mut bytes = Vec::new();
         for &id in ids {
-            let Some(tok) = self.id_to_token.get(id as usize) else { continue };
+            let Some(tok) = self.id_to_token.get(id as usize) else {
+                continue;
+            };
             if self.added.iter().any(|(s, i)| *i == id && s == tok) {
                 bytes.extend_from_slice(tok.as_bytes());
                 continue;
@@ -252,7 +304,10 @@ mod tests {
     #[test]
     fn pre_tokenizer_follows_the_qwen_pattern() {
         assert_eq!(pre_tokenize("Hello world"), vec!["Hello", " world"]);
-        assert_eq!(pre_tokenize("it's 42!"), vec!["it", "'s", " ", "4", "2", "!"]);
+        assert_eq!(
+            pre_tokenize("it's 42!"),
+            vec!["it", "'s", " ", "4", "2", "!"]
+        );
         assert_eq!(pre_tokenize("a  b\n\nc"), vec!["a", " ", " b", "\n\n", "c"]);
     }
 
@@ -261,12 +316,28 @@ mod tests {
         let bm = byte_map();
         let m = |s: &str| s.bytes().map(|b| bm[b as usize]).collect::<String>();
         let mut vocab = serde_json::Map::new();
-        let pieces = ["h", "e", "l", "o", " ", "w", "r", "d", "he", "ll", "hell", "hello", " w", " wo", " wor", " worl", " world"];
+        let pieces = [
+            "h", "e", "l", "o", " ", "w", "r", "d", "he", "ll", "hell", "hello", " w", " wo",
+            " wor", " worl", " world",
+        ];
         for (i, p) in pieces.iter().enumerate() {
             vocab.insert(m(p), serde_json::json!(i));
         }
-        let merges = [("h", "e"), ("l", "l"), ("he", "ll"), ("hell", "o"), (" ", "w"), (" w", "o"), (" wo", "r"), (" wor", "l"), (" worl", "d")];
-        let merges: Vec<String> = merges.iter().map(|(a, b)| format!("{} {}", m(a), m(b))).collect();
+        let merges = [
+            ("h", "e"),
+            ("l", "l"),
+            ("he", "ll"),
+            ("hell", "o"),
+            (" ", "w"),
+            (" w", "o"),
+            (" wo", "r"),
+            (" wor", "l"),
+            (" worl", "d"),
+        ];
+        let merges: Vec<String> = merges
+            .iter()
+            .map(|(a, b)| format!("{} {}", m(a), m(b)))
+            .collect();
         let json = serde_json::json!({
             "model": {"type": "BPE", "vocab": vocab, "merges": merges},
             "added_tokens": [{"id": 100, "content": "<|end|>"}]

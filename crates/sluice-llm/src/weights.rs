@@ -11,7 +11,9 @@ use half::{bf16, f16};
 
 use crate::config::ModelConfig;
 use crate::error::{LlmError, Result};
-use crate::safetensors::{write_safetensors_with, DType, ModelFiles, TensorView, CONFIG_FILE, WEIGHTS_FILE};
+use crate::safetensors::{
+    write_safetensors_with, DType, ModelFiles, TensorView, CONFIG_FILE, WEIGHTS_FILE,
+};
 
 /// Token embedding, `[vocab, hidden]`.
 pub const EMBED: &str = "model.embed_tokens.weight";
@@ -44,7 +46,13 @@ impl TensorSpec {
 /// Every tensor a model with this config stores, in checkpoint order.
 pub fn expected_tensors(cfg: &ModelConfig) -> Vec<TensorSpec> {
     let t = |name: String, shape: Vec<usize>| TensorSpec { name, shape };
-    let (h, q, kv, d, i) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.head_dim, cfg.intermediate);
+    let (h, q, kv, d, i) = (
+        cfg.hidden,
+        cfg.q_dim(),
+        cfg.kv_dim(),
+        cfg.head_dim,
+        cfg.intermediate,
+    );
     let mut v = vec![t(EMBED.into(), vec![cfg.vocab, h])];
     for l in 0..cfg.layers {
         let n = |part: &str| layer_tensor(l, part);
@@ -76,7 +84,10 @@ pub fn check_model_files(files: &ModelFiles) -> Result<()> {
         let view = files.tensor(&spec.name)?;
         if view.shape != spec.shape {
             return Err(LlmError::ShapeMismatch {
-                path: files.file_of(&spec.name).unwrap_or(files.dir()).to_path_buf(),
+                path: files
+                    .file_of(&spec.name)
+                    .unwrap_or(files.dir())
+                    .to_path_buf(),
                 tensor: spec.name,
                 expected: spec.shape,
                 found: view.shape,
@@ -90,9 +101,18 @@ pub fn check_model_files(files: &ModelFiles) -> Result<()> {
 pub fn to_f32(view: &TensorView<'_>) -> Vec<f32> {
     let b = view.bytes;
     match view.dtype {
-        DType::F32 => b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-        DType::F16 => b.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-        DType::BF16 => b.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+        DType::F32 => b
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        DType::F16 => b
+            .chunks_exact(2)
+            .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        DType::BF16 => b
+            .chunks_exact(2)
+            .map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
     }
 }
 
@@ -124,12 +144,21 @@ pub struct Uniform {
 /// onto repeating the input token).
 pub fn synthetic_init(cfg: &ModelConfig, spec: &TensorSpec) -> Uniform {
     if spec.name.ends_with("norm.weight") {
-        Uniform { center: 1.0, half_width: 0.1 }
+        Uniform {
+            center: 1.0,
+            half_width: 0.1,
+        }
     } else if spec.name == EMBED || spec.name == LM_HEAD {
-        Uniform { center: 0.0, half_width: (3.0 / cfg.hidden as f32).sqrt() }
+        Uniform {
+            center: 0.0,
+            half_width: (3.0 / cfg.hidden as f32).sqrt(),
+        }
     } else {
         let fan_in = spec.shape.last().copied().unwrap_or(1).max(1);
-        Uniform { center: 0.0, half_width: (3.0 / fan_in as f32).sqrt() }
+        Uniform {
+            center: 0.0,
+            half_width: (3.0 / fan_in as f32).sqrt(),
+        }
     }
 }
 
@@ -217,14 +246,22 @@ pub fn synthetic_fill(
 }
 
 /// The whole synthetic tensor as little-endian `dtype` bytes, generated on all cores.
-pub fn synthetic_tensor_bytes(cfg: &ModelConfig, seed: u64, spec: &TensorSpec, dtype: DType) -> Vec<u8> {
+pub fn synthetic_tensor_bytes(
+    cfg: &ModelConfig,
+    seed: u64,
+    spec: &TensorSpec,
+    dtype: DType,
+) -> Vec<u8> {
     let es = dtype.size();
     let numel = spec.numel();
     let mut out = vec![0u8; numel * es];
     if numel == 0 {
         return out;
     }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(numel / (1 << 16)).max(1);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(numel / (1 << 16))
+        .max(1);
     let per = numel.div_ceil(threads);
     std::thread::scope(|s| {
         for (t, chunk) in out.chunks_mut(per * es).enumerate() {
@@ -236,9 +273,18 @@ pub fn synthetic_tensor_bytes(cfg: &ModelConfig, seed: u64, spec: &TensorSpec, d
 
 /// The synthetic tensor as f32 values, after rounding to `dtype` (what a GPU holding
 /// `dtype` weights computes with).
-pub fn synthetic_tensor_f32(cfg: &ModelConfig, seed: u64, spec: &TensorSpec, dtype: DType) -> Vec<f32> {
+pub fn synthetic_tensor_f32(
+    cfg: &ModelConfig,
+    seed: u64,
+    spec: &TensorSpec,
+    dtype: DType,
+) -> Vec<f32> {
     let bytes = synthetic_tensor_bytes(cfg, seed, spec, dtype);
-    to_f32(&TensorView { dtype, shape: spec.shape.clone(), bytes: &bytes })
+    to_f32(&TensorView {
+        dtype,
+        shape: spec.shape.clone(),
+        bytes: &bytes,
+    })
 }
 
 /// All synthetic tensors of a config as f32 (rounded through `dtype`), by name.
@@ -255,7 +301,11 @@ pub fn synthetic_f32(cfg: &ModelConfig, seed: u64, dtype: DType) -> HashMap<Stri
 /// Writes a Hugging Face model directory (`config.json` + `model.safetensors`) for the
 /// synthetic model `name` (as [`ModelConfig::synthetic`], optional `synthetic:` prefix)
 /// with weights in `dtype` from [`DEFAULT_SEED`]; tensors are streamed one at a time.
-pub fn write_synthetic_hf_dir(dir: impl AsRef<Path>, name: &str, dtype: DType) -> Result<ModelConfig> {
+pub fn write_synthetic_hf_dir(
+    dir: impl AsRef<Path>,
+    name: &str,
+    dtype: DType,
+) -> Result<ModelConfig> {
     let dir = dir.as_ref();
     let cfg = ModelConfig::synthetic(name.strip_prefix("synthetic:").unwrap_or(name))?;
     std::fs::create_dir_all(dir).map_err(|e| LlmError::io(dir, "create", e))?;
@@ -270,11 +320,15 @@ pub fn write_synthetic_hf_dir(dir: impl AsRef<Path>, name: &str, dtype: DType) -
     let text = serde_json::to_string_pretty(&json).expect("a JSON value always serializes");
     std::fs::write(&cfg_path, text).map_err(|e| LlmError::io(&cfg_path, "write", e))?;
     let specs = expected_tensors(&cfg);
-    let list: Vec<(String, DType, Vec<usize>)> = specs.iter().map(|s| (s.name.clone(), dtype, s.shape.clone())).collect();
+    let list: Vec<(String, DType, Vec<usize>)> = specs
+        .iter()
+        .map(|s| (s.name.clone(), dtype, s.shape.clone()))
+        .collect();
     let wpath = dir.join(WEIGHTS_FILE);
     write_safetensors_with(&wpath, &list, |i, w: &mut dyn Write| {
         let bytes = synthetic_tensor_bytes(&cfg, DEFAULT_SEED, &specs[i], dtype);
-        w.write_all(&bytes).map_err(|e| LlmError::io(&wpath, "write", e))
+        w.write_all(&bytes)
+            .map_err(|e| LlmError::io(&wpath, "write", e))
     })?;
     Ok(cfg)
 }
@@ -285,7 +339,10 @@ mod tests {
     use crate::safetensors::{write_safetensors, TestDir};
 
     fn spec(name: &str, shape: &[usize]) -> TensorSpec {
-        TensorSpec { name: name.into(), shape: shape.to_vec() }
+        TensorSpec {
+            name: name.into(),
+            shape: shape.to_vec(),
+        }
     }
 
     #[test]
@@ -294,7 +351,8 @@ mod tests {
         let t = expected_tensors(&tiny);
         assert_eq!(t.len(), 1 + 2 * 11 + 1);
         assert!(t.iter().all(|s| s.name != LM_HEAD), "tied: no lm_head");
-        let find = |list: &[TensorSpec], n: &str| list.iter().find(|s| s.name == n).unwrap().shape.clone();
+        let find =
+            |list: &[TensorSpec], n: &str| list.iter().find(|s| s.name == n).unwrap().shape.clone();
         assert_eq!(find(&t, "model.layers.1.self_attn.q_proj.weight"), [64, 64]);
         assert_eq!(find(&t, "model.layers.1.self_attn.k_proj.weight"), [32, 64]);
         assert_eq!(find(&t, "model.layers.0.self_attn.o_proj.weight"), [64, 64]);
@@ -303,13 +361,22 @@ mod tests {
         let ll = ModelConfig::synthetic("tiny-llama").unwrap();
         let t = expected_tensors(&ll);
         assert_eq!(t.len(), 1 + 3 * 9 + 2);
-        assert!(!t.iter().any(|s| s.name.contains("q_norm")), "llama: no q/k norm");
+        assert!(
+            !t.iter().any(|s| s.name.contains("q_norm")),
+            "llama: no q/k norm"
+        );
         assert_eq!(find(&t, LM_HEAD), [300, 96]);
         assert_eq!(find(&t, "model.layers.2.self_attn.q_proj.weight"), [96, 96]);
         let q = ModelConfig::synthetic("qwen3-0.6b").unwrap();
         let t = expected_tensors(&q);
-        assert_eq!(find(&t, "model.layers.27.self_attn.q_proj.weight"), [2048, 1024]);
-        assert_eq!(find(&t, "model.layers.27.self_attn.o_proj.weight"), [1024, 2048]);
+        assert_eq!(
+            find(&t, "model.layers.27.self_attn.q_proj.weight"),
+            [2048, 1024]
+        );
+        assert_eq!(
+            find(&t, "model.layers.27.self_attn.o_proj.weight"),
+            [1024, 2048]
+        );
     }
 
     #[test]
@@ -329,12 +396,18 @@ mod tests {
         assert!(x1.iter().all(|v| v.abs() <= lim));
         let mean = x1.iter().sum::<f32>() / x1.len() as f32;
         let var = x1.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / x1.len() as f32;
-        assert!(mean.abs() < 0.01 && (var.sqrt() - lim / 3f32.sqrt()).abs() < 0.005, "{mean} {var}");
+        assert!(
+            mean.abs() < 0.01 && (var.sqrt() - lim / 3f32.sqrt()).abs() < 0.005,
+            "{mean} {var}"
+        );
         let n = synthetic_tensor_f32(&cfg, 7, &spec("model.norm.weight", &[64]), DType::F32);
         assert!(n.iter().all(|v| (0.9..=1.1).contains(v)) && n.iter().any(|&v| v != 1.0));
         // rounding through a dtype is what to_f32 of the bytes gives
         let h = synthetic_tensor_f32(&cfg, 7, &a, DType::BF16);
-        assert!(h.iter().zip(&x1).all(|(p, q)| p.to_bits() == half::bf16::from_f32(*q).to_f32().to_bits()));
+        assert!(h
+            .iter()
+            .zip(&x1)
+            .all(|(p, q)| p.to_bits() == half::bf16::from_f32(*q).to_f32().to_bits()));
     }
 
     #[test]
@@ -365,13 +438,21 @@ mod tests {
         let b = synthetic_tensor_bytes(&cfg, DEFAULT_SEED, &s, DType::F16);
         let secs = t.elapsed().as_secs_f64();
         let rate = s.numel() as f64 / secs / 1e6;
-        eprintln!("synthetic f16: {:.0} M elements/s ({} MB in {secs:.3}s)", rate, b.len() >> 20);
+        eprintln!(
+            "synthetic f16: {:.0} M elements/s ({} MB in {secs:.3}s)",
+            rate,
+            b.len() >> 20
+        );
         assert!(b.iter().any(|&x| x != 0));
     }
 
     #[test]
     fn synthetic_dir_loads_and_matches_in_memory() {
-        for (name, dtype) in [("tiny", DType::BF16), ("tiny-llama", DType::F16), ("tiny", DType::F32)] {
+        for (name, dtype) in [
+            ("tiny", DType::BF16),
+            ("tiny-llama", DType::F16),
+            ("tiny", DType::F32),
+        ] {
             let d = TestDir::new("w-dir");
             let cfg = write_synthetic_hf_dir(&d.0, name, dtype).unwrap();
             let files = ModelFiles::open(&d.0).unwrap();
@@ -391,7 +472,10 @@ mod tests {
         let d = TestDir::new("w-bad");
         let cfg = write_synthetic_hf_dir(&d.0, "tiny-llama", DType::F32).unwrap();
         let specs = expected_tensors(&cfg);
-        let bytes: Vec<Vec<u8>> = specs.iter().map(|s| synthetic_tensor_bytes(&cfg, 0, s, DType::F32)).collect();
+        let bytes: Vec<Vec<u8>> = specs
+            .iter()
+            .map(|s| synthetic_tensor_bytes(&cfg, 0, s, DType::F32))
+            .collect();
         let path = d.join("model.safetensors");
         let rewrite = |skip: Option<&str>, reshape: Option<(&str, Vec<usize>)>| {
             let mut list: Vec<(&str, DType, Vec<usize>, &[u8])> = Vec::new();
@@ -405,17 +489,26 @@ mod tests {
                 };
                 list.push((&s.name, DType::F32, shape, b));
             }
-            let refs: Vec<(&str, DType, &[usize], &[u8])> =
-                list.iter().map(|(n, d, s, b)| (*n, *d, s.as_slice(), *b)).collect();
+            let refs: Vec<(&str, DType, &[usize], &[u8])> = list
+                .iter()
+                .map(|(n, d, s, b)| (*n, *d, s.as_slice(), *b))
+                .collect();
             write_safetensors(&path, &refs).unwrap();
         };
         let q = "model.layers.1.self_attn.q_proj.weight";
         rewrite(Some(q), None);
-        let m = check_model_files(&ModelFiles::open(&d.0).unwrap()).unwrap_err().to_string();
-        assert!(m.contains(q) && m.contains("missing") && m.contains(&*d.0.to_string_lossy()), "{m}");
+        let m = check_model_files(&ModelFiles::open(&d.0).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.contains(q) && m.contains("missing") && m.contains(&*d.0.to_string_lossy()),
+            "{m}"
+        );
         let k = "model.layers.2.self_attn.k_proj.weight";
         rewrite(None, Some((k, vec![96, 32])));
-        let m = check_model_files(&ModelFiles::open(&d.0).unwrap()).unwrap_err().to_string();
+        let m = check_model_files(&ModelFiles::open(&d.0).unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(m.contains("model.safetensors") && m.contains(k), "{m}");
         assert!(m.contains("shape [96, 32], expected [32, 96]"), "{m}");
     }

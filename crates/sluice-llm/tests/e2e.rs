@@ -14,7 +14,10 @@ use sluice_llm::sampler::argmax;
 use sluice_llm::weights::DEFAULT_SEED;
 
 fn device(barriers: BarrierMode) -> Device {
-    test_device_with(Options { barriers, ..Options::default() })
+    test_device_with(Options {
+        barriers,
+        ..Options::default()
+    })
 }
 
 fn load(d: &Device, name: &str) -> sluice_llm::load::Loaded {
@@ -98,7 +101,10 @@ fn auto_and_serial_barriers_give_identical_logits() {
         greedy(&d, Mode::Direct, 12)
     };
     assert_eq!(a_tok, s_tok);
-    assert_eq!(a_logits.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), s_logits.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    assert_eq!(
+        a_logits.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        s_logits.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -109,8 +115,14 @@ fn replay_equals_direct_for_64_tokens() {
     let (replay_tok, replay_logits) = greedy(&d, Mode::Replay, 64);
     assert_eq!(direct_tok, replay_tok);
     assert_eq!(
-        direct_logits.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-        replay_logits.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        direct_logits
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>(),
+        replay_logits
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
     );
 }
 
@@ -118,10 +130,23 @@ fn replay_equals_direct_for_64_tokens() {
 fn replayed_step_is_a_valid_schedule_with_fewer_barriers() {
     let d = device(BarrierMode::Auto);
     let loaded = load(&d, "tiny");
-    let in_order = Decoder::graph(&loaded.model, GraphOptions { reorder: false, lookahead: 1 }).unwrap();
+    let in_order = Decoder::graph(
+        &loaded.model,
+        GraphOptions {
+            reorder: false,
+            lookahead: 1,
+        },
+    )
+    .unwrap();
     let reordered = Decoder::graph(&loaded.model, GraphOptions::default()).unwrap();
-    assert!(sluice::schedule::is_valid(reordered.dependencies(), reordered.schedule()));
-    assert!(sluice::schedule::is_valid(in_order.dependencies(), in_order.schedule()));
+    assert!(sluice::schedule::is_valid(
+        reordered.dependencies(),
+        reordered.schedule()
+    ));
+    assert!(sluice::schedule::is_valid(
+        in_order.dependencies(),
+        in_order.schedule()
+    ));
     assert!(reordered.schedule().barriers() <= in_order.schedule().barriers());
     assert_eq!(in_order.nodes().len(), reordered.nodes().len());
     // Fusion removes two norms and the rope/KV-append dispatch per layer, and the final norm.
@@ -129,6 +154,9 @@ fn replayed_step_is_a_valid_schedule_with_fewer_barriers() {
     let plain = Decoder::graph(&unfused.model, GraphOptions::default()).unwrap();
     let layers = ModelConfig::synthetic("tiny").unwrap().layers;
     // Unfused gate/up is three dispatches (gate, up, silu_mul) instead of one.
-    assert_eq!(plain.nodes().len(), reordered.nodes().len() + 3 * layers + 2 * layers + 1);
+    assert_eq!(
+        plain.nodes().len(),
+        reordered.nodes().len() + 3 * layers + 2 * layers + 1
+    );
     assert!(plain.schedule().barriers() > reordered.schedule().barriers());
 }

@@ -83,6 +83,7 @@ impl AtomicCounters {
         self.barriers.fetch_add(c.barriers, Relaxed);
         self.barriers_elided.fetch_add(c.barriers_elided, Relaxed);
         self.command_buffers.fetch_add(c.command_buffers, Relaxed);
-        self.timestamp_queries.fetch_add(c.timestamp_queries, Relaxed);
+        self.timestamp_queries
+            .fetch_add(c.timestamp_queries, Relaxed);
     }
 }

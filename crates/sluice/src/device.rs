@@ -137,7 +137,6 @@ impl Drop for DeviceHandle {
     }
 }
 
-
 fn vendor_name(id: u32) -> &'static str {
     match id {
         0x10de => "NVIDIA",
@@ -172,7 +171,9 @@ fn type_rank(t: vk::PhysicalDeviceType) -> u32 {
 }
 
 fn has_extension(props: &[vk::ExtensionProperties], name: &CStr) -> bool {
-    props.iter().any(|p| p.extension_name_as_c_str().is_ok_and(|n| n == name))
+    props
+        .iter()
+        .any(|p| p.extension_name_as_c_str().is_ok_and(|n| n == name))
 }
 
 impl Device {
@@ -198,16 +199,22 @@ impl Device {
             // SAFETY: plain enumeration through a loaded entry.
             let available = unsafe { entry.enumerate_instance_layer_properties() }
                 .vk("vkEnumerateInstanceLayerProperties")?;
-            if !available.iter().any(|l| l.layer_name_as_c_str().is_ok_and(|n| n == validation::LAYER_NAME)) {
+            if !available.iter().any(|l| {
+                l.layer_name_as_c_str()
+                    .is_ok_and(|n| n == validation::LAYER_NAME)
+            }) {
                 return Err(Error::MissingFeature {
                     device: "instance".into(),
-                    missing: "VK_LAYER_KHRONOS_validation (install Debian's vulkan-validationlayers)".into(),
+                    missing:
+                        "VK_LAYER_KHRONOS_validation (install Debian's vulkan-validationlayers)"
+                            .into(),
                 });
             }
             layers.push(validation::LAYER_NAME.as_ptr());
             extensions.push(ash::ext::validation_features::NAME.as_ptr());
         }
-        let debug_utils_present = has_extension(&instance_exts, ash::ext::debug_utils::NAME) || want_validation;
+        let debug_utils_present =
+            has_extension(&instance_exts, ash::ext::debug_utils::NAME) || want_validation;
         if debug_utils_present {
             extensions.push(ash::ext::debug_utils::NAME.as_ptr());
         }
@@ -226,10 +233,18 @@ impl Device {
             }
         }
         // SAFETY: every pointer in instance_info refers to locals alive for this call.
-        let instance = unsafe { entry.create_instance(&instance_info, None) }.vk("vkCreateInstance")?;
+        let instance =
+            unsafe { entry.create_instance(&instance_info, None) }.vk("vkCreateInstance")?;
 
         // From here on, failures must destroy the instance.
-        let built = Self::build(&entry, &instance, &options, &validation_log, want_validation, debug_utils_present);
+        let built = Self::build(
+            &entry,
+            &instance,
+            &options,
+            &validation_log,
+            want_validation,
+            debug_utils_present,
+        );
         match built {
             Ok((physical, raw, ext, info, queue, cache)) => {
                 let allocator = Allocator::new(&AllocatorCreateDesc {
@@ -240,7 +255,11 @@ impl Device {
                     buffer_device_address: false,
                     allocation_sizes: Default::default(),
                 })
-                .map_err(|e| Error::Allocation { requested: 0, what: "allocator".into(), reason: e.to_string() })?;
+                .map_err(|e| Error::Allocation {
+                    requested: 0,
+                    what: "allocator".into(),
+                    reason: e.to_string(),
+                })?;
                 let shared = DeviceShared {
                     id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
                     _entry: entry,
@@ -261,7 +280,11 @@ impl Device {
                     deferred_writes: Mutex::new(Vec::new()),
                     residency: Default::default(),
                 };
-                Ok(Device { handle: Arc::new(DeviceHandle { shared: Arc::new(shared) }) })
+                Ok(Device {
+                    handle: Arc::new(DeviceHandle {
+                        shared: Arc::new(shared),
+                    }),
+                })
             }
             Err(e) => {
                 // SAFETY: nothing made from the instance survives a failed build.
@@ -279,35 +302,55 @@ impl Device {
         log: &ValidationLog,
         want_validation: bool,
         debug_utils_present: bool,
-    ) -> Result<(vk::PhysicalDevice, ash::Device, Extensions, DeviceInfo, QueueState, vk::PipelineCache)> {
+    ) -> Result<(
+        vk::PhysicalDevice,
+        ash::Device,
+        Extensions,
+        DeviceInfo,
+        QueueState,
+        vk::PipelineCache,
+    )> {
         // SAFETY: instance is valid; all structs passed live across each call.
         unsafe {
-            let physicals = instance.enumerate_physical_devices().vk("vkEnumeratePhysicalDevices")?;
-            let mut candidates: Vec<(vk::PhysicalDevice, vk::PhysicalDeviceProperties, String)> = physicals
-                .iter()
-                .map(|&p| {
-                    let props = instance.get_physical_device_properties(p);
-                    let name = props.device_name_as_c_str().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                    (p, props, name)
-                })
-                .collect();
+            let physicals = instance
+                .enumerate_physical_devices()
+                .vk("vkEnumeratePhysicalDevices")?;
+            let mut candidates: Vec<(vk::PhysicalDevice, vk::PhysicalDeviceProperties, String)> =
+                physicals
+                    .iter()
+                    .map(|&p| {
+                        let props = instance.get_physical_device_properties(p);
+                        let name = props
+                            .device_name_as_c_str()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default();
+                        (p, props, name)
+                    })
+                    .collect();
             let seen: Vec<String> = candidates.iter().map(|c| c.2.clone()).collect();
-            candidates.retain(|c| vk::api_version_minor(c.1.api_version) >= 3 || vk::api_version_major(c.1.api_version) > 1);
+            candidates.retain(|c| {
+                vk::api_version_minor(c.1.api_version) >= 3
+                    || vk::api_version_major(c.1.api_version) > 1
+            });
             if let Some(want) = &options.adapter {
                 let w = want.to_lowercase();
                 candidates.retain(|c| c.2.to_lowercase().contains(&w));
             }
             candidates.sort_by_key(|c| type_rank(c.1.device_type));
-            let (physical, props, name) = candidates
-                .into_iter()
-                .next()
-                .ok_or(Error::NoDevice { wanted: options.adapter.clone(), seen })?;
+            let (physical, props, name) = candidates.into_iter().next().ok_or(Error::NoDevice {
+                wanted: options.adapter.clone(),
+                seen,
+            })?;
 
             // Extensions.
-            let dev_exts =
-                instance.enumerate_device_extension_properties(physical).vk("vkEnumerateDeviceExtensionProperties")?;
+            let dev_exts = instance
+                .enumerate_device_extension_properties(physical)
+                .vk("vkEnumerateDeviceExtensionProperties")?;
             if !has_extension(&dev_exts, ash::khr::push_descriptor::NAME) {
-                return Err(Error::MissingFeature { device: name, missing: "VK_KHR_push_descriptor".into() });
+                return Err(Error::MissingFeature {
+                    device: name,
+                    missing: "VK_KHR_push_descriptor".into(),
+                });
             }
             let memory_budget_ext = has_extension(&dev_exts, ash::ext::memory_budget::NAME);
             let pageable_ext = has_extension(&dev_exts, ash::ext::memory_priority::NAME)
@@ -323,24 +366,35 @@ impl Device {
             let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
             let mut fprio = vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default();
             let mut fpage = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default();
-            let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f11).push_next(&mut f12).push_next(&mut f13);
+            let mut f2 = vk::PhysicalDeviceFeatures2::default()
+                .push_next(&mut f11)
+                .push_next(&mut f12)
+                .push_next(&mut f13);
             if pageable_ext {
                 f2 = f2.push_next(&mut fprio).push_next(&mut fpage);
             }
             instance.get_physical_device_features2(physical, &mut f2);
             let shader_int64 = f2.features.shader_int64;
-            let pageable_ext = pageable_ext && fprio.memory_priority != 0 && fpage.pageable_device_local_memory != 0;
+            let pageable_ext = pageable_ext
+                && fprio.memory_priority != 0
+                && fpage.pageable_device_local_memory != 0;
             if pageable_ext {
                 enabled_exts.push(ash::ext::memory_priority::NAME.as_ptr());
                 enabled_exts.push(ash::ext::pageable_device_local_memory::NAME.as_ptr());
             }
-            let mut eprio = vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default().memory_priority(true);
-            let mut epage = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default().pageable_device_local_memory(true);
+            let mut eprio =
+                vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default().memory_priority(true);
+            let mut epage = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default()
+                .pageable_device_local_memory(true);
             if f12.timeline_semaphore == 0 || f13.synchronization2 == 0 {
-                return Err(Error::MissingFeature { device: name, missing: "timelineSemaphore and synchronization2".into() });
+                return Err(Error::MissingFeature {
+                    device: name,
+                    missing: "timelineSemaphore and synchronization2".into(),
+                });
             }
-            let shader_f16 =
-                f12.shader_float16 != 0 && f11.storage_buffer16_bit_access != 0 && f11.uniform_and_storage_buffer16_bit_access != 0;
+            let shader_f16 = f12.shader_float16 != 0
+                && f11.storage_buffer16_bit_access != 0
+                && f11.uniform_and_storage_buffer16_bit_access != 0;
             let mut e11 = vk::PhysicalDeviceVulkan11Features::default()
                 .storage_buffer16_bit_access(shader_f16)
                 .uniform_and_storage_buffer16_bit_access(shader_f16);
@@ -362,10 +416,14 @@ impl Device {
                 .filter(|(_, f)| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
                 .min_by_key(|(_, f)| (f.timestamp_valid_bits == 0) as u32)
                 .map(|(i, _)| i as u32)
-                .ok_or(Error::MissingFeature { device: name.clone(), missing: "a compute queue".into() })?;
+                .ok_or(Error::MissingFeature {
+                    device: name.clone(),
+                    missing: "a compute queue".into(),
+                })?;
             let priorities = [1.0f32];
-            let queue_infos =
-                [vk::DeviceQueueCreateInfo::default().queue_family_index(family).queue_priorities(&priorities)];
+            let queue_infos = [vk::DeviceQueueCreateInfo::default()
+                .queue_family_index(family)
+                .queue_priorities(&priorities)];
             let device_info = vk::DeviceCreateInfo::default()
                 .queue_create_infos(&queue_infos)
                 .enabled_extension_names(&enabled_exts)
@@ -373,19 +431,33 @@ impl Device {
                 .push_next(&mut e11)
                 .push_next(&mut e12)
                 .push_next(&mut e13);
-            let device_info = if pageable_ext { device_info.push_next(&mut eprio).push_next(&mut epage) } else { device_info };
-            let raw = instance.create_device(physical, &device_info, None).vk("vkCreateDevice")?;
+            let device_info = if pageable_ext {
+                device_info.push_next(&mut eprio).push_next(&mut epage)
+            } else {
+                device_info
+            };
+            let raw = instance
+                .create_device(physical, &device_info, None)
+                .vk("vkCreateDevice")?;
 
             // Properties for DeviceInfo.
             let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
             let mut driver = vk::PhysicalDeviceDriverProperties::default();
-            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup).push_next(&mut driver);
+            let mut p2 = vk::PhysicalDeviceProperties2::default()
+                .push_next(&mut subgroup)
+                .push_next(&mut driver);
             instance.get_physical_device_properties2(physical, &mut p2);
             let mem = instance.get_physical_device_memory_properties(physical);
             let uma = mem.memory_types[..mem.memory_type_count as usize]
                 .iter()
-                .filter(|t| t.property_flags.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL))
-                .all(|t| t.property_flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE));
+                .filter(|t| {
+                    t.property_flags
+                        .contains(vk::MemoryPropertyFlags::DEVICE_LOCAL)
+                })
+                .all(|t| {
+                    t.property_flags
+                        .contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
+                });
             let valid_bits = families[family as usize].timestamp_valid_bits;
             let v = props.api_version;
             let info = DeviceInfo {
@@ -393,8 +465,14 @@ impl Device {
                 vendor: vendor_name(props.vendor_id).into(),
                 vendor_id: props.vendor_id,
                 device_type: type_name(props.device_type).into(),
-                driver: driver.driver_name_as_c_str().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
-                driver_info: driver.driver_info_as_c_str().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+                driver: driver
+                    .driver_name_as_c_str()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                driver_info: driver
+                    .driver_info_as_c_str()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
                 api_version: format!(
                     "{}.{}.{}",
                     vk::api_version_major(v),
@@ -428,14 +506,21 @@ impl Device {
                     }
                 }
             } else if debug_utils_present {
-                (Some(ash::ext::debug_utils::Instance::new(entry, instance)), vk::DebugUtilsMessengerEXT::null())
+                (
+                    Some(ash::ext::debug_utils::Instance::new(entry, instance)),
+                    vk::DebugUtilsMessengerEXT::null(),
+                )
             } else {
                 (None, vk::DebugUtilsMessengerEXT::null())
             };
             let ext = Extensions {
                 push_descriptor: ash::khr::push_descriptor::Device::new(instance, &raw),
-                pageable: pageable_ext.then(|| ash::ext::pageable_device_local_memory::Device::new(instance, &raw)),
-                labels: messenger.0.as_ref().map(|_| ash::ext::debug_utils::Device::new(instance, &raw)),
+                pageable: pageable_ext
+                    .then(|| ash::ext::pageable_device_local_memory::Device::new(instance, &raw)),
+                labels: messenger
+                    .0
+                    .as_ref()
+                    .map(|_| ash::ext::debug_utils::Device::new(instance, &raw)),
                 debug_utils: messenger.0,
                 messenger: messenger.1,
             };
@@ -477,18 +562,34 @@ impl Device {
 
     /// The cached pipeline for `kernel`, made on first use.
     pub fn pipeline(&self, kernel: &KernelDesc) -> Result<Arc<Pipeline>> {
-        let key = (kernel.name.as_ptr() as usize, kernel.spirv.as_ptr() as usize, kernel.bindings.as_ptr() as usize);
-        let mut map = self.handle.shared.pipelines.lock().expect("pipeline cache poisoned");
+        let key = (
+            kernel.name.as_ptr() as usize,
+            kernel.spirv.as_ptr() as usize,
+            kernel.bindings.as_ptr() as usize,
+        );
+        let mut map = self
+            .handle
+            .shared
+            .pipelines
+            .lock()
+            .expect("pipeline cache poisoned");
         if let Some(p) = map.get(&key) {
             return Ok(p.clone());
         }
         if kernel.push_constant_bytes > self.handle.shared.info.max_push_constant_bytes {
             return Err(Error::InvalidUse(format!(
                 "kernel {:?} takes {} push-constant bytes; the device allows {}",
-                kernel.name, kernel.push_constant_bytes, self.handle.shared.info.max_push_constant_bytes
+                kernel.name,
+                kernel.push_constant_bytes,
+                self.handle.shared.info.max_push_constant_bytes
             )));
         }
-        let p = Pipeline::create(&self.handle.shared.raw, self.handle.shared.pipeline_cache, kernel, self.handle.shared.id)?;
+        let p = Pipeline::create(
+            &self.handle.shared.raw,
+            self.handle.shared.pipeline_cache,
+            kernel,
+            self.handle.shared.id,
+        )?;
         map.insert(key, p.clone());
         Ok(p)
     }
@@ -500,16 +601,32 @@ impl Device {
 
     /// Validation messages collected so far (empty when validation is off).
     pub fn validation_messages(&self) -> Vec<ValidationMessage> {
-        self.handle.shared.validation_log.messages.lock().map(|m| m.clone()).unwrap_or_default()
+        self.handle
+            .shared
+            .validation_log
+            .messages
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
     }
 
     /// Takes and clears the collected validation messages.
     pub fn take_validation_messages(&self) -> Vec<ValidationMessage> {
-        self.handle.shared.validation_log.messages.lock().map(|mut m| std::mem::take(&mut *m)).unwrap_or_default()
+        self.handle
+            .shared
+            .validation_log
+            .messages
+            .lock()
+            .map(|mut m| std::mem::take(&mut *m))
+            .unwrap_or_default()
     }
 }
 
-fn heap_infos(instance: &ash::Instance, physical: vk::PhysicalDevice, budget_ext: bool) -> Vec<HeapInfo> {
+fn heap_infos(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    budget_ext: bool,
+) -> Vec<HeapInfo> {
     let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
     let mut mem2 = vk::PhysicalDeviceMemoryProperties2::default();
     if budget_ext {
@@ -525,9 +642,11 @@ fn heap_infos(instance: &ash::Instance, physical: vk::PhysicalDevice, budget_ext
             HeapInfo {
                 size: h.size,
                 device_local: h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL),
-                host_visible: types
-                    .iter()
-                    .any(|t| t.heap_index as usize == i && t.property_flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE)),
+                host_visible: types.iter().any(|t| {
+                    t.heap_index as usize == i
+                        && t.property_flags
+                            .contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
+                }),
                 budget: budget_ext.then(|| budget.heap_budget[i]),
                 usage: budget_ext.then(|| budget.heap_usage[i]),
             }
@@ -550,7 +669,13 @@ impl Drop for DeviceShared {
         unsafe {
             let _ = self.raw.device_wait_idle();
             self.queue.destroy(&self.raw);
-            for p in self.pipelines.get_mut().map(|m| m.drain()).into_iter().flatten() {
+            for p in self
+                .pipelines
+                .get_mut()
+                .map(|m| m.drain())
+                .into_iter()
+                .flatten()
+            {
                 p.1.destroy(&self.raw);
             }
             self.raw.destroy_pipeline_cache(self.pipeline_cache, None);

@@ -22,10 +22,13 @@ use crate::options::BarrierMode;
 use crate::profile::TimestampQueries;
 use crate::queue::{CommandSlot, Retained, Ticket};
 
-const WRITE_STAGES: vk::PipelineStageFlags2 =
-    vk::PipelineStageFlags2::from_raw(vk::PipelineStageFlags2::COMPUTE_SHADER.as_raw() | vk::PipelineStageFlags2::ALL_TRANSFER.as_raw());
-const WRITE_ACCESS: vk::AccessFlags2 =
-    vk::AccessFlags2::from_raw(vk::AccessFlags2::SHADER_STORAGE_WRITE.as_raw() | vk::AccessFlags2::TRANSFER_WRITE.as_raw());
+const WRITE_STAGES: vk::PipelineStageFlags2 = vk::PipelineStageFlags2::from_raw(
+    vk::PipelineStageFlags2::COMPUTE_SHADER.as_raw()
+        | vk::PipelineStageFlags2::ALL_TRANSFER.as_raw(),
+);
+const WRITE_ACCESS: vk::AccessFlags2 = vk::AccessFlags2::from_raw(
+    vk::AccessFlags2::SHADER_STORAGE_WRITE.as_raw() | vk::AccessFlags2::TRANSFER_WRITE.as_raw(),
+);
 const READ_WRITE_ACCESS: vk::AccessFlags2 = vk::AccessFlags2::from_raw(
     vk::AccessFlags2::SHADER_STORAGE_READ.as_raw()
         | vk::AccessFlags2::SHADER_STORAGE_WRITE.as_raw()
@@ -76,7 +79,10 @@ impl Device {
 
     /// A ticket for the most recent submit (value 0, always done, when nothing was submitted).
     pub fn last_ticket(&self) -> Ticket {
-        Ticket { device: self.handle.shared.clone(), value: self.handle.shared.queue.submitted.load(Ordering::Acquire) }
+        Ticket {
+            device: self.handle.shared.clone(),
+            value: self.handle.shared.queue.submitted.load(Ordering::Acquire),
+        }
     }
 }
 
@@ -94,7 +100,8 @@ impl Encoder {
         let begun = unsafe {
             device.raw.begin_command_buffer(
                 slot.cmd,
-                &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
             )
         };
         if let Err(e) = begun {
@@ -106,7 +113,10 @@ impl Encoder {
             slot: Some(slot),
             tracker: HazardTracker::new(),
             mode: device.options.barriers,
-            counters: Counters { command_buffers: 1, ..Counters::default() },
+            counters: Counters {
+                command_buffers: 1,
+                ..Counters::default()
+            },
             retained: Vec::new(),
             bound: vk::Pipeline::null(),
             ops: 0,
@@ -155,13 +165,18 @@ impl Encoder {
     /// Ends a capture and returns the captured graph (unoptimized: captured order,
     /// in-order barriers).
     pub fn finish_capture(mut self) -> Result<crate::graph::Graph> {
-        let nodes = self.capture.take().ok_or_else(|| Error::InvalidUse("finish_capture on a recording encoder".into()))?;
+        let nodes = self
+            .capture
+            .take()
+            .ok_or_else(|| Error::InvalidUse("finish_capture on a recording encoder".into()))?;
         Ok(crate::graph::Graph::new(self.device.clone(), nodes))
     }
 
     fn not_in_capture(&self, what: &str) -> Result<()> {
         if self.capture.is_some() {
-            return Err(Error::InvalidUse(format!("{what} cannot be captured into a graph")));
+            return Err(Error::InvalidUse(format!(
+                "{what} cannot be captured into a graph"
+            )));
         }
         Ok(())
     }
@@ -185,7 +200,10 @@ impl Encoder {
     }
 
     fn cmd(&self) -> vk::CommandBuffer {
-        self.slot.as_ref().expect("encoder slot present until submit").cmd
+        self.slot
+            .as_ref()
+            .expect("encoder slot present until submit")
+            .cmd
     }
 
     fn global_barrier(&mut self) {
@@ -215,19 +233,27 @@ impl Encoder {
     }
 
     fn retain(&mut self, slice: &BufferSlice<'_>, write: bool) {
-        if let Some(Retained::Buffer(b, w)) =
-            self.retained.iter_mut().rev().take(8).find(|r| matches!(r, Retained::Buffer(b, _) if b.id == slice.buffer.inner.id))
+        if let Some(Retained::Buffer(b, w)) = self
+            .retained
+            .iter_mut()
+            .rev()
+            .take(8)
+            .find(|r| matches!(r, Retained::Buffer(b, _) if b.id == slice.buffer.inner.id))
         {
             let _ = b;
             *w |= write;
             return;
         }
-        self.retained.push(Retained::Buffer(slice.buffer.inner.clone(), write));
+        self.retained
+            .push(Retained::Buffer(slice.buffer.inner.clone(), write));
     }
 
     fn check_slice(&self, slice: &BufferSlice<'_>) -> Result<()> {
         if !Arc::ptr_eq(&slice.buffer.inner.device, &self.device) {
-            return Err(Error::InvalidUse(format!("buffer {:?} belongs to another device", slice.buffer.name())));
+            return Err(Error::InvalidUse(format!(
+                "buffer {:?} belongs to another device",
+                slice.buffer.name()
+            )));
         }
         slice.buffer.check_range(slice.offset, slice.len)
     }
@@ -243,7 +269,10 @@ impl Encoder {
     ) -> Result<()> {
         let desc = &pipeline.desc;
         if pipeline.device_id != self.device.id {
-            return Err(Error::InvalidUse(format!("pipeline {:?} belongs to another device", desc.name)));
+            return Err(Error::InvalidUse(format!(
+                "pipeline {:?} belongs to another device",
+                desc.name
+            )));
         }
         if bindings.len() != desc.bindings.len() {
             return Err(Error::InvalidUse(format!(
@@ -284,16 +313,29 @@ impl Encoder {
                 BindingAccess::Read => AccessKind::Read,
                 BindingAccess::ReadWrite => AccessKind::Write,
             };
-            self.accesses.push(Access { buffer: b.id, class: b.class, offset: slice.offset, len: slice.len, kind });
+            self.accesses.push(Access {
+                buffer: b.id,
+                class: b.class,
+                offset: slice.offset,
+                len: slice.len,
+                kind,
+            });
         }
         if let Some(nodes) = &mut self.capture {
             // Validates (e.g. writes to weights) like a recorded dispatch would.
             self.tracker.place(desc.name, &self.accesses)?;
             nodes.push(crate::graph::Node {
-                label: if self.label.is_empty() { Arc::from(desc.name) } else { self.label.clone() },
+                label: if self.label.is_empty() {
+                    Arc::from(desc.name)
+                } else {
+                    self.label.clone()
+                },
                 pipeline: pipeline.clone(),
                 groups,
-                bindings: bindings.iter().map(|b| (b.buffer.clone(), b.offset, b.len)).collect(),
+                bindings: bindings
+                    .iter()
+                    .map(|b| (b.buffer.clone(), b.offset, b.len))
+                    .collect(),
                 push: push.to_vec(),
                 accesses: self.accesses.clone(),
             });
@@ -302,8 +344,18 @@ impl Encoder {
         }
         self.place(desc.name)?;
         let cmd = self.cmd();
-        let raw = bindings.iter().map(|b| (b.buffer.inner.raw, b.offset, b.len));
-        record_dispatch_raw(&self.device, cmd, &mut self.bound, pipeline, groups, raw, push)?;
+        let raw = bindings
+            .iter()
+            .map(|b| (b.buffer.inner.raw, b.offset, b.len));
+        record_dispatch_raw(
+            &self.device,
+            cmd,
+            &mut self.bound,
+            pipeline,
+            groups,
+            raw,
+            push,
+        )?;
         for (slice, access) in bindings.iter().zip(desc.bindings) {
             let w = *access == BindingAccess::ReadWrite;
             self.retain(slice, w);
@@ -318,20 +370,43 @@ impl Encoder {
         self.check_slice(&src)?;
         self.check_slice(&dst)?;
         if src.len != dst.len || src.len == 0 {
-            return Err(Error::InvalidUse(format!("copy of {} bytes into {} bytes", src.len, dst.len)));
+            return Err(Error::InvalidUse(format!(
+                "copy of {} bytes into {} bytes",
+                src.len, dst.len
+            )));
         }
         let (s, d) = (&src.buffer.inner, &dst.buffer.inner);
         self.accesses.clear();
-        self.accesses.push(Access { buffer: s.id, class: s.class, offset: src.offset, len: src.len, kind: AccessKind::Read });
-        self.accesses.push(Access { buffer: d.id, class: d.class, offset: dst.offset, len: dst.len, kind: AccessKind::Write });
+        self.accesses.push(Access {
+            buffer: s.id,
+            class: s.class,
+            offset: src.offset,
+            len: src.len,
+            kind: AccessKind::Read,
+        });
+        self.accesses.push(Access {
+            buffer: d.id,
+            class: d.class,
+            offset: dst.offset,
+            len: dst.len,
+            kind: AccessKind::Write,
+        });
         // A copy is the upload path of weights: it may write a ReadOnlyWeight.
         if d.class.is_gpu_read_only() {
             self.accesses.pop();
         }
         self.place("copy")?;
-        let region = [vk::BufferCopy { src_offset: src.offset, dst_offset: dst.offset, size: src.len }];
+        let region = [vk::BufferCopy {
+            src_offset: src.offset,
+            dst_offset: dst.offset,
+            size: src.len,
+        }];
         // SAFETY: recording; both buffers are alive and retained; ranges checked.
-        unsafe { self.device.raw.cmd_copy_buffer(self.cmd(), s.raw, d.raw, &region) };
+        unsafe {
+            self.device
+                .raw
+                .cmd_copy_buffer(self.cmd(), s.raw, d.raw, &region)
+        };
         self.retain(&src, false);
         self.retain(&dst, true);
         self.counters.copies += 1;
@@ -344,16 +419,26 @@ impl Encoder {
         self.not_in_capture("a timestamp")?;
         let pool = queries.inner.pool;
         if !Arc::ptr_eq(&queries.inner.device, &self.device) || index >= queries.inner.count {
-            return Err(Error::InvalidUse(format!("timestamp index {index} of {} or foreign pool", queries.inner.count)));
+            return Err(Error::InvalidUse(format!(
+                "timestamp index {index} of {} or foreign pool",
+                queries.inner.count
+            )));
         }
         let cmd = self.cmd();
         // SAFETY: recording; the pool is alive and retained until completion.
         unsafe {
             if !self.reset_pools.contains(&pool) {
-                self.device.raw.cmd_reset_query_pool(cmd, pool, 0, queries.inner.count);
+                self.device
+                    .raw
+                    .cmd_reset_query_pool(cmd, pool, 0, queries.inner.count);
                 self.reset_pools.push(pool);
             }
-            self.device.raw.cmd_write_timestamp2(cmd, vk::PipelineStageFlags2::ALL_COMMANDS, pool, index);
+            self.device.raw.cmd_write_timestamp2(
+                cmd,
+                vk::PipelineStageFlags2::ALL_COMMANDS,
+                pool,
+                index,
+            );
         }
         self.counters.timestamp_queries += 1;
         self.retained.push(Retained::Other(queries.inner.clone()));
@@ -386,7 +471,10 @@ impl Encoder {
         self.device.counters.add_recorded(&self.counters);
         let retained = std::mem::take(&mut self.retained);
         let value = self.device.queue.submit(&self.device, slot, retained)?;
-        let ticket = Ticket { device: self.device.clone(), value };
+        let ticket = Ticket {
+            device: self.device.clone(),
+            value,
+        };
         for n in self.notify.drain(..) {
             let _ = n.set(ticket.clone());
         }
@@ -398,8 +486,11 @@ impl Drop for Encoder {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
             // SAFETY: never submitted; ending is required before the pool reset.
-            let _ = unsafe { self.device.raw.end_command_buffer(slot.cmd) }.vk("vkEndCommandBuffer");
-            self.device.queue.release_unsubmitted(&self.device.raw, slot);
+            let _ =
+                unsafe { self.device.raw.end_command_buffer(slot.cmd) }.vk("vkEndCommandBuffer");
+            self.device
+                .queue
+                .release_unsubmitted(&self.device.raw, slot);
         }
     }
 }
@@ -413,7 +504,12 @@ pub(crate) fn record_global_barrier(raw: &ash::Device, cmd: vk::CommandBuffer) {
         .dst_stage_mask(WRITE_STAGES)
         .dst_access_mask(READ_WRITE_ACCESS)];
     // SAFETY: the caller's command buffer is recording; the info lives across the call.
-    unsafe { raw.cmd_pipeline_barrier2(cmd, &vk::DependencyInfo::default().memory_barriers(&barrier)) };
+    unsafe {
+        raw.cmd_pipeline_barrier2(
+            cmd,
+            &vk::DependencyInfo::default().memory_barriers(&barrier),
+        )
+    };
 }
 
 /// Records the submit-boundary barrier: all work before it, before later submits' work
@@ -425,7 +521,12 @@ pub(crate) fn record_submit_barrier(raw: &ash::Device, cmd: vk::CommandBuffer) {
         .dst_stage_mask(WRITE_STAGES | vk::PipelineStageFlags2::HOST)
         .dst_access_mask(READ_WRITE_ACCESS | vk::AccessFlags2::HOST_READ)];
     // SAFETY: the caller's command buffer is recording; the info lives across the call.
-    unsafe { raw.cmd_pipeline_barrier2(cmd, &vk::DependencyInfo::default().memory_barriers(&barrier)) };
+    unsafe {
+        raw.cmd_pipeline_barrier2(
+            cmd,
+            &vk::DependencyInfo::default().memory_barriers(&barrier),
+        )
+    };
 }
 
 /// Records one dispatch of a graph node.
@@ -455,11 +556,17 @@ fn record_dispatch_raw(
 ) -> Result<()> {
     let count = bindings.len();
     if count > MAX_BINDINGS {
-        return Err(Error::InvalidUse(format!("kernel {:?} has more than {MAX_BINDINGS} bindings", pipeline.desc.name)));
+        return Err(Error::InvalidUse(format!(
+            "kernel {:?} has more than {MAX_BINDINGS} bindings",
+            pipeline.desc.name
+        )));
     }
     let mut infos = [[vk::DescriptorBufferInfo::default()]; MAX_BINDINGS];
     for (info, (buffer, offset, len)) in infos.iter_mut().zip(bindings) {
-        info[0] = vk::DescriptorBufferInfo::default().buffer(buffer).offset(offset).range(len);
+        info[0] = vk::DescriptorBufferInfo::default()
+            .buffer(buffer)
+            .offset(offset)
+            .range(len);
     }
     let mut writes = [vk::WriteDescriptorSet::default(); MAX_BINDINGS];
     for (i, (w, info)) in writes.iter_mut().zip(infos.iter()).take(count).enumerate() {
@@ -478,7 +585,13 @@ fn record_dispatch_raw(
             *bound = pipeline.pipeline;
         }
         if !writes.is_empty() {
-            device.ext.push_descriptor.cmd_push_descriptor_set(cmd, vk::PipelineBindPoint::COMPUTE, pipeline.layout, 0, writes);
+            device.ext.push_descriptor.cmd_push_descriptor_set(
+                cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                pipeline.layout,
+                0,
+                writes,
+            );
         }
         if !push.is_empty() {
             dev.cmd_push_constants(cmd, pipeline.layout, vk::ShaderStageFlags::COMPUTE, 0, push);

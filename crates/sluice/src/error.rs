@@ -117,7 +117,10 @@ impl Error {
                 budget: 0,
                 in_use: 0,
             },
-            other => Error::Vulkan { call, result: other },
+            other => Error::Vulkan {
+                call,
+                result: other,
+            },
         }
     }
 }

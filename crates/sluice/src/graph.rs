@@ -49,7 +49,10 @@ pub struct GraphOptions {
 
 impl Default for GraphOptions {
     fn default() -> Self {
-        GraphOptions { reorder: true, lookahead: 64 }
+        GraphOptions {
+            reorder: true,
+            lookahead: 64,
+        }
     }
 }
 
@@ -97,12 +100,21 @@ impl Graph {
         let deps = dependencies(&access_lists);
         // Captured order with in-order barriers, like the direct encoder.
         let schedule = schedule(&deps, 1);
-        Graph { device, nodes, deps, schedule }
+        Graph {
+            device,
+            nodes,
+            deps,
+            schedule,
+        }
     }
 
     /// Reschedules with `options` (reorder within the lookahead, or captured order).
     pub fn optimize(&mut self, options: GraphOptions) {
-        let window = if options.reorder { options.lookahead.max(1) } else { 1 };
+        let window = if options.reorder {
+            options.lookahead.max(1)
+        } else {
+            1
+        };
         self.schedule = schedule(&self.deps, window);
     }
 
@@ -150,11 +162,26 @@ impl Graph {
                     label: n.label.to_string(),
                     kernel: n.pipeline.desc.name.to_string(),
                     groups: n.groups,
-                    reads: n.accesses.iter().filter(|a| a.kind == AccessKind::Read).map(|a| range(a, n)).collect(),
-                    writes: n.accesses.iter().filter(|a| a.kind == AccessKind::Write).map(|a| range(a, n)).collect(),
+                    reads: n
+                        .accesses
+                        .iter()
+                        .filter(|a| a.kind == AccessKind::Read)
+                        .map(|a| range(a, n))
+                        .collect(),
+                    writes: n
+                        .accesses
+                        .iter()
+                        .filter(|a| a.kind == AccessKind::Write)
+                        .map(|a| range(a, n))
+                        .collect(),
                 })
                 .collect(),
-            edges: self.deps.iter().enumerate().flat_map(|(j, ps)| ps.iter().map(move |&i| (i, j))).collect(),
+            edges: self
+                .deps
+                .iter()
+                .enumerate()
+                .flat_map(|(j, ps)| ps.iter().map(move |&i| (i, j)))
+                .collect(),
             groups: self.schedule.groups.clone(),
             barriers: self.schedule.barriers(),
         }
@@ -179,7 +206,12 @@ impl Graph {
                 ));
             }
         }
-        s.push_str(&format!("{} nodes, {} groups, {} barriers\n", self.nodes.len(), self.schedule.groups.len(), self.schedule.barriers()));
+        s.push_str(&format!(
+            "{} nodes, {} groups, {} barriers\n",
+            self.nodes.len(),
+            self.schedule.groups.len(),
+            self.schedule.barriers()
+        ));
         s
     }
 
@@ -199,10 +231,16 @@ impl Graph {
         let (pool, cmd) = unsafe {
             let pool = d
                 .raw
-                .create_command_pool(&vk::CommandPoolCreateInfo::default().queue_family_index(d.queue.family), None)
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default().queue_family_index(d.queue.family),
+                    None,
+                )
                 .vk("vkCreateCommandPool")?;
             let cmd = match d.raw.allocate_command_buffers(
-                &vk::CommandBufferAllocateInfo::default().command_pool(pool).level(vk::CommandBufferLevel::PRIMARY).command_buffer_count(1),
+                &vk::CommandBufferAllocateInfo::default()
+                    .command_pool(pool)
+                    .level(vk::CommandBufferLevel::PRIMARY)
+                    .command_buffer_count(1),
             ) {
                 Ok(c) => c[0],
                 Err(e) => {
@@ -231,14 +269,21 @@ impl Graph {
         // while the previous one still runs (consecutive tokens).
         unsafe {
             d.raw
-                .begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE))
+                .begin_command_buffer(
+                    cmd,
+                    &vk::CommandBufferBeginInfo::default()
+                        .flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE),
+                )
                 .vk("vkBeginCommandBuffer")?;
         }
         let mut bound = vk::Pipeline::null();
         let mut spans = Vec::new();
         if let Some(q) = &queries {
             // SAFETY: recording; the pool is owned by the replay.
-            unsafe { d.raw.cmd_reset_query_pool(cmd, q.inner.pool, 0, q.inner.count) };
+            unsafe {
+                d.raw
+                    .cmd_reset_query_pool(cmd, q.inner.pool, 0, q.inner.count)
+            };
         }
         for (g, group) in self.schedule.groups.iter().enumerate() {
             if g > 0 {
@@ -250,18 +295,45 @@ impl Graph {
                 if let Some(labels) = &d.ext.labels {
                     let name = std::ffi::CString::new(n.label.as_bytes()).unwrap_or_default();
                     // SAFETY: recording; the label struct lives across the call.
-                    unsafe { labels.cmd_begin_debug_utils_label(cmd, &vk::DebugUtilsLabelEXT::default().label_name(&name)) };
+                    unsafe {
+                        labels.cmd_begin_debug_utils_label(
+                            cmd,
+                            &vk::DebugUtilsLabelEXT::default().label_name(&name),
+                        )
+                    };
                 }
                 if let Some(q) = &queries {
                     let at = 2 * spans.len() as u32;
                     // SAFETY: recording; index within the pool.
-                    unsafe { d.raw.cmd_write_timestamp2(cmd, vk::PipelineStageFlags2::TOP_OF_PIPE, q.inner.pool, at) };
+                    unsafe {
+                        d.raw.cmd_write_timestamp2(
+                            cmd,
+                            vk::PipelineStageFlags2::TOP_OF_PIPE,
+                            q.inner.pool,
+                            at,
+                        )
+                    };
                 }
-                crate::encoder::record_dispatch(d, cmd, &mut bound, &n.pipeline, n.groups, &n.bindings, &n.push)?;
+                crate::encoder::record_dispatch(
+                    d,
+                    cmd,
+                    &mut bound,
+                    &n.pipeline,
+                    n.groups,
+                    &n.bindings,
+                    &n.push,
+                )?;
                 if let Some(q) = &queries {
                     let at = 2 * spans.len() as u32 + 1;
                     // SAFETY: recording; index within the pool.
-                    unsafe { d.raw.cmd_write_timestamp2(cmd, vk::PipelineStageFlags2::COMPUTE_SHADER, q.inner.pool, at) };
+                    unsafe {
+                        d.raw.cmd_write_timestamp2(
+                            cmd,
+                            vk::PipelineStageFlags2::COMPUTE_SHADER,
+                            q.inner.pool,
+                            at,
+                        )
+                    };
                     inner.counters.timestamp_queries += 2;
                     spans.push((i, g));
                 }
@@ -271,7 +343,10 @@ impl Graph {
                 }
                 inner.counters.dispatches += 1;
                 for (b, _, _) in &n.bindings {
-                    let wrote = n.accesses.iter().any(|a| a.buffer == b.id() && a.kind == AccessKind::Write);
+                    let wrote = n
+                        .accesses
+                        .iter()
+                        .any(|a| a.buffer == b.id() && a.kind == AccessKind::Write);
                     match inner.buffers.iter_mut().find(|(x, _)| x.id == b.id()) {
                         Some(e) => e.1 |= wrote,
                         None => inner.buffers.push((b.inner.clone(), wrote)),
@@ -294,10 +369,19 @@ impl Graph {
             queries: q,
             spans: spans
                 .into_iter()
-                .map(|(i, g)| (self.nodes[i].label.clone(), self.nodes[i].pipeline.desc.name, i, g))
+                .map(|(i, g)| {
+                    (
+                        self.nodes[i].label.clone(),
+                        self.nodes[i].pipeline.desc.name,
+                        i,
+                        g,
+                    )
+                })
                 .collect(),
         });
-        Ok(Replay { inner: Arc::new(inner) })
+        Ok(Replay {
+            inner: Arc::new(inner),
+        })
     }
 }
 
@@ -340,26 +424,35 @@ impl Replay {
         let mut c = self.inner.counters;
         c.command_buffers = 0;
         d.counters.add_recorded(&c);
-        let value = d.queue.submit_recorded(d, self.inner.cmd, Retained::Replay(self.inner.clone()))?;
-        Ok(Ticket { device: d.clone(), value })
+        let value =
+            d.queue
+                .submit_recorded(d, self.inner.cmd, Retained::Replay(self.inner.clone()))?;
+        Ok(Ticket {
+            device: d.clone(),
+            value,
+        })
     }
 
     /// GPU timings of every dispatch of the last completed submit of a profiled replay
     /// (`Graph::record_with(true)`), in execution order. Wait for the ticket first.
     pub fn timings(&self) -> Result<Vec<crate::profile::DispatchTiming>> {
-        let p = self.inner.profile.as_ref().ok_or_else(|| Error::InvalidUse("this replay was recorded without profiling".into()))?;
+        let p = self.inner.profile.as_ref().ok_or_else(|| {
+            Error::InvalidUse("this replay was recorded without profiling".into())
+        })?;
         let ns = p.queries.read_ns()?;
         Ok(p.spans
             .iter()
             .enumerate()
-            .map(|(k, (label, kernel, index, group))| crate::profile::DispatchTiming {
-                label: label.to_string(),
-                kernel: kernel.to_string(),
-                node: *index,
-                group: *group,
-                begin_ns: ns[2 * k],
-                end_ns: ns[2 * k + 1],
-            })
+            .map(
+                |(k, (label, kernel, index, group))| crate::profile::DispatchTiming {
+                    label: label.to_string(),
+                    kernel: kernel.to_string(),
+                    node: *index,
+                    group: *group,
+                    begin_ns: ns[2 * k],
+                    end_ns: ns[2 * k + 1],
+                },
+            )
             .collect())
     }
 

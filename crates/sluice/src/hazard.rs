@@ -58,18 +58,31 @@ pub struct Access {
 impl Access {
     /// A read of `len` bytes at `offset` of buffer `buffer`.
     pub const fn read(buffer: u64, class: ResourceClass, offset: u64, len: u64) -> Self {
-        Access { buffer, class, offset, len, kind: AccessKind::Read }
+        Access {
+            buffer,
+            class,
+            offset,
+            len,
+            kind: AccessKind::Read,
+        }
     }
 
     /// A write (or read-write) of `len` bytes at `offset` of buffer `buffer`.
     pub const fn write(buffer: u64, class: ResourceClass, offset: u64, len: u64) -> Self {
-        Access { buffer, class, offset, len, kind: AccessKind::Write }
+        Access {
+            buffer,
+            class,
+            offset,
+            len,
+            kind: AccessKind::Write,
+        }
     }
 
     /// Whether the two accesses name the same buffer and share at least one byte,
     /// whatever their kinds and classes.
     pub fn overlaps(&self, other: &Access) -> bool {
-        self.buffer == other.buffer && ranges_overlap(self.offset, self.len, other.offset, other.len)
+        self.buffer == other.buffer
+            && ranges_overlap(self.offset, self.len, other.offset, other.len)
     }
 
     fn is_write(&self) -> bool {
@@ -143,7 +156,10 @@ impl HazardTracker {
     /// [`Error::WriteToReadOnlyWeight`], and then nothing is recorded.
     pub fn place(&mut self, kernel: &str, accesses: &[Access]) -> Result<Placement> {
         if let Some(a) = accesses.iter().find(|a| a.is_weight() && a.is_write()) {
-            return Err(Error::WriteToReadOnlyWeight { kernel: kernel.to_string(), buffer: a.buffer });
+            return Err(Error::WriteToReadOnlyWeight {
+                kernel: kernel.to_string(),
+                buffer: a.buffer,
+            });
         }
         let placement = if self.conflicts_with_group(accesses).is_some() {
             self.spans.clear();
@@ -216,7 +232,12 @@ impl HazardTracker {
                 }
             }
         }
-        self.spans.push(Span { buffer: a.buffer, offset: a.offset, len: a.len, write });
+        self.spans.push(Span {
+            buffer: a.buffer,
+            offset: a.offset,
+            len: a.len,
+            write,
+        });
     }
 }
 
@@ -253,7 +274,11 @@ fn contains(oo: u64, ol: u64, o: u64, l: u64) -> bool {
 /// apart or the union's end does not fit in u64.
 #[inline]
 fn union_if_adjacent(ao: u64, al: u64, bo: u64, bl: u64) -> Option<(u64, u64)> {
-    let adjacent = if ao >= bo { ao - bo <= bl } else { bo - ao <= al };
+    let adjacent = if ao >= bo {
+        ao - bo <= bl
+    } else {
+        bo - ao <= al
+    };
     if !adjacent {
         return None;
     }
@@ -277,9 +302,15 @@ mod tests {
     #[test]
     fn raw_detected() {
         let mut t = HazardTracker::new();
-        assert_eq!(place(&mut t, &[Access::write(1, G, 0, 64)]), Placement::JoinGroup);
+        assert_eq!(
+            place(&mut t, &[Access::write(1, G, 0, 64)]),
+            Placement::JoinGroup
+        );
         let next = [Access::read(1, G, 32, 64)];
-        assert_eq!(t.conflicts_with_group(&next), Some(HazardKind::ReadAfterWrite));
+        assert_eq!(
+            t.conflicts_with_group(&next),
+            Some(HazardKind::ReadAfterWrite)
+        );
         assert_eq!(place(&mut t, &next), Placement::BarrierBefore);
         assert_eq!(t.group_dispatches(), 1);
     }
@@ -289,7 +320,10 @@ mod tests {
         let mut t = HazardTracker::new();
         place(&mut t, &[Access::read(1, G, 0, 64)]);
         let next = [Access::write(1, G, 63, 1)];
-        assert_eq!(t.conflicts_with_group(&next), Some(HazardKind::WriteAfterRead));
+        assert_eq!(
+            t.conflicts_with_group(&next),
+            Some(HazardKind::WriteAfterRead)
+        );
         assert_eq!(place(&mut t, &next), Placement::BarrierBefore);
     }
 
@@ -298,7 +332,10 @@ mod tests {
         let mut t = HazardTracker::new();
         place(&mut t, &[Access::write(1, G, 16, 16)]);
         let next = [Access::write(1, G, 0, 17)];
-        assert_eq!(t.conflicts_with_group(&next), Some(HazardKind::WriteAfterWrite));
+        assert_eq!(
+            t.conflicts_with_group(&next),
+            Some(HazardKind::WriteAfterWrite)
+        );
         assert_eq!(place(&mut t, &next), Placement::BarrierBefore);
     }
 
@@ -317,8 +354,14 @@ mod tests {
     fn read_after_read_joins() {
         let mut t = HazardTracker::new();
         place(&mut t, &[Access::read(1, G, 0, 64)]);
-        assert_eq!(place(&mut t, &[Access::read(1, G, 0, 64)]), Placement::JoinGroup);
-        assert_eq!(place(&mut t, &[Access::read(1, G, 8, 8)]), Placement::JoinGroup);
+        assert_eq!(
+            place(&mut t, &[Access::read(1, G, 0, 64)]),
+            Placement::JoinGroup
+        );
+        assert_eq!(
+            place(&mut t, &[Access::read(1, G, 8, 8)]),
+            Placement::JoinGroup
+        );
         assert_eq!(t.group_dispatches(), 3);
     }
 
@@ -326,9 +369,18 @@ mod tests {
     fn disjoint_ranges_of_one_buffer_join() {
         let mut t = HazardTracker::new();
         place(&mut t, &[Access::write(1, G, 0, 16)]);
-        assert_eq!(place(&mut t, &[Access::write(1, G, 32, 16)]), Placement::JoinGroup);
-        assert_eq!(place(&mut t, &[Access::read(1, G, 100, 16)]), Placement::JoinGroup);
-        assert_eq!(place(&mut t, &[Access::write(2, G, 0, 16)]), Placement::JoinGroup);
+        assert_eq!(
+            place(&mut t, &[Access::write(1, G, 32, 16)]),
+            Placement::JoinGroup
+        );
+        assert_eq!(
+            place(&mut t, &[Access::read(1, G, 100, 16)]),
+            Placement::JoinGroup
+        );
+        assert_eq!(
+            place(&mut t, &[Access::write(2, G, 0, 16)]),
+            Placement::JoinGroup
+        );
         assert_eq!(t.group_dispatches(), 4);
     }
 
@@ -336,22 +388,43 @@ mod tests {
     fn touching_ranges_join() {
         let mut t = HazardTracker::new();
         place(&mut t, &[Access::write(1, G, 16, 16)]);
-        assert_eq!(place(&mut t, &[Access::write(1, G, 32, 16)]), Placement::JoinGroup);
-        assert_eq!(place(&mut t, &[Access::read(1, G, 0, 16)]), Placement::JoinGroup);
-        assert_eq!(place(&mut t, &[Access::read(1, G, 48, 1)]), Placement::JoinGroup);
+        assert_eq!(
+            place(&mut t, &[Access::write(1, G, 32, 16)]),
+            Placement::JoinGroup
+        );
+        assert_eq!(
+            place(&mut t, &[Access::read(1, G, 0, 16)]),
+            Placement::JoinGroup
+        );
+        assert_eq!(
+            place(&mut t, &[Access::read(1, G, 48, 1)]),
+            Placement::JoinGroup
+        );
         // The merged write span [16, 48) still conflicts inside.
-        assert_eq!(place(&mut t, &[Access::read(1, G, 47, 1)]), Placement::BarrierBefore);
+        assert_eq!(
+            place(&mut t, &[Access::read(1, G, 47, 1)]),
+            Placement::BarrierBefore
+        );
     }
 
     #[test]
     fn zero_length_never_conflicts() {
         let mut t = HazardTracker::new();
         place(&mut t, &[Access::write(1, G, 0, 64)]);
-        assert_eq!(place(&mut t, &[Access::write(1, G, 8, 0)]), Placement::JoinGroup);
+        assert_eq!(
+            place(&mut t, &[Access::write(1, G, 8, 0)]),
+            Placement::JoinGroup
+        );
         place(&mut t, &[Access::write(2, G, 8, 0)]);
-        assert_eq!(place(&mut t, &[Access::write(2, G, 0, 64)]), Placement::JoinGroup);
+        assert_eq!(
+            place(&mut t, &[Access::write(2, G, 0, 64)]),
+            Placement::JoinGroup
+        );
         assert!(!Access::read(1, G, 8, 0).overlaps(&Access::read(1, G, 8, 0)));
-        assert_eq!(conflict(&Access::write(1, G, 0, 64), &Access::write(1, G, 8, 0)), None);
+        assert_eq!(
+            conflict(&Access::write(1, G, 0, 64), &Access::write(1, G, 8, 0)),
+            None
+        );
     }
 
     #[test]
@@ -364,17 +437,37 @@ mod tests {
         }
         // Even after a rejected write to the weight, and alongside writes elsewhere.
         assert!(t.place("bad", &[Access::write(7, W, 0, 4)]).is_err());
-        place(&mut t, &[Access::write(1, G, 0, 64), Access::read(7, W, 0, 64)]);
-        assert_eq!(place(&mut t, &[Access::read(7, W, 0, 64), Access::write(2, G, 0, 8)]), Placement::JoinGroup);
-        assert_eq!(conflict(&Access::read(7, W, 0, 8), &Access::write(7, G, 0, 8)), None);
-        assert_eq!(conflict(&Access::write(7, G, 0, 8), &Access::read(7, W, 0, 8)), None);
+        place(
+            &mut t,
+            &[Access::write(1, G, 0, 64), Access::read(7, W, 0, 64)],
+        );
+        assert_eq!(
+            place(
+                &mut t,
+                &[Access::read(7, W, 0, 64), Access::write(2, G, 0, 8)]
+            ),
+            Placement::JoinGroup
+        );
+        assert_eq!(
+            conflict(&Access::read(7, W, 0, 8), &Access::write(7, G, 0, 8)),
+            None
+        );
+        assert_eq!(
+            conflict(&Access::write(7, G, 0, 8), &Access::read(7, W, 0, 8)),
+            None
+        );
     }
 
     #[test]
     fn write_to_weight_is_an_error_naming_the_buffer() {
         let mut t = HazardTracker::new();
         place(&mut t, &[Access::write(1, G, 0, 8)]);
-        let err = t.place("rmsnorm", &[Access::read(1, G, 0, 8), Access::write(42, W, 0, 8)]).unwrap_err();
+        let err = t
+            .place(
+                "rmsnorm",
+                &[Access::read(1, G, 0, 8), Access::write(42, W, 0, 8)],
+            )
+            .unwrap_err();
         assert!(err.to_string().contains("#42"), "{err}");
         match err {
             Error::WriteToReadOnlyWeight { kernel, buffer } => {
@@ -387,13 +480,20 @@ mod tests {
         assert!(t.place("x", &[Access::write(42, W, 0, 0)]).is_err());
         // Nothing was recorded.
         assert_eq!(t.group_dispatches(), 1);
-        assert_eq!(place(&mut t, &[Access::write(1, G, 8, 8)]), Placement::JoinGroup);
+        assert_eq!(
+            place(&mut t, &[Access::write(1, G, 8, 8)]),
+            Placement::JoinGroup
+        );
     }
 
     #[test]
     fn same_dispatch_read_write_joins_empty_group() {
         let mut t = HazardTracker::new();
-        let acc = [Access::read(1, G, 0, 64), Access::write(1, G, 0, 64), Access::write(1, G, 32, 64)];
+        let acc = [
+            Access::read(1, G, 0, 64),
+            Access::write(1, G, 0, 64),
+            Access::write(1, G, 32, 64),
+        ];
         assert_eq!(t.conflicts_with_group(&acc), None);
         assert_eq!(place(&mut t, &acc), Placement::JoinGroup);
         assert_eq!(t.group_dispatches(), 1);
@@ -408,7 +508,10 @@ mod tests {
         place(&mut t, &[Access::write(1, G, 0, 64)]);
         t.barrier();
         assert_eq!(t.group_dispatches(), 0);
-        assert_eq!(place(&mut t, &[Access::read(1, G, 0, 64)]), Placement::JoinGroup);
+        assert_eq!(
+            place(&mut t, &[Access::read(1, G, 0, 64)]),
+            Placement::JoinGroup
+        );
     }
 
     #[test]
@@ -423,7 +526,10 @@ mod tests {
         let mut t = HazardTracker::new();
         place(&mut t, &[Access::write(1, G, m - 10, 5)]);
         place(&mut t, &[Access::write(1, G, m - 5, 20)]); // touches, union overflows: kept apart
-        assert_eq!(place(&mut t, &[Access::read(1, G, m, 3)]), Placement::BarrierBefore);
+        assert_eq!(
+            place(&mut t, &[Access::read(1, G, m, 3)]),
+            Placement::BarrierBefore
+        );
     }
 
     #[test]
@@ -431,7 +537,11 @@ mod tests {
         let mut t = HazardTracker::new();
         let token = |t: &mut HazardTracker| {
             for i in 0..10u64 {
-                let acc = [Access::read(100, G, 0, 64), Access::write(i, G, 0, 64), Access::read(1000 + i, W, 0, 8)];
+                let acc = [
+                    Access::read(100, G, 0, 64),
+                    Access::write(i, G, 0, 64),
+                    Access::read(1000 + i, W, 0, 8),
+                ];
                 t.place("k", &acc).unwrap();
             }
             // Weights are not stored; the ten reads of buffer 100 are one span.
@@ -450,12 +560,34 @@ mod tests {
     fn adjacent_same_kind_spans_merge() {
         let mut t = HazardTracker::new();
         for i in 0..8u64 {
-            place(&mut t, &[Access::write(1, G, i * 16, 16), Access::read(2, G, i * 16, 32)]);
+            place(
+                &mut t,
+                &[
+                    Access::write(1, G, i * 16, 16),
+                    Access::read(2, G, i * 16, 32),
+                ],
+            );
         }
         assert_eq!(t.group_dispatches(), 8);
         assert_eq!(t.spans.len(), 2);
-        assert_eq!(t.spans[0], Span { buffer: 1, offset: 0, len: 128, write: true });
-        assert_eq!(t.spans[1], Span { buffer: 2, offset: 0, len: 144, write: false });
+        assert_eq!(
+            t.spans[0],
+            Span {
+                buffer: 1,
+                offset: 0,
+                len: 128,
+                write: true
+            }
+        );
+        assert_eq!(
+            t.spans[1],
+            Span {
+                buffer: 2,
+                offset: 0,
+                len: 144,
+                write: false
+            }
+        );
     }
 
     // ---- Brute-force oracle ------------------------------------------------------------
@@ -468,7 +600,9 @@ mod tests {
     }
 
     fn naive_kind(earlier: &Access, later: &Access) -> Option<HazardKind> {
-        if earlier.class == ResourceClass::ReadOnlyWeight || later.class == ResourceClass::ReadOnlyWeight {
+        if earlier.class == ResourceClass::ReadOnlyWeight
+            || later.class == ResourceClass::ReadOnlyWeight
+        {
             return None;
         }
         if !naive_overlap(earlier, later) {
@@ -495,7 +629,8 @@ mod tests {
     }
 
     fn writes_weight(acc: &[Access]) -> bool {
-        acc.iter().any(|a| a.class == ResourceClass::ReadOnlyWeight && a.kind == AccessKind::Write)
+        acc.iter()
+            .any(|a| a.class == ResourceClass::ReadOnlyWeight && a.kind == AccessKind::Write)
     }
 
     /// Keeps every dispatch since the last barrier and checks every pair.
@@ -506,7 +641,10 @@ mod tests {
 
     impl Oracle {
         fn kinds(&self, acc: &[Access]) -> Vec<HazardKind> {
-            self.group.iter().flat_map(|d| naive_dispatch_kinds(d, acc)).collect()
+            self.group
+                .iter()
+                .flat_map(|d| naive_dispatch_kinds(d, acc))
+                .collect()
         }
 
         fn place(&mut self, acc: &[Access]) -> Option<Placement> {
@@ -532,17 +670,25 @@ mod tests {
     /// 1-4 buffers of random classes; up to 60 ops (mostly dispatches of 1-4 accesses)
     /// with small offsets and lengths, based at 0 or near the end of u64.
     fn ops() -> impl Strategy<Value = Vec<Op>> {
-        let classes = prop::collection::vec(prop::sample::select(ResourceClass::ALL.to_vec()), 1..=4);
+        let classes =
+            prop::collection::vec(prop::sample::select(ResourceClass::ALL.to_vec()), 1..=4);
         (classes, prop::bool::weighted(0.2)).prop_flat_map(|(classes, high)| {
             let base = if high { u64::MAX - 20 } else { 0 };
             let n = classes.len();
-            let access = (0..n, 0u64..16, 0u64..8, prop::bool::ANY).prop_map(move |(b, off, len, w)| Access {
-                buffer: b as u64 + 1,
-                class: classes[b],
-                offset: base + off,
-                len,
-                kind: if w { AccessKind::Write } else { AccessKind::Read },
-            });
+            let access =
+                (0..n, 0u64..16, 0u64..8, prop::bool::ANY).prop_map(move |(b, off, len, w)| {
+                    Access {
+                        buffer: b as u64 + 1,
+                        class: classes[b],
+                        offset: base + off,
+                        len,
+                        kind: if w {
+                            AccessKind::Write
+                        } else {
+                            AccessKind::Read
+                        },
+                    }
+                });
             let op = prop_oneof![
                 1 => Just(Op::Barrier),
                 15 => prop::collection::vec(access, 1..=4).prop_map(Op::Dispatch),

@@ -71,7 +71,9 @@ pub struct Pipeline {
 
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pipeline").field("kernel", &self.desc.name).finish()
+        f.debug_struct("Pipeline")
+            .field("kernel", &self.desc.name)
+            .finish()
     }
 }
 
@@ -94,8 +96,11 @@ impl Pipeline {
                 desc.spirv.len()
             )));
         }
-        let words: Vec<u32> =
-            desc.spirv.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let words: Vec<u32> = desc
+            .spirv
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
         let bindings: Vec<vk::DescriptorSetLayoutBinding> = (0..desc.bindings.len() as u32)
             .map(|i| {
                 vk::DescriptorSetLayoutBinding::default()
@@ -105,8 +110,9 @@ impl Pipeline {
                     .stage_flags(vk::ShaderStageFlags::COMPUTE)
             })
             .collect();
-        let entry = std::ffi::CString::new(desc.entry)
-            .map_err(|_| crate::Error::InvalidUse(format!("kernel {:?}: entry name has a NUL", desc.name)))?;
+        let entry = std::ffi::CString::new(desc.entry).map_err(|_| {
+            crate::Error::InvalidUse(format!("kernel {:?}: entry name has a NUL", desc.name))
+        })?;
         // SAFETY: valid device; every create-info below lives until its call returns; on
         // error the objects made so far are destroyed before returning.
         unsafe {
@@ -134,7 +140,9 @@ impl Pipeline {
                     return Err(crate::Error::vk("vkCreatePipelineLayout", e));
                 }
             };
-            let module = match device.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None) {
+            let module = match device
+                .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
+            {
                 Ok(m) => m,
                 Err(e) => {
                     device.destroy_pipeline_layout(layout, None);
@@ -146,7 +154,9 @@ impl Pipeline {
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(module)
                 .name(&entry);
-            let info = vk::ComputePipelineCreateInfo::default().stage(stage).layout(layout);
+            let info = vk::ComputePipelineCreateInfo::default()
+                .stage(stage)
+                .layout(layout);
             let result = device.create_compute_pipelines(cache, &[info], None);
             device.destroy_shader_module(module, None);
             let pipeline = match result {
@@ -157,7 +167,13 @@ impl Pipeline {
                     return Err(crate::Error::vk("vkCreateComputePipelines", e));
                 }
             };
-            Ok(Arc::new(Pipeline { desc: *desc, pipeline, layout, set_layout, device_id }))
+            Ok(Arc::new(Pipeline {
+                desc: *desc,
+                pipeline,
+                layout,
+                set_layout,
+                device_id,
+            }))
         }
     }
 

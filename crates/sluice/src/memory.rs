@@ -81,7 +81,11 @@ pub struct BufferSlice<'a> {
 
 impl<'a> From<&'a Buffer> for BufferSlice<'a> {
     fn from(b: &'a Buffer) -> Self {
-        BufferSlice { buffer: b, offset: 0, len: b.size() }
+        BufferSlice {
+            buffer: b,
+            offset: 0,
+            len: b.size(),
+        }
     }
 }
 
@@ -94,7 +98,11 @@ impl<'a> BufferSlice<'a> {
 
 impl std::fmt::Debug for Buffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Buffer(#{} {:?} {:?}, {} bytes)", self.inner.id, self.inner.name, self.inner.class, self.inner.size)
+        write!(
+            f,
+            "Buffer(#{} {:?} {:?}, {} bytes)",
+            self.inner.id, self.inner.name, self.inner.class, self.inner.size
+        )
     }
 }
 
@@ -103,9 +111,9 @@ fn location_for(class: ResourceClass, uma: bool) -> MemoryLocation {
         return MemoryLocation::CpuToGpu;
     }
     match class {
-        ResourceClass::ReadOnlyWeight | ResourceClass::AppendOnlyKv | ResourceClass::TokenScratch => {
-            MemoryLocation::GpuOnly
-        }
+        ResourceClass::ReadOnlyWeight
+        | ResourceClass::AppendOnlyKv
+        | ResourceClass::TokenScratch => MemoryLocation::GpuOnly,
         ResourceClass::PersistentOutput | ResourceClass::Generic => MemoryLocation::CpuToGpu,
     }
 }
@@ -113,20 +121,39 @@ fn location_for(class: ResourceClass, uma: bool) -> MemoryLocation {
 impl Device {
     /// Makes a buffer of `size` bytes (> 0) for `class`. `name` shows in errors and tools.
     pub fn create_buffer(&self, name: &str, size: u64, class: ResourceClass) -> Result<Buffer> {
-        create_buffer_at(&self.handle.shared, name, size, class, location_for(class, self.handle.shared.info.uma))
+        create_buffer_at(
+            &self.handle.shared,
+            name,
+            size,
+            class,
+            location_for(class, self.handle.shared.info.uma),
+        )
     }
 
     /// Bytes currently allocated from the device by the allocator.
     pub fn allocated_bytes(&self) -> u64 {
-        self.handle.shared.allocator.lock().map(|a| a.generate_report().total_allocated_bytes).unwrap_or(0)
+        self.handle
+            .shared
+            .allocator
+            .lock()
+            .map(|a| a.generate_report().total_allocated_bytes)
+            .unwrap_or(0)
     }
 }
 
 const STAGING_NAME: &str = "staging";
 
 /// A host-visible buffer for staging copies.
-pub(crate) fn create_staging(shared: &Arc<DeviceShared>, size: u64, readback: bool) -> Result<Buffer> {
-    let loc = if readback { MemoryLocation::GpuToCpu } else { MemoryLocation::CpuToGpu };
+pub(crate) fn create_staging(
+    shared: &Arc<DeviceShared>,
+    size: u64,
+    readback: bool,
+) -> Result<Buffer> {
+    let loc = if readback {
+        MemoryLocation::GpuToCpu
+    } else {
+        MemoryLocation::CpuToGpu
+    };
     create_buffer_at(shared, STAGING_NAME, size, ResourceClass::Generic, loc)
 }
 
@@ -137,27 +164,31 @@ fn create_buffer_at(
     class: ResourceClass,
     location: MemoryLocation,
 ) -> Result<Buffer> {
-        if size == 0 {
-            return Err(Error::InvalidUse(format!("buffer {name:?} of size 0")));
-        }
-        let raw_dev = &shared.raw;
-        let info = vk::BufferCreateInfo::default()
-            .size(size)
-            .usage(
-                vk::BufferUsageFlags::STORAGE_BUFFER
-                    | vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST
-                    | vk::BufferUsageFlags::INDIRECT_BUFFER,
-            )
-            .sharing_mode(vk::SharingMode::EXCLUSIVE);
-        // SAFETY: valid device and create info.
-        let raw = unsafe { raw_dev.create_buffer(&info, None) }.vk("vkCreateBuffer")?;
-        // SAFETY: raw is a live buffer of this device.
-        let requirements = unsafe { raw_dev.get_buffer_memory_requirements(raw) };
-        // With driver-visible priorities, prioritised classes get their own memory object
-        // so a priority applies to them alone.
-        let dedicated = shared.ext.pageable.is_some() && name != STAGING_NAME;
-        let allocated = shared.allocator.lock().expect("allocator poisoned").allocate(&AllocationCreateDesc {
+    if size == 0 {
+        return Err(Error::InvalidUse(format!("buffer {name:?} of size 0")));
+    }
+    let raw_dev = &shared.raw;
+    let info = vk::BufferCreateInfo::default()
+        .size(size)
+        .usage(
+            vk::BufferUsageFlags::STORAGE_BUFFER
+                | vk::BufferUsageFlags::TRANSFER_SRC
+                | vk::BufferUsageFlags::TRANSFER_DST
+                | vk::BufferUsageFlags::INDIRECT_BUFFER,
+        )
+        .sharing_mode(vk::SharingMode::EXCLUSIVE);
+    // SAFETY: valid device and create info.
+    let raw = unsafe { raw_dev.create_buffer(&info, None) }.vk("vkCreateBuffer")?;
+    // SAFETY: raw is a live buffer of this device.
+    let requirements = unsafe { raw_dev.get_buffer_memory_requirements(raw) };
+    // With driver-visible priorities, prioritised classes get their own memory object
+    // so a priority applies to them alone.
+    let dedicated = shared.ext.pageable.is_some() && name != STAGING_NAME;
+    let allocated = shared
+        .allocator
+        .lock()
+        .expect("allocator poisoned")
+        .allocate(&AllocationCreateDesc {
             name,
             requirements,
             location,
@@ -168,53 +199,69 @@ fn create_buffer_at(
                 AllocationScheme::GpuAllocatorManaged
             },
         });
-        let allocation = match allocated {
-            Ok(a) => a,
-            Err(e) => {
-                // SAFETY: the buffer was never bound or used.
-                unsafe { raw_dev.destroy_buffer(raw, None) };
-                let heaps = shared.heaps();
-                let heap = heaps.iter().find(|h| h.device_local).or(heaps.first());
-                return Err(match e {
-                    gpu_allocator::AllocationError::OutOfMemory => Error::OutOfDeviceMemory {
-                        requested: size,
-                        what: name.to_string(),
-                        budget: heap.map(|h| h.budget.unwrap_or(h.size)).unwrap_or(0),
-                        in_use: heap.and_then(|h| h.usage).unwrap_or(0),
-                    },
-                    other => Error::Allocation { requested: size, what: name.to_string(), reason: other.to_string() },
-                });
-            }
-        };
-        // SAFETY: the allocation satisfies the buffer's requirements and outlives it
-        // (both are released together in BufferInner::drop).
-        if let Err(e) = unsafe { raw_dev.bind_buffer_memory(raw, allocation.memory(), allocation.offset()) } {
-            // SAFETY: never used.
+    let allocation = match allocated {
+        Ok(a) => a,
+        Err(e) => {
+            // SAFETY: the buffer was never bound or used.
             unsafe { raw_dev.destroy_buffer(raw, None) };
-            let _ = shared.allocator.lock().expect("allocator poisoned").free(allocation);
-            return Err(Error::vk("vkBindBufferMemory", e));
+            let heaps = shared.heaps();
+            let heap = heaps.iter().find(|h| h.device_local).or(heaps.first());
+            return Err(match e {
+                gpu_allocator::AllocationError::OutOfMemory => Error::OutOfDeviceMemory {
+                    requested: size,
+                    what: name.to_string(),
+                    budget: heap.map(|h| h.budget.unwrap_or(h.size)).unwrap_or(0),
+                    in_use: heap.and_then(|h| h.usage).unwrap_or(0),
+                },
+                other => Error::Allocation {
+                    requested: size,
+                    what: name.to_string(),
+                    reason: other.to_string(),
+                },
+            });
         }
-        // Staging buffers are always mapped; others only unless staging is forced.
-        let zero_copy = name == STAGING_NAME || !shared.options.force_staging;
-        let mapped = allocation.mapped_ptr().filter(|_| zero_copy).map(|p| MappedPtr(p.cast()));
-        if name != STAGING_NAME {
-            // SAFETY: reading the handle only.
-            shared.residency.stage(unsafe { allocation.memory() }, crate::residency::class_priority(class));
-        }
-        Ok(Buffer {
-            inner: Arc::new(BufferInner {
-                device: shared.clone(),
-                id: shared.next_buffer_id.fetch_add(1, Ordering::Relaxed),
-                raw,
-                size,
-                class,
-                name: name.to_string(),
-                mapped,
-                allocation: Mutex::new(Some(allocation)),
-                last_write: AtomicU64::new(0),
-                last_read: AtomicU64::new(0),
-            }),
-        })
+    };
+    // SAFETY: the allocation satisfies the buffer's requirements and outlives it
+    // (both are released together in BufferInner::drop).
+    if let Err(e) =
+        unsafe { raw_dev.bind_buffer_memory(raw, allocation.memory(), allocation.offset()) }
+    {
+        // SAFETY: never used.
+        unsafe { raw_dev.destroy_buffer(raw, None) };
+        let _ = shared
+            .allocator
+            .lock()
+            .expect("allocator poisoned")
+            .free(allocation);
+        return Err(Error::vk("vkBindBufferMemory", e));
+    }
+    // Staging buffers are always mapped; others only unless staging is forced.
+    let zero_copy = name == STAGING_NAME || !shared.options.force_staging;
+    let mapped = allocation
+        .mapped_ptr()
+        .filter(|_| zero_copy)
+        .map(|p| MappedPtr(p.cast()));
+    if name != STAGING_NAME {
+        // SAFETY: reading the handle only.
+        shared.residency.stage(
+            unsafe { allocation.memory() },
+            crate::residency::class_priority(class),
+        );
+    }
+    Ok(Buffer {
+        inner: Arc::new(BufferInner {
+            device: shared.clone(),
+            id: shared.next_buffer_id.fetch_add(1, Ordering::Relaxed),
+            raw,
+            size,
+            class,
+            name: name.to_string(),
+            mapped,
+            allocation: Mutex::new(Some(allocation)),
+            last_write: AtomicU64::new(0),
+            last_read: AtomicU64::new(0),
+        }),
+    })
 }
 
 impl Buffer {
@@ -251,12 +298,21 @@ impl Buffer {
             Bound::Excluded(&e) => e,
             Bound::Unbounded => self.size(),
         };
-        BufferSlice { buffer: self, offset: start, len: end.saturating_sub(start) }
+        BufferSlice {
+            buffer: self,
+            offset: start,
+            len: end.saturating_sub(start),
+        }
     }
 
     pub(crate) fn check_range(&self, offset: u64, len: u64) -> Result<()> {
         if offset.checked_add(len).is_none_or(|end| end > self.size()) {
-            return Err(Error::OutOfBounds { buffer: self.id(), offset, len, size: self.size() });
+            return Err(Error::OutOfBounds {
+                buffer: self.id(),
+                offset,
+                len,
+                size: self.size(),
+            });
         }
         Ok(())
     }
@@ -266,7 +322,9 @@ impl Buffer {
     /// that is queued (not waited for) and ordered before later submits.
     pub fn write<T: Pod>(&self, offset: u64, data: &[T]) -> Result<()> {
         // SAFETY: T is Pod, so its bytes are initialised and the slice borrows `data`.
-        let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data)) };
+        let bytes = unsafe {
+            std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data))
+        };
         self.write_bytes(offset, bytes)
     }
 
@@ -274,21 +332,36 @@ impl Buffer {
     pub fn write_bytes(&self, offset: u64, bytes: &[u8]) -> Result<()> {
         self.check_range(offset, bytes.len() as u64)?;
         let d = &self.inner.device;
-        d.counters.bytes_uploaded.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        d.counters
+            .bytes_uploaded
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         match &self.inner.mapped {
             Some(ptr) => {
-                let after = self.inner.last_read.load(Ordering::Acquire).max(self.inner.last_write.load(Ordering::Acquire));
+                let after = self
+                    .inner
+                    .last_read
+                    .load(Ordering::Acquire)
+                    .max(self.inner.last_write.load(Ordering::Acquire));
                 d.queue.wait_value(d, after, d.options.wait_timeout)?;
                 // SAFETY: in bounds (checked), the mapping lives as long as self, and no
                 // queued GPU work touches the buffer (waited above).
-                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.0.as_ptr().add(offset as usize), bytes.len()) };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        bytes.as_ptr(),
+                        ptr.0.as_ptr().add(offset as usize),
+                        bytes.len(),
+                    )
+                };
                 Ok(())
             }
             None => {
                 let staging = create_staging(d, bytes.len() as u64, false)?;
                 staging.write_bytes(0, bytes)?;
                 let mut enc = Encoder::new(d)?;
-                enc.copy(staging.slice(..), self.slice(offset..offset + bytes.len() as u64))?;
+                enc.copy(
+                    staging.slice(..),
+                    self.slice(offset..offset + bytes.len() as u64),
+                )?;
                 enc.submit()?;
                 Ok(())
             }
@@ -300,7 +373,12 @@ impl Buffer {
     pub fn read<T: Pod + Default>(&self, offset: u64, count: usize) -> Result<Vec<T>> {
         let mut out = vec![T::default(); count];
         // SAFETY: T is Pod, so any bytes written into `out` form valid values.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, std::mem::size_of_val(&out[..])) };
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                out.as_mut_ptr() as *mut u8,
+                std::mem::size_of_val(&out[..]),
+            )
+        };
         self.read_into(offset, bytes)?;
         Ok(out)
     }
@@ -309,20 +387,31 @@ impl Buffer {
     pub fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<()> {
         self.check_range(offset, out.len() as u64)?;
         let d = &self.inner.device;
-        d.counters.bytes_downloaded.fetch_add(out.len() as u64, Ordering::Relaxed);
+        d.counters
+            .bytes_downloaded
+            .fetch_add(out.len() as u64, Ordering::Relaxed);
         match &self.inner.mapped {
             Some(ptr) => {
                 let after = self.inner.last_write.load(Ordering::Acquire);
                 d.queue.wait_value(d, after, d.options.wait_timeout)?;
                 // SAFETY: in bounds (checked); the last GPU writer has completed and its
                 // writes were made host-visible by the submit's trailing barrier.
-                unsafe { std::ptr::copy_nonoverlapping(ptr.0.as_ptr().add(offset as usize), out.as_mut_ptr(), out.len()) };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        ptr.0.as_ptr().add(offset as usize),
+                        out.as_mut_ptr(),
+                        out.len(),
+                    )
+                };
                 Ok(())
             }
             None => {
                 let staging = create_staging(d, out.len() as u64, true)?;
                 let mut enc = Encoder::new(d)?;
-                enc.copy(self.slice(offset..offset + out.len() as u64), staging.slice(..))?;
+                enc.copy(
+                    self.slice(offset..offset + out.len() as u64),
+                    staging.slice(..),
+                )?;
                 enc.submit()?;
                 staging.read_into(0, out)
             }

@@ -65,6 +65,9 @@ impl Default for Options {
 impl Options {
     /// Options for tests: synchronization validation on, everything else default.
     pub fn for_tests() -> Self {
-        Options { validation: Validation::Synchronization, ..Options::default() }
+        Options {
+            validation: Validation::Synchronization,
+            ..Options::default()
+        }
     }
 }

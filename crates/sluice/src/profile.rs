@@ -33,18 +33,29 @@ impl TimestampQueries {
 
     pub(crate) fn for_device(shared: &Arc<DeviceShared>, count: u32) -> Result<TimestampQueries> {
         if !shared.info.timestamps {
-            return Err(Error::MissingFeature { device: shared.info.name.clone(), missing: "timestamps on the compute queue".into() });
+            return Err(Error::MissingFeature {
+                device: shared.info.name.clone(),
+                missing: "timestamps on the compute queue".into(),
+            });
         }
         let shared = shared.clone();
         // SAFETY: valid device and create info.
         let pool = unsafe {
             shared.raw.create_query_pool(
-                &vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(count),
+                &vk::QueryPoolCreateInfo::default()
+                    .query_type(vk::QueryType::TIMESTAMP)
+                    .query_count(count),
                 None,
             )
         }
         .vk("vkCreateQueryPool")?;
-        Ok(TimestampQueries { inner: Arc::new(QueryPoolInner { device: shared, pool, count }) })
+        Ok(TimestampQueries {
+            inner: Arc::new(QueryPoolInner {
+                device: shared,
+                pool,
+                count,
+            }),
+        })
     }
 
     /// Reads all timestamps in nanoseconds (waits for them to be written; call after the
@@ -54,11 +65,20 @@ impl TimestampQueries {
         let mut ticks = vec![0u64; self.inner.count as usize];
         // SAFETY: valid pool; `ticks` holds `count` 64-bit results.
         unsafe {
-            d.raw.get_query_pool_results(self.inner.pool, 0, &mut ticks, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT)
+            d.raw.get_query_pool_results(
+                self.inner.pool,
+                0,
+                &mut ticks,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
         }
         .vk("vkGetQueryPoolResults")?;
         let bits = d.info.timestamp_valid_bits;
-        let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        let mask = if bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
         let period = d.info.timestamp_period_ns as f64;
         Ok(ticks.iter().map(|t| (t & mask) as f64 * period).collect())
     }
@@ -133,12 +153,22 @@ pub fn op_table(timings: &[DispatchTiming], bytes: impl Fn(usize) -> Option<u64>
                 o.gpu_us += t.us();
                 o.bytes = o.bytes.zip(b).map(|(x, y)| x + y);
             }
-            None => ops.push(OpStat { op: t.op().to_string(), count: 1, gpu_us: t.us(), share: 0.0, bytes: b, gb_s: None }),
+            None => ops.push(OpStat {
+                op: t.op().to_string(),
+                count: 1,
+                gpu_us: t.us(),
+                share: 0.0,
+                bytes: b,
+                gb_s: None,
+            }),
         }
     }
     for o in &mut ops {
         o.share = if total > 0.0 { o.gpu_us / total } else { 0.0 };
-        o.gb_s = o.bytes.filter(|_| o.gpu_us > 0.0).map(|b| b as f64 / (o.gpu_us * 1e3));
+        o.gb_s = o
+            .bytes
+            .filter(|_| o.gpu_us > 0.0)
+            .map(|b| b as f64 / (o.gpu_us * 1e3));
     }
     ops.sort_by(|a, b| b.gpu_us.total_cmp(&a.gpu_us));
     ops
@@ -149,7 +179,10 @@ pub fn op_table(timings: &[DispatchTiming], bytes: impl Fn(usize) -> Option<u64>
 pub fn idle_ns(timings: &[DispatchTiming]) -> f64 {
     let mut spans: Vec<(f64, f64)> = timings.iter().map(|t| (t.begin_ns, t.end_ns)).collect();
     spans.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (Some(first), Some(last)) = (spans.first(), spans.iter().map(|s| s.1).reduce(f64::max)) else { return 0.0 };
+    let (Some(first), Some(last)) = (spans.first(), spans.iter().map(|s| s.1).reduce(f64::max))
+    else {
+        return 0.0;
+    };
     let mut busy = 0.0;
     let (mut cur_s, mut cur_e) = *first;
     for &(s, e) in &spans[1..] {
@@ -169,7 +202,10 @@ pub fn idle_ns(timings: &[DispatchTiming]) -> f64 {
 /// token (thread "GPU", times relative to its first dispatch) and the host spans
 /// (thread "CPU").
 pub fn chrome_trace(timings: &[DispatchTiming], cpu: &[CpuSpan]) -> serde_json::Value {
-    let t0 = timings.iter().map(|t| t.begin_ns).fold(f64::INFINITY, f64::min);
+    let t0 = timings
+        .iter()
+        .map(|t| t.begin_ns)
+        .fold(f64::INFINITY, f64::min);
     let mut events = vec![
         serde_json::json!({"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "sluice"}}),
         serde_json::json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "GPU (one token)"}}),
@@ -196,9 +232,19 @@ pub fn timeline_svg(title: &str, timings: &[DispatchTiming], ops: &[OpStat]) -> 
     const W: f64 = 1200.0;
     const LEFT: f64 = 150.0;
     const LANE: f64 = 16.0;
-    let palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
-    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
-    let t0 = timings.iter().map(|t| t.begin_ns).fold(f64::INFINITY, f64::min);
+    let palette = [
+        "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+        "#9c755f", "#bab0ac",
+    ];
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let t0 = timings
+        .iter()
+        .map(|t| t.begin_ns)
+        .fold(f64::INFINITY, f64::min);
     let t1 = timings.iter().map(|t| t.end_ns).fold(0.0, f64::max);
     let span = (t1 - t0).max(1.0);
     let x = |ns: f64| LEFT + (ns - t0) / span * (W - LEFT - 20.0);

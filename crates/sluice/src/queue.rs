@@ -84,12 +84,16 @@ impl Ticket {
 
     /// Blocks until the work completes, up to `Options::wait_timeout`.
     pub fn wait(&self) -> Result<()> {
-        self.device.queue.wait_value(&self.device, self.value, self.device.options.wait_timeout)
+        self.device
+            .queue
+            .wait_value(&self.device, self.value, self.device.options.wait_timeout)
     }
 
     /// Blocks until the work completes or `timeout` passes ([`Error::Timeout`]).
     pub fn wait_timeout(&self, timeout: Duration) -> Result<()> {
-        self.device.queue.wait_value(&self.device, self.value, timeout)
+        self.device
+            .queue
+            .wait_value(&self.device, self.value, timeout)
     }
 }
 
@@ -98,10 +102,14 @@ impl QueueState {
         // SAFETY: valid device; the family was created with one queue.
         unsafe {
             let raw = device.get_device_queue(family, 0);
-            let mut type_info =
-                vk::SemaphoreTypeCreateInfo::default().semaphore_type(vk::SemaphoreType::TIMELINE).initial_value(0);
+            let mut type_info = vk::SemaphoreTypeCreateInfo::default()
+                .semaphore_type(vk::SemaphoreType::TIMELINE)
+                .initial_value(0);
             let timeline = device
-                .create_semaphore(&vk::SemaphoreCreateInfo::default().push_next(&mut type_info), None)
+                .create_semaphore(
+                    &vk::SemaphoreCreateInfo::default().push_next(&mut type_info),
+                    None,
+                )
                 .vk("vkCreateSemaphore")?;
             Ok(QueueState {
                 raw,
@@ -148,8 +156,14 @@ impl QueueState {
     /// Returns a slot that was never submitted (an encoder dropped without submit).
     pub(crate) fn release_unsubmitted(&self, device: &ash::Device, slot: CommandSlot) {
         // SAFETY: the slot's command buffer was never submitted, so nothing uses it.
-        if unsafe { device.reset_command_pool(slot.pool, vk::CommandPoolResetFlags::empty()) }.is_ok() {
-            self.inner.lock().expect("queue poisoned").free_slots.push(slot);
+        if unsafe { device.reset_command_pool(slot.pool, vk::CommandPoolResetFlags::empty()) }
+            .is_ok()
+        {
+            self.inner
+                .lock()
+                .expect("queue poisoned")
+                .free_slots
+                .push(slot);
         } else {
             // SAFETY: as above; a pool that cannot be reset is destroyed instead.
             unsafe { device.destroy_command_pool(slot.pool, None) };
@@ -157,13 +171,23 @@ impl QueueState {
     }
 
     /// Submits a finished command buffer; `retained` lives until it completes.
-    pub(crate) fn submit(&self, shared: &DeviceShared, slot: CommandSlot, retained: Vec<Retained>) -> Result<u64> {
+    pub(crate) fn submit(
+        &self,
+        shared: &DeviceShared,
+        slot: CommandSlot,
+        retained: Vec<Retained>,
+    ) -> Result<u64> {
         let cmd = slot.cmd;
         self.submit_inner(shared, cmd, Some(slot), retained)
     }
 
     /// Resubmits a recorded command buffer kept alive by `replay`.
-    pub(crate) fn submit_recorded(&self, shared: &DeviceShared, cmd: vk::CommandBuffer, replay: Retained) -> Result<u64> {
+    pub(crate) fn submit_recorded(
+        &self,
+        shared: &DeviceShared,
+        cmd: vk::CommandBuffer,
+        replay: Retained,
+    ) -> Result<u64> {
         self.submit_inner(shared, cmd, None, vec![replay])
     }
 
@@ -182,10 +206,16 @@ impl QueueState {
             .semaphore(self.timeline)
             .value(value)
             .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)];
-        let submit = vk::SubmitInfo2::default().command_buffer_infos(&cmd_infos).signal_semaphore_infos(&signals);
+        let submit = vk::SubmitInfo2::default()
+            .command_buffer_infos(&cmd_infos)
+            .signal_semaphore_infos(&signals);
         // SAFETY: the queue is externally synchronised by `inner`'s lock; the command
         // buffer is in the executable state; the infos live across the call.
-        let result = unsafe { shared.raw.queue_submit2(self.raw, &[submit], vk::Fence::null()) };
+        let result = unsafe {
+            shared
+                .raw
+                .queue_submit2(self.raw, &[submit], vk::Fence::null())
+        };
         if let Err(e) = result {
             drop(inner);
             if let Some(slot) = slot {
@@ -208,7 +238,11 @@ impl QueueState {
                 Retained::Other(_) => {}
             }
         }
-        inner.pending.push_back(Pending { value, slot, _retained: retained });
+        inner.pending.push_back(Pending {
+            value,
+            slot,
+            _retained: retained,
+        });
         shared.counters.submits.fetch_add(1, Ordering::Relaxed);
         let completed = self.completed.load(Ordering::Acquire);
         self.reclaim_locked(&shared.raw, &mut inner, completed);
@@ -227,7 +261,8 @@ impl QueueState {
     /// Reads the semaphore counter, updates the cache, releases completed work.
     fn poll(&self, shared: &DeviceShared) -> Result<u64> {
         // SAFETY: valid device and semaphore.
-        let now = unsafe { shared.raw.get_semaphore_counter_value(self.timeline) }.vk("vkGetSemaphoreCounterValue")?;
+        let now = unsafe { shared.raw.get_semaphore_counter_value(self.timeline) }
+            .vk("vkGetSemaphoreCounterValue")?;
         self.note_completed(shared, now);
         Ok(now)
     }
@@ -246,7 +281,9 @@ impl QueueState {
             let p = inner.pending.pop_front().expect("checked");
             let Some(slot) = p.slot else { continue };
             // SAFETY: the work that used this pool has completed.
-            if unsafe { device.reset_command_pool(slot.pool, vk::CommandPoolResetFlags::empty()) }.is_ok() {
+            if unsafe { device.reset_command_pool(slot.pool, vk::CommandPoolResetFlags::empty()) }
+                .is_ok()
+            {
                 inner.free_slots.push(slot);
             } else {
                 // SAFETY: as above.
@@ -256,7 +293,12 @@ impl QueueState {
     }
 
     /// Waits until `value` is reached: fast path, bounded spin, then park.
-    pub(crate) fn wait_value(&self, shared: &DeviceShared, value: u64, timeout: Duration) -> Result<()> {
+    pub(crate) fn wait_value(
+        &self,
+        shared: &DeviceShared,
+        value: u64,
+        timeout: Duration,
+    ) -> Result<()> {
         if value <= self.completed.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -281,7 +323,9 @@ impl QueueState {
         let start = Instant::now();
         let semaphores = [self.timeline];
         let values = [value];
-        let info = vk::SemaphoreWaitInfo::default().semaphores(&semaphores).values(&values);
+        let info = vk::SemaphoreWaitInfo::default()
+            .semaphores(&semaphores)
+            .values(&values);
         let nanos = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
         // SAFETY: valid device and semaphore; info lives across the call.
         match unsafe { shared.raw.wait_semaphores(&info, nanos) } {
@@ -291,7 +335,11 @@ impl QueueState {
             }
             Err(vk::Result::TIMEOUT) => {
                 let reached = self.poll(shared).unwrap_or(0);
-                Err(Error::Timeout { value, reached, waited: start.elapsed() })
+                Err(Error::Timeout {
+                    value,
+                    reached,
+                    waited: start.elapsed(),
+                })
             }
             Err(e) => Err(Error::vk("vkWaitSemaphores", e)),
         }
@@ -302,7 +350,9 @@ impl QueueState {
     pub(crate) fn park(&self, shared: &DeviceShared, value: u64, timeout: Duration) -> Result<u64> {
         let semaphores = [self.timeline];
         let values = [value];
-        let info = vk::SemaphoreWaitInfo::default().semaphores(&semaphores).values(&values);
+        let info = vk::SemaphoreWaitInfo::default()
+            .semaphores(&semaphores)
+            .values(&values);
         let nanos = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
         // SAFETY: valid device and semaphore; info lives across the call.
         match unsafe { shared.raw.wait_semaphores(&info, nanos) } {

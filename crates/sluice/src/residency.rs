@@ -80,19 +80,30 @@ impl Residency {
         }
         // SAFETY: valid instance and physical device; the output slice has the reported length.
         unsafe {
-            let Ok(n) = shared.instance.get_physical_device_tool_properties_len(shared.physical) else { return false };
+            let Ok(n) = shared
+                .instance
+                .get_physical_device_tool_properties_len(shared.physical)
+            else {
+                return false;
+            };
             if n == 0 {
                 return false;
             }
             let mut tools = vec![vk::PhysicalDeviceToolProperties::default(); n];
-            shared.instance.get_physical_device_tool_properties(shared.physical, &mut tools).is_ok() && !tools.is_empty()
+            shared
+                .instance
+                .get_physical_device_tool_properties(shared.physical, &mut tools)
+                .is_ok()
+                && !tools.is_empty()
         }
     }
 
     /// Applies staged changes in one batch unless a tool is attached. Called once per
     /// submit boundary; costs one uncontended lock when nothing is staged.
     pub fn apply_at_submit(&self, shared: &DeviceShared) {
-        let Ok(mut staged) = self.staged.lock() else { return };
+        let Ok(mut staged) = self.staged.lock() else {
+            return;
+        };
         if staged.is_empty() {
             return;
         }
@@ -105,7 +116,13 @@ impl Residency {
         if let Some(pageable) = &shared.ext.pageable {
             for &(memory, priority) in staged.iter() {
                 // SAFETY: the memory object is alive (freed memory is forgotten first).
-                unsafe { (pageable.fp().set_device_memory_priority_ext)(shared.raw.handle(), memory, priority) };
+                unsafe {
+                    (pageable.fp().set_device_memory_priority_ext)(
+                        shared.raw.handle(),
+                        memory,
+                        priority,
+                    )
+                };
             }
         }
         self.applied.fetch_add(staged.len() as u64, Relaxed);
@@ -133,6 +150,10 @@ impl crate::device::Device {
     /// Test hook: treat tools as absent from now on, as if the capture tool went away.
     #[doc(hidden)]
     pub fn ignore_attached_tools(&self) {
-        self.handle.shared.residency.ignore_tools.store(true, Relaxed);
+        self.handle
+            .shared
+            .residency
+            .ignore_tools
+            .store(true, Relaxed);
     }
 }

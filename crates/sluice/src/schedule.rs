@@ -16,7 +16,9 @@ pub fn dependencies(nodes: &[Vec<Access>]) -> Vec<Vec<usize>> {
     let mut deps = vec![Vec::new(); nodes.len()];
     for j in 0..nodes.len() {
         for i in 0..j {
-            let hit = nodes[i].iter().any(|a| nodes[j].iter().any(|b| conflict(a, b).is_some()));
+            let hit = nodes[i]
+                .iter()
+                .any(|a| nodes[j].iter().any(|b| conflict(a, b).is_some()));
             if hit {
                 deps[j].push(i);
             }
@@ -95,7 +97,10 @@ pub fn is_valid(deps: &[Vec<usize>], s: &Schedule) -> bool {
         }
     }
     group_of.iter().all(|&g| g != usize::MAX)
-        && deps.iter().enumerate().all(|(j, ps)| ps.iter().all(|&i| group_of[i] < group_of[j]))
+        && deps
+            .iter()
+            .enumerate()
+            .all(|(j, ps)| ps.iter().all(|&i| group_of[i] < group_of[j]))
 }
 
 #[cfg(test)]
@@ -118,7 +123,9 @@ mod tests {
         let mut group: Vec<&Access> = Vec::new();
         let mut barriers = 0;
         for (k, n) in nodes.iter().enumerate() {
-            let hit = group.iter().any(|a| n.iter().any(|b| conflict(a, b).is_some()));
+            let hit = group
+                .iter()
+                .any(|a| n.iter().any(|b| conflict(a, b).is_some()));
             if hit && k > 0 {
                 barriers += 1;
                 group.clear();
@@ -134,7 +141,11 @@ mod tests {
             class: ResourceClass::Generic,
             offset: off * 16,
             len: len * 16,
-            kind: if w { AccessKind::Write } else { AccessKind::Read },
+            kind: if w {
+                AccessKind::Write
+            } else {
+                AccessKind::Read
+            },
         })
     }
 

@@ -14,7 +14,10 @@ pub fn test_device() -> Device {
 
 /// Like [`test_device`] with other options (validation is forced on).
 pub fn test_device_with(options: Options) -> Device {
-    let options = Options { validation: crate::options::Validation::Synchronization, ..options };
+    let options = Options {
+        validation: crate::options::Validation::Synchronization,
+        ..options
+    };
     match Device::new(options) {
         Ok(d) => d,
         Err(e) => panic!("GPU tests need a Vulkan device and VK_LAYER_KHRONOS_validation: {e}"),
@@ -29,7 +32,11 @@ pub fn assert_no_validation_messages(device: &Device) {
         messages.is_empty(),
         "{} validation message(s):\n{}",
         messages.len(),
-        messages.iter().map(|m| format!("[{}] {}: {}", m.severity, m.id, m.text)).collect::<Vec<_>>().join("\n")
+        messages
+            .iter()
+            .map(|m| format!("[{}] {}: {}", m.severity, m.id, m.text))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 
@@ -42,7 +49,9 @@ pub struct ValidationGuard {
 impl ValidationGuard {
     /// Guards `device`.
     pub fn new(device: &Device) -> ValidationGuard {
-        ValidationGuard { device: device.clone() }
+        ValidationGuard {
+            device: device.clone(),
+        }
     }
 }
 

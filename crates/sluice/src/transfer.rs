@@ -25,16 +25,29 @@ pub(crate) struct DeferredWrite {
 impl Device {
     /// Schedules `bytes` to be written at `offset` of `buffer` immediately before the
     /// next submit (in stream order: after all work submitted earlier). Never waits.
-    pub fn write_before_next_submit(&self, buffer: &Buffer, offset: u64, bytes: &[u8]) -> Result<()> {
+    pub fn write_before_next_submit(
+        &self,
+        buffer: &Buffer,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<()> {
         buffer.check_range(offset, bytes.len() as u64)?;
         if !Arc::ptr_eq(&buffer.inner.device, &self.handle.shared) {
-            return Err(Error::InvalidUse(format!("buffer {:?} belongs to another device", buffer.name())));
+            return Err(Error::InvalidUse(format!(
+                "buffer {:?} belongs to another device",
+                buffer.name()
+            )));
         }
-        self.handle.shared.deferred_writes.lock().expect("deferred writes poisoned").push(DeferredWrite {
-            buffer: buffer.inner.clone(),
-            offset,
-            bytes: bytes.to_vec(),
-        });
+        self.handle
+            .shared
+            .deferred_writes
+            .lock()
+            .expect("deferred writes poisoned")
+            .push(DeferredWrite {
+                buffer: buffer.inner.clone(),
+                offset,
+                bytes: bytes.to_vec(),
+            });
         Ok(())
     }
 
@@ -46,7 +59,12 @@ impl Device {
 
 /// Submits the pending deferred writes, if any, as one copy command buffer.
 pub(crate) fn flush_deferred(shared: &Arc<DeviceShared>) -> Result<Option<Ticket>> {
-    let writes: Vec<DeferredWrite> = std::mem::take(&mut *shared.deferred_writes.lock().expect("deferred writes poisoned"));
+    let writes: Vec<DeferredWrite> = std::mem::take(
+        &mut *shared
+            .deferred_writes
+            .lock()
+            .expect("deferred writes poisoned"),
+    );
     if writes.is_empty() {
         return Ok(None);
     }
@@ -56,9 +74,14 @@ pub(crate) fn flush_deferred(shared: &Arc<DeviceShared>) -> Result<Option<Ticket
     let mut at = 0u64;
     for w in &writes {
         staging.write_bytes(at, &w.bytes)?;
-        let dst = Buffer { inner: w.buffer.clone() };
+        let dst = Buffer {
+            inner: w.buffer.clone(),
+        };
         let len = w.bytes.len() as u64;
-        enc.copy(staging.slice(at..at + len), dst.slice(w.offset..w.offset + len))?;
+        enc.copy(
+            staging.slice(at..at + len),
+            dst.slice(w.offset..w.offset + len),
+        )?;
         at += len;
     }
     enc.submit().map(Some)
@@ -78,7 +101,11 @@ impl Encoder {
         self.copy(slice, staging.slice(0..slice.len))?;
         let ticket = Arc::new(OnceLock::new());
         self.on_submit(ticket.clone());
-        Ok(Readback { staging, len: slice.len as usize, ticket })
+        Ok(Readback {
+            staging,
+            len: slice.len as usize,
+            ticket,
+        })
     }
 }
 

@@ -29,7 +29,10 @@ pub(crate) const LAYER_NAME: &CStr = c"VK_LAYER_KHRONOS_validation";
 /// The messenger create-info; `log` must outlive the messenger.
 pub(crate) fn messenger_info(log: &ValidationLog) -> vk::DebugUtilsMessengerCreateInfoEXT<'static> {
     vk::DebugUtilsMessengerCreateInfoEXT::default()
-        .message_severity(vk::DebugUtilsMessageSeverityFlagsEXT::WARNING | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR)
+        .message_severity(
+            vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
+                | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+        )
         .message_type(
             vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
                 | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
@@ -49,10 +52,18 @@ unsafe extern "system" fn on_message(
     // is the `ValidationLog` that outlives the messenger (see `messenger_info`).
     let (log, data) = unsafe { (&*(user as *const ValidationLog), &*data) };
     // SAFETY: the strings are NUL-terminated and valid for the call when non-null.
-    let id = unsafe { data.message_id_name_as_c_str() }.map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let id = unsafe { data.message_id_name_as_c_str() }
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     // SAFETY: as above.
-    let text = unsafe { data.message_as_c_str() }.map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let severity = if severity.contains(vk::DebugUtilsMessageSeverityFlagsEXT::ERROR) { "ERROR" } else { "WARNING" };
+    let text = unsafe { data.message_as_c_str() }
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let severity = if severity.contains(vk::DebugUtilsMessageSeverityFlagsEXT::ERROR) {
+        "ERROR"
+    } else {
+        "WARNING"
+    };
     if let Ok(mut m) = log.messages.lock() {
         m.push(ValidationMessage { severity, id, text });
     }

@@ -35,7 +35,11 @@ pub(crate) struct Waiter {
 impl Waiter {
     fn register(self: &Arc<Self>, device: &Arc<DeviceShared>, value: u64, waker: Waker) {
         let mut s = self.state.lock().expect("waiter poisoned");
-        if let Some(entry) = s.waiting.iter_mut().find(|(v, w)| *v == value && w.will_wake(&waker)) {
+        if let Some(entry) = s
+            .waiting
+            .iter_mut()
+            .find(|(v, w)| *v == value && w.will_wake(&waker))
+        {
             entry.1 = waker;
         } else {
             s.waiting.push((value, waker));
@@ -80,7 +84,8 @@ impl Waiter {
             let mut s = self.state.lock().expect("waiter poisoned");
             match reached {
                 Ok(now) => {
-                    let (ready, rest): (Vec<_>, Vec<_>) = s.waiting.drain(..).partition(|(v, _)| *v <= now);
+                    let (ready, rest): (Vec<_>, Vec<_>) =
+                        s.waiting.drain(..).partition(|(v, _)| *v <= now);
                     s.waiting = rest;
                     drop(s);
                     ready.into_iter().for_each(|(_, w)| w.wake());

@@ -22,16 +22,34 @@ struct Op {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    (0..BUFFERS, 0..BUFFERS, prop::option::of(0u8..2), 1u32..9, 0u32..1000)
+    (
+        0..BUFFERS,
+        0..BUFFERS,
+        prop::option::of(0u8..2),
+        1u32..9,
+        0u32..1000,
+    )
         .prop_filter("src != dst", |(s, d, ..)| s != d)
-        .prop_map(|(src, dst, half, mul, add)| Op { src, dst, half, mul, add })
+        .prop_map(|(src, dst, half, mul, add)| Op {
+            src,
+            dst,
+            half,
+            mul,
+            add,
+        })
 }
 
 fn setup(d: &Device) -> Vec<Buffer> {
     (0..BUFFERS)
         .map(|i| {
-            let b = d.create_buffer(&format!("b{i}"), WORDS as u64 * 4, ResourceClass::Generic).unwrap();
-            b.write(0, &(0..WORDS).map(|w| w * 31 + i as u32).collect::<Vec<_>>()).unwrap();
+            let b = d
+                .create_buffer(&format!("b{i}"), WORDS as u64 * 4, ResourceClass::Generic)
+                .unwrap();
+            b.write(
+                0,
+                &(0..WORDS).map(|w| w * 31 + i as u32).collect::<Vec<_>>(),
+            )
+            .unwrap();
             b
         })
         .collect()
@@ -47,14 +65,25 @@ fn encode(enc: &mut Encoder, d: &Device, bufs: &[Buffer], ops: &[Op]) {
                 (h as u64 * half..(h as u64 + 1) * half, WORDS / 2)
             }
         };
-        let p = AffinePush { mul: o.mul, add: o.add, n };
-        enc.dispatch(&k, [n.div_ceil(64), 1, 1], &[bufs[o.src].slice(range.clone()), bufs[o.dst].slice(range)], &p)
-            .unwrap();
+        let p = AffinePush {
+            mul: o.mul,
+            add: o.add,
+            n,
+        };
+        enc.dispatch(
+            &k,
+            [n.div_ceil(64), 1, 1],
+            &[bufs[o.src].slice(range.clone()), bufs[o.dst].slice(range)],
+            &p,
+        )
+        .unwrap();
     }
 }
 
 fn read_all(bufs: &[Buffer]) -> Vec<Vec<u32>> {
-    bufs.iter().map(|b| b.read(0, WORDS as usize).unwrap()).collect()
+    bufs.iter()
+        .map(|b| b.read(0, WORDS as usize).unwrap())
+        .collect()
 }
 
 proptest! {
@@ -95,7 +124,13 @@ fn reorder_merges_independent_chains() {
     // Two chains interleaved badly: 0->1->2 and 3->4->5, captured chain by chain.
     let ops: Vec<Op> = [(0, 1), (1, 2), (3, 4), (4, 5)]
         .iter()
-        .map(|&(src, dst)| Op { src, dst, half: None, mul: 3, add: 1 })
+        .map(|&(src, dst)| Op {
+            src,
+            dst,
+            half: None,
+            mul: 3,
+            add: 1,
+        })
         .collect();
     let mut cap = d.capture();
     encode(&mut cap, &d, &bufs, &ops);

@@ -9,14 +9,35 @@ use sluice_kernels::{AffinePush, AFFINE_U32};
 
 fn capture(d: &sluice::Device) -> sluice::graph::Graph {
     let k = d.pipeline(&AFFINE_U32).unwrap();
-    let bufs: Vec<_> = (0..4).map(|i| d.create_buffer(&format!("b{i}"), 1024, ResourceClass::Generic).unwrap()).collect();
+    let bufs: Vec<_> = (0..4)
+        .map(|i| {
+            d.create_buffer(&format!("b{i}"), 1024, ResourceClass::Generic)
+                .unwrap()
+        })
+        .collect();
     let mut cap = d.capture();
     for step in 0..6u32 {
         for chain in 0..2usize {
-            let (a, b) = if step % 2 == 0 { (2 * chain, 2 * chain + 1) } else { (2 * chain + 1, 2 * chain) };
-            cap.set_label(&format!("{} L{step}", if chain == 0 { "left" } else { "right" }));
-            cap.dispatch(&k, [4, 1, 1], &[bufs[a].slice(..), bufs[b].slice(..)], &AffinePush { mul: 3, add: step, n: 256 })
-                .unwrap();
+            let (a, b) = if step % 2 == 0 {
+                (2 * chain, 2 * chain + 1)
+            } else {
+                (2 * chain + 1, 2 * chain)
+            };
+            cap.set_label(&format!(
+                "{} L{step}",
+                if chain == 0 { "left" } else { "right" }
+            ));
+            cap.dispatch(
+                &k,
+                [4, 1, 1],
+                &[bufs[a].slice(..), bufs[b].slice(..)],
+                &AffinePush {
+                    mul: 3,
+                    add: step,
+                    n: 256,
+                },
+            )
+            .unwrap();
         }
     }
     let mut g = cap.finish_capture().unwrap();
@@ -30,7 +51,10 @@ fn profiled_replay_has_one_ordered_span_per_dispatch() {
     let _guard = ValidationGuard::new(&d);
     let graph = capture(&d);
     let replay = graph.record_with(true).unwrap();
-    assert_eq!(replay.counters().timestamp_queries, 2 * replay.counters().dispatches);
+    assert_eq!(
+        replay.counters().timestamp_queries,
+        2 * replay.counters().dispatches
+    );
     let before = d.counters();
     replay.submit().unwrap().wait().unwrap();
     let delta = d.counters().since(&before);
@@ -58,7 +82,12 @@ fn profiled_replay_has_one_ordered_span_per_dispatch() {
     let trace = chrome_trace(&t, &[]);
     let text = serde_json::to_string(&trace).unwrap();
     let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let gpu = parsed["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X" && e["tid"] == 1).count();
+    let gpu = parsed["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["tid"] == 1)
+        .count();
     assert_eq!(gpu, 12);
     let svg = timeline_svg("test", &t, &ops);
     assert!(svg.starts_with("<svg") && svg.matches("<rect").count() >= 12);

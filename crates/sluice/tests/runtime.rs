@@ -1,7 +1,9 @@
 //! Runtime core on whatever Vulkan device exists (lavapipe in CI), with synchronization
 //! validation on: results vs CPU, barrier counts vs the dataflow, errors as values.
 
-use sluice::testing::{assert_no_validation_messages, test_device, test_device_with, ValidationGuard};
+use sluice::testing::{
+    assert_no_validation_messages, test_device, test_device_with, ValidationGuard,
+};
 use sluice::{BarrierMode, Buffer, Device, Error, Options, ResourceClass};
 use sluice_kernels::{affine_u32_cpu, groups_for, AffinePush, SpinPush, AFFINE_U32, SPIN_U32};
 
@@ -12,7 +14,9 @@ fn words(device: &Device, name: &str, n: u32, class: ResourceClass) -> Buffer {
 }
 
 fn input(n: u32) -> Vec<u32> {
-    (0..n).map(|i| i.wrapping_mul(2654435761) ^ 0x5bd1e995).collect()
+    (0..n)
+        .map(|i| i.wrapping_mul(2654435761) ^ 0x5bd1e995)
+        .collect()
 }
 
 #[test]
@@ -36,9 +40,19 @@ fn dispatch_matches_cpu() {
     let dst = words(&d, "dst", N, ResourceClass::PersistentOutput);
     let data = input(N);
     src.write(0, &data).unwrap();
-    let p = AffinePush { mul: 3, add: 7, n: N };
+    let p = AffinePush {
+        mul: 3,
+        add: 7,
+        n: N,
+    };
     let mut enc = d.encoder().unwrap();
-    enc.dispatch(&k, [groups_for(N, 64), 1, 1], &[src.slice(..), dst.slice(..)], &p).unwrap();
+    enc.dispatch(
+        &k,
+        [groups_for(N, 64), 1, 1],
+        &[src.slice(..), dst.slice(..)],
+        &p,
+    )
+    .unwrap();
     enc.submit().unwrap().wait().unwrap();
     let out: Vec<u32> = dst.read(0, N as usize).unwrap();
     let want: Vec<u32> = data.iter().map(|&x| affine_u32_cpu(x, &p)).collect();
@@ -47,8 +61,15 @@ fn dispatch_matches_cpu() {
 
 /// Records `chain` dependent dispatches (ping-pong a <-> b) and `independent` dispatches
 /// reading `src` and writing disjoint slices of `wide`; returns outputs and counters.
-fn chain_and_fan(mode: BarrierMode, chain: u32, independent: u32) -> (Vec<u32>, Vec<u32>, sluice::Counters) {
-    let d = test_device_with(Options { barriers: mode, ..Options::default() });
+fn chain_and_fan(
+    mode: BarrierMode,
+    chain: u32,
+    independent: u32,
+) -> (Vec<u32>, Vec<u32>, sluice::Counters) {
+    let d = test_device_with(Options {
+        barriers: mode,
+        ..Options::default()
+    });
     let _guard = ValidationGuard::new(&d);
     let k = d.pipeline(&AFFINE_U32).unwrap();
     let n = 256u32;
@@ -60,38 +81,66 @@ fn chain_and_fan(mode: BarrierMode, chain: u32, independent: u32) -> (Vec<u32>, 
     src.write(0, &input(n)).unwrap();
     let mut enc = d.encoder().unwrap();
     for i in 0..independent {
-        let p = AffinePush { mul: i + 2, add: i, n };
+        let p = AffinePush {
+            mul: i + 2,
+            add: i,
+            n,
+        };
         let out = wide.slice(i as u64 * n as u64 * 4..(i + 1) as u64 * n as u64 * 4);
-        enc.dispatch(&k, [groups_for(n, 64), 1, 1], &[src.slice(..), out], &p).unwrap();
+        enc.dispatch(&k, [groups_for(n, 64), 1, 1], &[src.slice(..), out], &p)
+            .unwrap();
     }
     for i in 0..chain {
         let p = AffinePush { mul: 5, add: i, n };
         let (from, to) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
-        enc.dispatch(&k, [groups_for(n, 64), 1, 1], &[from.slice(..), to.slice(..)], &p).unwrap();
+        enc.dispatch(
+            &k,
+            [groups_for(n, 64), 1, 1],
+            &[from.slice(..), to.slice(..)],
+            &p,
+        )
+        .unwrap();
     }
     let counters = enc.counters();
     enc.submit().unwrap().wait().unwrap();
     let last = if chain % 2 == 1 { &b } else { &a };
-    (last.read(0, n as usize).unwrap(), wide.read(0, (n * independent) as usize).unwrap(), counters)
+    (
+        last.read(0, n as usize).unwrap(),
+        wide.read(0, (n * independent) as usize).unwrap(),
+        counters,
+    )
 }
 
 #[test]
 fn auto_barriers_follow_dataflow_and_match_serial_bit_for_bit() {
     let (chain, independent) = (20, 20);
     let (auto_chain, auto_wide, auto) = chain_and_fan(BarrierMode::Auto, chain, independent);
-    let (serial_chain, serial_wide, serial) = chain_and_fan(BarrierMode::Serial, chain, independent);
+    let (serial_chain, serial_wide, serial) =
+        chain_and_fan(BarrierMode::Serial, chain, independent);
     assert_eq!(auto_chain, serial_chain);
     assert_eq!(auto_wide, serial_wide);
     // CPU reference.
     let n = 256;
     let mut x = input(n);
     for i in 0..chain {
-        x = x.iter().map(|&v| affine_u32_cpu(v, &AffinePush { mul: 5, add: i, n })).collect();
+        x = x
+            .iter()
+            .map(|&v| affine_u32_cpu(v, &AffinePush { mul: 5, add: i, n }))
+            .collect();
     }
     assert_eq!(auto_chain, x);
     let mut wide = Vec::new();
     for i in 0..independent {
-        wide.extend(input(n).iter().map(|&v| affine_u32_cpu(v, &AffinePush { mul: i + 2, add: i, n })));
+        wide.extend(input(n).iter().map(|&v| {
+            affine_u32_cpu(
+                v,
+                &AffinePush {
+                    mul: i + 2,
+                    add: i,
+                    n,
+                },
+            )
+        }));
     }
     assert_eq!(auto_wide, wide);
     // 40 ops: the fan of 20 is one group; the first chain link reads `a`, which the fan
@@ -114,9 +163,21 @@ fn write_declared_on_a_weight_is_an_error() {
     weight.write(0, &input(64)).unwrap(); // the upload itself is allowed
     let mut enc = d.encoder().unwrap();
     let err = enc
-        .dispatch(&k, [1, 1, 1], &[src.slice(..), weight.slice(..)], &AffinePush { mul: 1, add: 0, n: 64 })
+        .dispatch(
+            &k,
+            [1, 1, 1],
+            &[src.slice(..), weight.slice(..)],
+            &AffinePush {
+                mul: 1,
+                add: 0,
+                n: 64,
+            },
+        )
         .unwrap_err();
-    assert!(matches!(err, Error::WriteToReadOnlyWeight { buffer, .. } if buffer == weight.id()), "{err}");
+    assert!(
+        matches!(err, Error::WriteToReadOnlyWeight { buffer, .. } if buffer == weight.id()),
+        "{err}"
+    );
     drop(enc);
     d.synchronize().unwrap();
     assert_no_validation_messages(&d);
@@ -128,13 +189,35 @@ fn bad_dispatches_are_errors_not_panics() {
     let k = d.pipeline(&AFFINE_U32).unwrap();
     let a = words(&d, "a", 64, ResourceClass::Generic);
     let mut enc = d.encoder().unwrap();
-    let p = AffinePush { mul: 1, add: 0, n: 64 };
-    assert!(matches!(enc.dispatch(&k, [1, 1, 1], &[a.slice(..)], &p), Err(Error::InvalidUse(_))));
-    assert!(matches!(enc.dispatch(&k, [1, 1, 1], &[a.slice(..), a.slice(0..512)], &p), Err(Error::OutOfBounds { .. })));
-    assert!(matches!(enc.dispatch(&k, [0, 1, 1], &[a.slice(..), a.slice(..)], &p), Err(Error::InvalidUse(_))));
-    assert!(matches!(enc.dispatch(&k, [1, 1, 1], &[a.slice(..), a.slice(..)], &5u32), Err(Error::InvalidUse(_))));
-    assert!(matches!(a.read::<u32>(200, 64), Err(Error::OutOfBounds { .. })));
-    assert!(matches!(d.create_buffer("empty", 0, ResourceClass::Generic), Err(Error::InvalidUse(_))));
+    let p = AffinePush {
+        mul: 1,
+        add: 0,
+        n: 64,
+    };
+    assert!(matches!(
+        enc.dispatch(&k, [1, 1, 1], &[a.slice(..)], &p),
+        Err(Error::InvalidUse(_))
+    ));
+    assert!(matches!(
+        enc.dispatch(&k, [1, 1, 1], &[a.slice(..), a.slice(0..512)], &p),
+        Err(Error::OutOfBounds { .. })
+    ));
+    assert!(matches!(
+        enc.dispatch(&k, [0, 1, 1], &[a.slice(..), a.slice(..)], &p),
+        Err(Error::InvalidUse(_))
+    ));
+    assert!(matches!(
+        enc.dispatch(&k, [1, 1, 1], &[a.slice(..), a.slice(..)], &5u32),
+        Err(Error::InvalidUse(_))
+    ));
+    assert!(matches!(
+        a.read::<u32>(200, 64),
+        Err(Error::OutOfBounds { .. })
+    ));
+    assert!(matches!(
+        d.create_buffer("empty", 0, ResourceClass::Generic),
+        Err(Error::InvalidUse(_))
+    ));
     drop(enc);
     assert_no_validation_messages(&d);
 }
@@ -158,7 +241,13 @@ fn tickets_fast_path_spin_and_timeout() {
     let mut enc = d.encoder().unwrap();
     // lavapipe (llvmpipe) stops any loop after 65535 iterations; stay below that.
     let push = SpinPush { iters: 60_000, n };
-    enc.dispatch(&k, [groups_for(n, 64), 1, 1], &[src.slice(..), dst.slice(..)], &push).unwrap();
+    enc.dispatch(
+        &k,
+        [groups_for(n, 64), 1, 1],
+        &[src.slice(..), dst.slice(..)],
+        &push,
+    )
+    .unwrap();
     let t = enc.submit().unwrap();
     // A slow kernel: a 1 µs wait times out with the numbers that explain it.
     match t.wait_timeout(std::time::Duration::from_micros(1)) {
@@ -178,7 +267,10 @@ fn tickets_fast_path_spin_and_timeout() {
     }
     assert_eq!(d.counters().host_waits, waits);
     let out: Vec<u32> = dst.read(0, 8).unwrap();
-    let want: Vec<u32> = input(8).iter().map(|&x| sluice_kernels::spin_u32_cpu(x, push.iters)).collect();
+    let want: Vec<u32> = input(8)
+        .iter()
+        .map(|&x| sluice_kernels::spin_u32_cpu(x, push.iters))
+        .collect();
     assert_eq!(out, want);
 }
 
@@ -190,18 +282,34 @@ fn buffers_dropped_before_completion_live_until_their_ticket() {
     let k = d.pipeline(&AFFINE_U32).unwrap();
     let out = words(&d, "out", N, ResourceClass::PersistentOutput);
     let after_out = d.allocated_bytes();
-    let p = AffinePush { mul: 9, add: 1, n: N };
+    let p = AffinePush {
+        mul: 9,
+        add: 1,
+        n: N,
+    };
     let mut enc = d.encoder().unwrap();
     {
         let scratch = words(&d, "scratch", N, ResourceClass::TokenScratch);
         scratch.write(0, &input(N)).unwrap();
-        enc.dispatch(&k, [groups_for(N, 64), 1, 1], &[scratch.slice(..), out.slice(..)], &p).unwrap();
+        enc.dispatch(
+            &k,
+            [groups_for(N, 64), 1, 1],
+            &[scratch.slice(..), out.slice(..)],
+            &p,
+        )
+        .unwrap();
         assert!(d.allocated_bytes() > after_out);
     } // scratch handle dropped while recorded, before submit
     let t = enc.submit().unwrap();
     t.wait().unwrap();
     let got: Vec<u32> = out.read(0, N as usize).unwrap();
-    assert_eq!(got, input(N).iter().map(|&x| affine_u32_cpu(x, &p)).collect::<Vec<_>>());
+    assert_eq!(
+        got,
+        input(N)
+            .iter()
+            .map(|&x| affine_u32_cpu(x, &p))
+            .collect::<Vec<_>>()
+    );
     // The next submit reclaims completed work; the scratch memory is gone.
     d.encoder().unwrap().submit().unwrap().wait().unwrap();
     assert_eq!(d.allocated_bytes(), after_out);

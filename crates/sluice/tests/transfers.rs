@@ -21,7 +21,13 @@ fn long_kernel(d: &Device) -> Ticket {
     let src = words(d, "spin.src", n, ResourceClass::Generic);
     let dst = words(d, "spin.dst", n, ResourceClass::TokenScratch);
     let mut enc = d.encoder().unwrap();
-    enc.dispatch(&k, [groups_for(n, 64), 1, 1], &[src.slice(..), dst.slice(..)], &SpinPush { iters: 60_000, n }).unwrap();
+    enc.dispatch(
+        &k,
+        [groups_for(n, 64), 1, 1],
+        &[src.slice(..), dst.slice(..)],
+        &SpinPush { iters: 60_000, n },
+    )
+    .unwrap();
     enc.submit().unwrap()
 }
 
@@ -54,7 +60,10 @@ fn reading_a_weight_never_waits_for_unrelated_work() {
     let waits = d.counters().host_waits;
     let busy = long_kernel(&d);
     let read: Vec<u32> = weight.read(0, 1024).unwrap();
-    assert!(!busy.is_done().unwrap(), "the long kernel finished before the read: the test proves nothing");
+    assert!(
+        !busy.is_done().unwrap(),
+        "the long kernel finished before the read: the test proves nothing"
+    );
     assert_eq!(read, values);
     assert_eq!(d.counters().host_waits, waits, "reading a weight waited");
     busy.wait().unwrap();
@@ -62,7 +71,10 @@ fn reading_a_weight_never_waits_for_unrelated_work() {
 
 /// A host write into a buffer that queued work still reads must not change what it sees.
 fn write_after_read(force_staging: bool) {
-    let d = test_device_with(Options { force_staging, ..Options::default() });
+    let d = test_device_with(Options {
+        force_staging,
+        ..Options::default()
+    });
     let _guard = ValidationGuard::new(&d);
     let k = d.pipeline(&AFFINE_U32).unwrap();
     let spin = d.pipeline(&SPIN_U32).unwrap();
@@ -76,18 +88,42 @@ fn write_after_read(force_staging: bool) {
     input.write(0, &old).unwrap();
     let p = AffinePush { mul: 7, add: 3, n };
     let mut enc = d.encoder().unwrap();
-    enc.dispatch(&spin, [128, 1, 1], &[s_src.slice(..), s_dst.slice(..)], &SpinPush { iters: 60_000, n: 8192 }).unwrap();
-    enc.dispatch(&k, [groups_for(n, 64), 1, 1], &[input.slice(..), out.slice(..)], &p).unwrap();
+    enc.dispatch(
+        &spin,
+        [128, 1, 1],
+        &[s_src.slice(..), s_dst.slice(..)],
+        &SpinPush {
+            iters: 60_000,
+            n: 8192,
+        },
+    )
+    .unwrap();
+    enc.dispatch(
+        &k,
+        [groups_for(n, 64), 1, 1],
+        &[input.slice(..), out.slice(..)],
+        &p,
+    )
+    .unwrap();
     let t = enc.submit().unwrap();
     let new: Vec<u32> = vec![0xdead_beef; n as usize];
     let waits = d.counters().host_waits;
     input.write(0, &new).unwrap(); // while `t` may still be reading `input`
     if force_staging {
-        assert_eq!(d.counters().host_waits, waits, "the staged write should be ordered, not waited for");
+        assert_eq!(
+            d.counters().host_waits,
+            waits,
+            "the staged write should be ordered, not waited for"
+        );
     }
     t.wait().unwrap();
     let got: Vec<u32> = out.read(0, n as usize).unwrap();
-    assert_eq!(got, old.iter().map(|&x| affine_u32_cpu(x, &p)).collect::<Vec<_>>());
+    assert_eq!(
+        got,
+        old.iter()
+            .map(|&x| affine_u32_cpu(x, &p))
+            .collect::<Vec<_>>()
+    );
     assert_eq!(input.read::<u32>(0, n as usize).unwrap(), new);
 }
 
@@ -103,7 +139,10 @@ fn host_write_after_gpu_read_staging() {
 
 #[test]
 fn staging_round_trip_and_consecutive_submits() {
-    let d = test_device_with(Options { force_staging: true, ..Options::default() });
+    let d = test_device_with(Options {
+        force_staging: true,
+        ..Options::default()
+    });
     let _guard = ValidationGuard::new(&d);
     let k = d.pipeline(&AFFINE_U32).unwrap();
     let n = 333u32;
@@ -117,7 +156,13 @@ fn staging_round_trip_and_consecutive_submits() {
         let p = AffinePush { mul: 5, add: i, n };
         let (from, to) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
         let mut enc = d.encoder().unwrap();
-        enc.dispatch(&k, [groups_for(n, 64), 1, 1], &[from.slice(..), to.slice(..)], &p).unwrap();
+        enc.dispatch(
+            &k,
+            [groups_for(n, 64), 1, 1],
+            &[from.slice(..), to.slice(..)],
+            &p,
+        )
+        .unwrap();
         enc.submit().unwrap(); // no wait between submits
         want = want.iter().map(|&x| affine_u32_cpu(x, &p)).collect();
     }
@@ -127,7 +172,10 @@ fn staging_round_trip_and_consecutive_submits() {
 #[test]
 fn deferred_writes_land_before_the_next_submit() {
     for force_staging in [false, true] {
-        let d = test_device_with(Options { force_staging, ..Options::default() });
+        let d = test_device_with(Options {
+            force_staging,
+            ..Options::default()
+        });
         let _guard = ValidationGuard::new(&d);
         let k = d.pipeline(&AFFINE_U32).unwrap();
         let n = 100u32;
@@ -143,12 +191,28 @@ fn deferred_writes_land_before_the_next_submit() {
             d.write_before_next_submit(&input, 0, &bytes).unwrap();
             assert_eq!(d.counters().host_waits, waits);
             let mut enc = d.encoder().unwrap();
-            enc.dispatch(&k, [groups_for(n, 64), 1, 1], &[input.slice(..), out.slice(..)], &p).unwrap();
+            enc.dispatch(
+                &k,
+                [groups_for(n, 64), 1, 1],
+                &[input.slice(..), out.slice(..)],
+                &p,
+            )
+            .unwrap();
             let readback = enc.read_after(out.slice(..)).unwrap();
             enc.submit().unwrap();
-            let got: Vec<u32> =
-                readback.wait().unwrap().chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
-            assert_eq!(got, data.iter().map(|&x| affine_u32_cpu(x, &p)).collect::<Vec<_>>(), "round {round}");
+            let got: Vec<u32> = readback
+                .wait()
+                .unwrap()
+                .chunks(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            assert_eq!(
+                got,
+                data.iter()
+                    .map(|&x| affine_u32_cpu(x, &p))
+                    .collect::<Vec<_>>(),
+                "round {round}"
+            );
         }
     }
 }
@@ -163,17 +227,35 @@ fn readbacks_survive_later_work_and_unsubmitted_ones_error() {
     let b = words(&d, "b", n, ResourceClass::PersistentOutput);
     a.write(0, &vec![1u32; n as usize]).unwrap();
     let mut enc = d.encoder().unwrap();
-    enc.dispatch(&k, [1, 1, 1], &[a.slice(..), b.slice(..)], &AffinePush { mul: 1, add: 41, n }).unwrap();
+    enc.dispatch(
+        &k,
+        [1, 1, 1],
+        &[a.slice(..), b.slice(..)],
+        &AffinePush { mul: 1, add: 41, n },
+    )
+    .unwrap();
     let first = enc.read_after(b.slice(0..16)).unwrap();
     enc.submit().unwrap();
     // Later submits overwrite `b`; the readback holds the value at its point in the stream.
     for add in [100, 200] {
         let mut enc = d.encoder().unwrap();
-        enc.dispatch(&k, [1, 1, 1], &[a.slice(..), b.slice(..)], &AffinePush { mul: 1, add, n }).unwrap();
+        enc.dispatch(
+            &k,
+            [1, 1, 1],
+            &[a.slice(..), b.slice(..)],
+            &AffinePush { mul: 1, add, n },
+        )
+        .unwrap();
         enc.submit().unwrap();
     }
     let got = first.wait().unwrap();
-    assert_eq!(got, [42u32; 4].iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>());
+    assert_eq!(
+        got,
+        [42u32; 4]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<_>>()
+    );
     let mut enc = d.encoder().unwrap();
     let orphan = enc.read_after(b.slice(..)).unwrap();
     drop(enc);
@@ -189,13 +271,22 @@ fn tickets_are_futures() {
     let t = long_kernel(&d);
     let waits = d.counters().host_waits;
     // Several tasks on several threads await the same ticket.
-    let handles: Vec<_> = (0..4).map(|_| { let t = t.clone(); std::thread::spawn(move || block_on(t)) }).collect();
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let t = t.clone();
+            std::thread::spawn(move || block_on(t))
+        })
+        .collect();
     block_on(t.clone()).unwrap();
     for h in handles {
         h.join().unwrap().unwrap();
     }
     assert!(t.is_done().unwrap());
-    assert_eq!(d.counters().host_waits, waits, "awaiting must not count as (or do) a blocking host wait");
+    assert_eq!(
+        d.counters().host_waits,
+        waits,
+        "awaiting must not count as (or do) a blocking host wait"
+    );
 }
 
 #[test]
@@ -225,12 +316,27 @@ fn eight_threads_submit_and_read_back() {
                 for i in 0..200u32 {
                     let data: Vec<u32> = (0..n).map(|j| j ^ (t << 16) ^ i).collect();
                     a.write(0, &data).unwrap();
-                    let p = AffinePush { mul: t + 1, add: i, n };
+                    let p = AffinePush {
+                        mul: t + 1,
+                        add: i,
+                        n,
+                    };
                     let mut enc = d.encoder().unwrap();
-                    enc.dispatch(&k, [groups_for(n, 64), 1, 1], &[a.slice(..), b.slice(..)], &p).unwrap();
+                    enc.dispatch(
+                        &k,
+                        [groups_for(n, 64), 1, 1],
+                        &[a.slice(..), b.slice(..)],
+                        &p,
+                    )
+                    .unwrap();
                     enc.submit().unwrap();
                     let got: Vec<u32> = b.read(0, n as usize).unwrap();
-                    assert_eq!(got, data.iter().map(|&x| affine_u32_cpu(x, &p)).collect::<Vec<_>>());
+                    assert_eq!(
+                        got,
+                        data.iter()
+                            .map(|&x| affine_u32_cpu(x, &p))
+                            .collect::<Vec<_>>()
+                    );
                 }
             });
         }

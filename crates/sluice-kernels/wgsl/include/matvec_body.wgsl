@@ -4,25 +4,19 @@
 //
 // y[r] = epilogue(W[r] . x'), x' = x * norm_w (NORM) with inv = 1/sqrt(mean(x^2) + eps)
 // computed from the same pass over x (every row's threads read all of x once, so the sum
-// of squares costs no extra memory traffic). Rows are handled by TPR threads each (TPR
-// from the row length: 64 under 256 chunks, 128 under 1024, else 256; the host uses the
-// same rule), 16-byte loads for weights and x, subgroup sums, one shared-memory step.
+// of squares costs no extra memory traffic). Rows are handled by TPR threads each (64; the
+// host uses the same rule; push field tpr overrides it), 16-byte loads for weights and x, subgroup sums, one shared-memory step.
 // x (and norm_w) must be bound with stride8 * 8 floats, zero beyond cols.
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
 struct V4s { d: array<vec4<f32>> }
-struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, p0: u32, p1: u32, p2: u32 }
+struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, p1: u32, p2: u32 }
 
 var<workgroup> red: array<vec3<f32>, 256>;
 
 fn threads_per_row(stride8: u32) -> u32 {
-    if (stride8 < 256u) {
-        return 64u;
-    }
-    if (stride8 < 1024u) {
-        return 128u;
-    }
-    return 256u;
+    // 64 measured best on the H100 for every row length of Qwen3-0.6B/4B (BENCHMARKS.md).
+    return 64u;
 }
 
 // Adds chunk c of row `base` to acc = (W.x', W_b.x', sum x^2).
@@ -47,7 +41,7 @@ fn step(base: u32, c: u32, acc: ptr<function, vec3<f32>>) {
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_size) sg: u32, @builtin(subgroup_invocation_id) sgi: u32) {
-    let tpr = threads_per_row(pc.stride8);
+    let tpr = select(threads_per_row(pc.stride8), pc.tpr, pc.tpr != 0u);
     let rows_per_wg = 256u / tpr;
     let first = (wg.x + wg.y * nwg.x) * rows_per_wg;
     let row = first + li / tpr;

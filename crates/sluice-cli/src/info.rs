@@ -27,6 +27,7 @@ pub fn run(device: &Device, json: bool) -> Result<(), String> {
         ("driver", format!("{} {}", info.driver, info.driver_info)),
         ("Vulkan", info.api_version.clone()),
         ("unified memory", info.uma.to_string()),
+        ("resizable BAR", info.resizable_bar.to_string()),
         ("subgroup size", info.subgroup_size.to_string()),
         (
             "timestamps",

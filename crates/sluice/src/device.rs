@@ -58,6 +58,9 @@ pub struct DeviceInfo {
     pub api_version: String,
     /// Unified memory: every device-local memory type is also host-visible.
     pub uma: bool,
+    /// A large (>= 4 GiB) device-local heap is host-visible (resizable BAR): weights live
+    /// there and the host reads them without a copy.
+    pub resizable_bar: bool,
     /// Memory heaps with budgets.
     pub heaps: Vec<HeapInfo>,
     /// Subgroup (warp/wave) size.
@@ -458,6 +461,10 @@ impl Device {
                     t.property_flags
                         .contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
                 });
+            let resizable_bar = mem.memory_types[..mem.memory_type_count as usize].iter().any(|t| {
+                t.property_flags.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL | vk::MemoryPropertyFlags::HOST_VISIBLE)
+                    && mem.memory_heaps[t.heap_index as usize].size >= 4 << 30
+            });
             let valid_bits = families[family as usize].timestamp_valid_bits;
             let v = props.api_version;
             let info = DeviceInfo {
@@ -480,6 +487,7 @@ impl Device {
                     vk::api_version_patch(v)
                 ),
                 uma,
+                resizable_bar,
                 heaps: Vec::new(),
                 subgroup_size: subgroup.subgroup_size,
                 timestamps: valid_bits > 0 && props.limits.timestamp_period > 0.0,

@@ -2,9 +2,11 @@
 //! access that waits only for the tickets that matter.
 //!
 //! Placement: on a UMA device (and lavapipe) every buffer is host-visible. On a discrete
-//! GPU, weights, KV cache and scratch live in device-local memory and are reached
-//! through staging copies; outputs and generic buffers ask for device-local,
-//! host-visible memory (resizable BAR) so the host reads them without a copy.
+//! GPU with resizable BAR (a large device-local, host-visible heap, as on the H100),
+//! weights, outputs and generic buffers live there: uploads and host reads go through the
+//! mapping, so reading a weight never queues behind GPU work. KV cache and scratch stay in
+//! plain device-local memory (staging copies when the host touches them). Without
+//! resizable BAR, weights are device-local too and reached through staging copies.
 //!
 //! Host access rules (DESIGN.md rule 2 and 4): a host read waits for the buffer's last
 //! GPU writer only; a host write waits for its last GPU reader and writer; a
@@ -106,11 +108,12 @@ impl std::fmt::Debug for Buffer {
     }
 }
 
-fn location_for(class: ResourceClass, uma: bool) -> MemoryLocation {
+fn location_for(class: ResourceClass, uma: bool, resizable_bar: bool) -> MemoryLocation {
     if uma {
         return MemoryLocation::CpuToGpu;
     }
     match class {
+        ResourceClass::ReadOnlyWeight if resizable_bar => MemoryLocation::CpuToGpu,
         ResourceClass::ReadOnlyWeight
         | ResourceClass::AppendOnlyKv
         | ResourceClass::TokenScratch => MemoryLocation::GpuOnly,
@@ -126,7 +129,7 @@ impl Device {
             name,
             size,
             class,
-            location_for(class, self.handle.shared.info.uma),
+            location_for(class, self.handle.shared.info.uma, self.handle.shared.info.resizable_bar),
         )
     }
 

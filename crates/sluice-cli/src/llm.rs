@@ -62,10 +62,13 @@ fn model_args(args: &Args, device: &Device, default_context: usize) -> Result<Mo
 }
 
 fn progress(quiet: bool) -> impl FnMut(u64, u64) {
+    use std::io::IsTerminal;
     let mut last = 0u64;
     let start = Instant::now();
+    // A live bar on a terminal; in logs only the final line.
+    let live = std::io::stderr().is_terminal();
     move |done, total| {
-        if quiet || total == 0 {
+        if quiet || total == 0 || (!live && done < total) {
             return;
         }
         let pct = done * 100 / total;

@@ -174,7 +174,11 @@ pub fn sync(device: &Device) -> sluice::Result<SyncReport> {
     device.synchronize()?;
     let spin = device.pipeline(&sluice_kernels::SPIN_U32)?;
     // Long enough to outlast the reads: ~10 ms on an H100, ~0.3 s on lavapipe.
-    let n = if device.info().device_type == "cpu" { 1 << 14 } else { 1 << 20 };
+    let n = if device.info().device_type == "cpu" {
+        1 << 14
+    } else {
+        1 << 20
+    };
     let s_src = device.create_buffer("bench.spin.src", n as u64 * 4, ResourceClass::Generic)?;
     let s_dst =
         device.create_buffer("bench.spin.dst", n as u64 * 4, ResourceClass::TokenScratch)?;

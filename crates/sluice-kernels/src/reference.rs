@@ -135,7 +135,7 @@ pub fn attention_partials_cpu(
             let (start, end) = (s * chunk, ((s + 1) * chunk).min(seq));
             if start >= end {
                 out.push(-3.0e38);
-                out.extend(std::iter::repeat(0.0).take(hd + 1));
+                out.extend(std::iter::repeat_n(0.0, hd + 1));
                 continue;
             }
             let row = |c: &'_ [f32], t: usize| -> Vec<f32> {
@@ -191,7 +191,7 @@ pub fn argmax_cpu(v: &[f32]) -> (u32, f32) {
         if x.is_nan() {
             continue;
         }
-        if best.map_or(true, |(_, b)| x > b) {
+        if best.is_none_or(|(_, b)| x > b) {
             best = Some((i, x));
         }
     }

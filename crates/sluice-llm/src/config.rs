@@ -304,13 +304,13 @@ impl ModelConfig {
                 return Err(format!("{name} is 0"));
             }
         }
-        if self.heads % self.kv_heads != 0 {
+        if !self.heads.is_multiple_of(self.kv_heads) {
             return Err(format!(
                 "num_attention_heads ({}) is not divisible by num_key_value_heads ({})",
                 self.heads, self.kv_heads
             ));
         }
-        if self.head_dim % 2 != 0 {
+        if !self.head_dim.is_multiple_of(2) {
             return Err(format!(
                 "head_dim ({}) must be even for rotary embeddings",
                 self.head_dim

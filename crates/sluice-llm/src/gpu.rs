@@ -164,7 +164,7 @@ impl GpuModel {
         mut progress: impl FnMut(u64, u64),
     ) -> Result<GpuModel, LlmError> {
         let c = config;
-        if c.head_dim % 2 != 0 || c.head_dim > 256 {
+        if !c.head_dim.is_multiple_of(2) || c.head_dim > 256 {
             return Err(LlmError::InvalidArgument(format!(
                 "head_dim {} is not supported (must be even and <= 256)",
                 c.head_dim
@@ -208,7 +208,7 @@ impl GpuModel {
         let mut packed = |name: &str, rows: usize, cols: usize| -> Result<Vec<u8>, LlmError> {
             let data = tensor(name)?;
             let packed: Vec<u8> = match data {
-                TensorData::Raw { dtype, bytes } if dtype == dt && cols % 8 == 0 => {
+                TensorData::Raw { dtype, bytes } if dtype == dt && cols.is_multiple_of(8) => {
                     bytes.into_owned()
                 }
                 TensorData::Raw { dtype, bytes } => {
@@ -285,7 +285,6 @@ impl GpuModel {
                 h,
             )?)
         };
-        drop(packed);
         let mut vector = |name: &str, n: usize| -> Result<Buffer, LlmError> {
             let v = match tensor(name)? {
                 TensorData::Raw { dtype, bytes } => k::unpack_to_f32(dtype, &bytes),
@@ -452,15 +451,7 @@ impl GpuModel {
         y: &Buffer,
         accumulate: bool,
     ) -> sluice::Result<()> {
-        let push = k::MatvecPush {
-            rows: m.rows,
-            cols: m.cols,
-            stride8: m.stride8(),
-            accumulate: accumulate as u32,
-            eps: 0.0,
-            threads_per_row: self.tpr(),
-            _pad: [0; 2],
-        };
+        let push = self.matvec_push(m, accumulate, 0.0);
         enc.dispatch(
             &self.kernels.matvec,
             self.matvec_groups(m),
@@ -473,9 +464,17 @@ impl GpuModel {
         )
     }
 
-    /// The threads-per-row override (0 = the kernels' rule).
-    fn tpr(&self) -> u32 {
-        self.options.matvec_threads_per_row.unwrap_or(0)
+    /// Push constants of a matvec-family dispatch over `m`.
+    fn matvec_push(&self, m: &Matrix, accumulate: bool, eps: f32) -> k::MatvecPush {
+        k::MatvecPush {
+            rows: m.rows,
+            cols: m.cols,
+            stride8: m.stride8(),
+            accumulate: accumulate as u32,
+            eps,
+            threads_per_row: self.options.matvec_threads_per_row.unwrap_or(0),
+            _pad: [0; 2],
+        }
     }
 
     fn matvec_groups(&self, m: &Matrix) -> [u32; 3] {
@@ -498,15 +497,7 @@ impl GpuModel {
             self.rmsnorm(enc, x, norm_w, &self.scratch.xn, m.cols as usize)?;
             return self.matvec(enc, m, &self.scratch.xn, y, false);
         }
-        let push = k::MatvecPush {
-            rows: m.rows,
-            cols: m.cols,
-            stride8: m.stride8(),
-            accumulate: 0,
-            eps: self.config.rms_eps,
-            threads_per_row: self.tpr(),
-            _pad: [0; 2],
-        };
+        let push = self.matvec_push(m, false, self.config.rms_eps);
         enc.dispatch(
             &self.kernels.matvec_norm,
             self.matvec_groups(m),
@@ -638,9 +629,9 @@ impl GpuModel {
                     [nh + nkv, 1, 1],
                     &[
                         self.params.slice(..),
-                        q.clone(),
-                        k.clone(),
-                        v.clone(),
+                        q,
+                        k,
+                        v,
                         qn.slice(..),
                         kn.slice(..),
                         l.k_cache.slice(..),
@@ -672,15 +663,7 @@ impl GpuModel {
             self.matvec(enc, &l.o, &s.attn, &s.x, true)?;
             label(enc, "mlp.gate_up");
             if self.options.fuse_norm && self.options.fuse_gate_up {
-                let push = k::MatvecPush {
-                    rows: l.gate.rows,
-                    cols: l.gate.cols,
-                    stride8: l.gate.stride8(),
-                    accumulate: 0,
-                    eps: c.rms_eps,
-                    threads_per_row: self.tpr(),
-                    _pad: [0; 2],
-                };
+                let push = self.matvec_push(&l.gate, false, c.rms_eps);
                 enc.dispatch(
                     &self.kernels.matvec_silu_norm,
                     self.matvec_groups(&l.gate),
@@ -695,15 +678,7 @@ impl GpuModel {
                 )?;
             } else if self.options.fuse_gate_up {
                 self.rmsnorm(enc, &s.x, &l.mlp_norm, &s.xn, h)?;
-                let push = k::MatvecPush {
-                    rows: l.gate.rows,
-                    cols: l.gate.cols,
-                    stride8: l.gate.stride8(),
-                    accumulate: 0,
-                    eps: 0.0,
-                    threads_per_row: self.tpr(),
-                    _pad: [0; 2],
-                };
+                let push = self.matvec_push(&l.gate, false, 0.0);
                 enc.dispatch(
                     &self.kernels.matvec_silu,
                     self.matvec_groups(&l.gate),

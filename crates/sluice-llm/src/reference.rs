@@ -43,7 +43,7 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 pub fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
     let cols = x.len();
     assert!(
-        cols > 0 && w.len() % cols == 0,
+        cols > 0 && w.len().is_multiple_of(cols),
         "matvec: weight length {} is not a multiple of {cols}",
         w.len()
     );
@@ -74,7 +74,7 @@ pub fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
 /// `i < head_dim/2` the pair `(i, i + head_dim/2)` is rotated by `pos · theta^(-2i/head_dim)`.
 pub fn rope_inplace(x: &mut [f32], head_dim: usize, pos: usize, theta: f32) {
     assert!(
-        head_dim % 2 == 0 && x.len() % head_dim == 0,
+        head_dim.is_multiple_of(2) && x.len().is_multiple_of(head_dim),
         "rope: bad head_dim {head_dim} for length {}",
         x.len()
     );
@@ -123,7 +123,7 @@ pub fn attention(
 ) -> Vec<f32> {
     let kv_dim = kv_heads * head_dim;
     assert!(
-        q.len() == heads * head_dim && heads % kv_heads == 0,
+        q.len() == heads * head_dim && heads.is_multiple_of(kv_heads),
         "attention: bad head counts"
     );
     assert!(

@@ -504,7 +504,7 @@ pub fn write_safetensors_with(
     }
     let mut hbytes =
         serde_json::to_vec(&Value::Object(header)).expect("a JSON map always serializes");
-    while hbytes.len() % 8 != 0 {
+    while !hbytes.len().is_multiple_of(8) {
         hbytes.push(b' ');
     }
     let io = |e| LlmError::io(path, "write", e);

@@ -67,7 +67,7 @@ pub fn argmax(logits: &[f32]) -> Result<u32> {
         if v.is_nan() {
             continue;
         }
-        if best.map_or(true, |(_, b)| v > b) {
+        if best.is_none_or(|(_, b)| v > b) {
             best = Some((i, v));
         }
     }

@@ -165,7 +165,7 @@ impl Tokenizer {
                 max_id = max_id.max(id as u32);
             }
         }
-        added.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        added.sort_by_key(|a| std::cmp::Reverse(a.0.len()));
         let mut id_to_token = vec![String::new(); max_id as usize + 1];
         for (k, &v) in &vocab {
             id_to_token[v as usize] = k.clone();

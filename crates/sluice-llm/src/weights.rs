@@ -202,7 +202,7 @@ pub fn synthetic_fill(
 ) -> Result<()> {
     let es = dtype.size();
     let n = out.len() / es;
-    if out.len() % es != 0 || first.checked_add(n).map_or(true, |end| end > spec.numel()) {
+    if !out.len().is_multiple_of(es) || first.checked_add(n).is_none_or(|end| end > spec.numel()) {
         return Err(LlmError::InvalidArgument(format!(
             "synthetic tensor {:?} has {} elements of {dtype}; cannot fill {} bytes from element {first}",
             spec.name,

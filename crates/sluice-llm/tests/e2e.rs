@@ -164,27 +164,55 @@ fn replayed_step_is_a_valid_schedule_with_fewer_barriers() {
 #[test]
 fn a_model_larger_than_the_device_is_refused_before_upload() {
     let d = device(BarrierMode::Auto);
-    let heap: u64 = d.heaps().iter().filter(|h| h.device_local).map(|h| h.budget.unwrap_or(h.size)).max().unwrap();
-    let needs = sluice_llm::gpu::weight_bytes(&ModelConfig::synthetic("qwen3-4b").unwrap(), sluice_kernels::WeightDtype::F16);
+    let heap: u64 = d
+        .heaps()
+        .iter()
+        .filter(|h| h.device_local)
+        .map(|h| h.budget.unwrap_or(h.size))
+        .max()
+        .unwrap();
+    let needs = sluice_llm::gpu::weight_bytes(
+        &ModelConfig::synthetic("qwen3-4b").unwrap(),
+        sluice_kernels::WeightDtype::F16,
+    );
     if needs < heap {
         // A device this large fits the model; nothing to refuse here.
         return;
     }
     let t = std::time::Instant::now();
-    let err = open_model(&d, "synthetic:qwen3-4b", &LoadOptions::default(), |done, _| assert_eq!(done, 0)).err().unwrap();
+    let err = open_model(
+        &d,
+        "synthetic:qwen3-4b",
+        &LoadOptions::default(),
+        |done, _| assert_eq!(done, 0),
+    )
+    .err()
+    .unwrap();
     match &err {
-        sluice_llm::LlmError::DoesNotFit { needed, available, .. } => {
+        sluice_llm::LlmError::DoesNotFit {
+            needed, available, ..
+        } => {
             assert!(needed > available && *needed >= needs, "{err}");
         }
         other => panic!("expected DoesNotFit, got {other}"),
     }
     assert!(err.to_string().contains("GiB"), "{err}");
-    assert!(t.elapsed().as_secs() < 5, "refusal must come before generating or uploading weights");
+    assert!(
+        t.elapsed().as_secs() < 5,
+        "refusal must come before generating or uploading weights"
+    );
 }
 
 #[test]
 fn missing_model_directory_is_a_clear_error() {
     let d = device(BarrierMode::Auto);
-    let err = open_model(&d, "/nonexistent/model-dir", &LoadOptions::default(), |_, _| {}).err().unwrap();
+    let err = open_model(
+        &d,
+        "/nonexistent/model-dir",
+        &LoadOptions::default(),
+        |_, _| {},
+    )
+    .err()
+    .unwrap();
     assert!(err.to_string().contains("/nonexistent/model-dir"), "{err}");
 }

@@ -461,10 +461,14 @@ impl Device {
                     t.property_flags
                         .contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
                 });
-            let resizable_bar = mem.memory_types[..mem.memory_type_count as usize].iter().any(|t| {
-                t.property_flags.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL | vk::MemoryPropertyFlags::HOST_VISIBLE)
-                    && mem.memory_heaps[t.heap_index as usize].size >= 4 << 30
-            });
+            let resizable_bar = mem.memory_types[..mem.memory_type_count as usize]
+                .iter()
+                .any(|t| {
+                    t.property_flags.contains(
+                        vk::MemoryPropertyFlags::DEVICE_LOCAL
+                            | vk::MemoryPropertyFlags::HOST_VISIBLE,
+                    ) && mem.memory_heaps[t.heap_index as usize].size >= 4 << 30
+                });
             let valid_bits = families[family as usize].timestamp_valid_bits;
             let v = props.api_version;
             let info = DeviceInfo {

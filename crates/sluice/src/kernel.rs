@@ -89,7 +89,7 @@ impl Pipeline {
         desc: &KernelDesc,
         device_id: u64,
     ) -> Result<Arc<Pipeline>> {
-        if desc.spirv.len() % 4 != 0 || desc.spirv.is_empty() {
+        if !desc.spirv.len().is_multiple_of(4) || desc.spirv.is_empty() {
             return Err(crate::Error::InvalidUse(format!(
                 "kernel {:?}: SPIR-V length {} is not a positive multiple of 4",
                 desc.name,

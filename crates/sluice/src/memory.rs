@@ -129,7 +129,11 @@ impl Device {
             name,
             size,
             class,
-            location_for(class, self.handle.shared.info.uma, self.handle.shared.info.resizable_bar),
+            location_for(
+                class,
+                self.handle.shared.info.uma,
+                self.handle.shared.info.resizable_bar,
+            ),
         )
     }
 

@@ -20,7 +20,7 @@ bench() { # args...
   local line
   line=$(timeout 300 "$bin" bench --json --repeat 3 -n 128 "$@" 2>/dev/null | tr -d '\n')
   echo "$line" >> "$out/bench.jsonl"
-  echo "$* -> $(echo "$line" | grep -o '"decode_tok_s":[0-9.]*'), $(echo "$line" | grep -o '"dispatches_per_token":[0-9.]*'), $(echo "$line" | grep -o '"barriers_per_token":[0-9.]*'), $(echo "$line" | grep -o '"cpu_record_submit_us_per_token":[0-9.]*')"
+  echo "$* -> $(echo "$line" | grep -o '"decode_tok_s": *[0-9.]*'), $(echo "$line" | grep -o '"dispatches_per_token": *[0-9.]*'), $(echo "$line" | grep -o '"barriers_per_token": *[0-9.]*'), $(echo "$line" | grep -o '"cpu_record_submit_us_per_token": *[0-9.]*')"
 }
 for m in qwen3-0.6b qwen3-4b; do
   bench --model synthetic:$m --mode replay

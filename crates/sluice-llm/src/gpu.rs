@@ -139,7 +139,8 @@ pub struct GpuModel {
     scratch: Scratch,
     /// `[token, pos, seq_len, 0]` as u32, read by the kernels.
     params: Buffer,
-    /// Logits of the last step, f32 `[vocab]`.
+    /// Logits of the last step, f32 `[vocab]`. Device-local scratch: the host reads them
+    /// (sampling, parity) through a copy, which beats uncached reads of BAR memory.
     logits: Buffer,
     /// `(index: u32, value: f32)` of the last step's argmax.
     result: Buffer,
@@ -154,8 +155,8 @@ fn f32_bytes(v: &[f32]) -> &[u8] {
 }
 
 impl GpuModel {
-    /// Uploads a model. `tensor(name, rows, cols)` returns each HF-named tensor; `progress`
-    /// is called with (bytes uploaded, total bytes).
+    /// Uploads a model. `tensor(name)` returns each HF-named tensor; `progress` is called
+    /// with (bytes uploaded, total bytes).
     pub fn load<'a>(
         device: &Device,
         config: &ModelConfig,
@@ -368,11 +369,8 @@ impl GpuModel {
         };
         progress(total, total);
         let params = device.create_buffer("params", 16, ResourceClass::Generic)?;
-        let logits = device.create_buffer(
-            "logits",
-            (c.vocab * 4) as u64,
-            ResourceClass::PersistentOutput,
-        )?;
+        let logits =
+            device.create_buffer("logits", (c.vocab * 4) as u64, ResourceClass::TokenScratch)?;
         let result = device.create_buffer("next_token", 8, ResourceClass::PersistentOutput)?;
         let tokens = device.create_buffer(
             "tokens",

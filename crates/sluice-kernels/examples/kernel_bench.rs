@@ -77,7 +77,8 @@ fn main() {
                 accumulate: 0,
                 eps: 0.0,
                 threads_per_row: 0,
-                _pad: [0; 2],
+                x_stride4: 0,
+                y_stride: 0,
             };
             let us = time(&d, reps, |enc, i| {
                 let w = &ws[(i as u64 % copies) as usize];
@@ -118,7 +119,8 @@ fn main() {
             accumulate: 0,
             eps: 0.0,
             threads_per_row: 0,
-            _pad: [0; 2],
+            x_stride4: 0,
+            y_stride: 0,
         };
         let us = time(&d, reps, |enc, i| {
             let j = 2 * (i as u64 % copies) as usize;
@@ -176,7 +178,7 @@ fn main() {
             chunk,
             splits,
             scale: 0.088,
-            _pad: 0,
+            q_stride: 0,
         };
         for depth in [1u32, 512, 4096] {
             let params = buffer(&d, "params", 16, ResourceClass::Generic);
@@ -278,7 +280,7 @@ fn main() {
         use_norm: 1,
         eps: 1e-6,
         theta: 1e6,
-        _pad: 0,
+        token_stride: 0,
     };
     let us = time(&d, reps, |enc, _| {
         let s = [

@@ -80,3 +80,17 @@ unsafe impl sluice::kernel::Pod for AttnRopePush {}
 const _: () = assert!(
     std::mem::size_of::<AttnRopePush>() == crate::ATTENTION_ROPE.push_constant_bytes as usize
 );
+
+/// Push constants of [`crate::ADVANCE_PARAMS`]: advance the position by `steps` (1 after a
+/// decode step, T after a prefill chunk of T tokens) and record the chosen token there.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AdvancePush {
+    /// Positions to advance.
+    pub steps: u32,
+}
+// SAFETY: repr(C), one u32 field.
+unsafe impl sluice::kernel::Pod for AdvancePush {}
+const _: () = assert!(
+    std::mem::size_of::<AdvancePush>() == crate::ADVANCE_PARAMS.push_constant_bytes as usize
+);

@@ -259,8 +259,13 @@ pub struct EmbedPush {
     pub cols: u32,
     /// Padded row stride in 8-element chunks, [`stride8`]`(cols)`.
     pub stride8: u32,
+    /// Non-zero: embed the prompt tokens stored after the params header, one per
+    /// workgroup row y (prefill); zero: `params.token`.
+    pub prefill: u32,
+    /// Floats between consecutive tokens' rows of x (prefill).
+    pub x_stride: u32,
 }
-// SAFETY: repr(C), two u32 fields, no padding, any bit pattern valid.
+// SAFETY: repr(C), four u32 fields, no padding, any bit pattern valid.
 unsafe impl Pod for EmbedPush {}
 const _: () = assert!(std::mem::size_of::<EmbedPush>() == EMBED_F16.push_constant_bytes as usize);
 const _: () = assert!(std::mem::size_of::<EmbedPush>() == EMBED_BF16.push_constant_bytes as usize);
@@ -289,8 +294,10 @@ pub struct MatvecPush {
     /// Threads per output row (a power of two in 32..=256, at least the subgroup size);
     /// 0 = [`matvec_threads_per_row`]. Dispatch with [`matvec_groups_for`] accordingly.
     pub threads_per_row: u32,
-    /// Zero.
-    pub _pad: [u32; 2],
+    /// With `z` workgroups (tokens): vec4s between consecutive tokens' x (0 for one token).
+    pub x_stride4: u32,
+    /// With `z` workgroups (tokens): floats between consecutive tokens' y.
+    pub y_stride: u32,
 }
 // SAFETY: repr(C), eight 4-byte fields, no padding, any bit pattern valid.
 unsafe impl Pod for MatvecPush {}
@@ -347,8 +354,9 @@ pub struct QkRopePush {
     pub eps: f32,
     /// RoPE base (`rope_theta`).
     pub theta: f32,
-    /// Zero.
-    pub _pad: u32,
+    /// With several tokens (workgroups in y, prefill): floats between consecutive tokens'
+    /// q (and k, v); 0 for one token.
+    pub token_stride: u32,
 }
 // SAFETY: repr(C), 4-byte fields only, no padding, any bit pattern valid.
 unsafe impl Pod for QkRopePush {}
@@ -378,8 +386,9 @@ pub struct AttnPush {
     pub splits: u32,
     /// Score scale, usually `1 / sqrt(head_dim)`.
     pub scale: f32,
-    /// Zero.
-    pub _pad: u32,
+    /// With several tokens (prefill, workgroups in z / y): floats between consecutive
+    /// tokens' q; 0 for one token.
+    pub q_stride: u32,
 }
 // SAFETY: repr(C), 4-byte fields only, no padding, any bit pattern valid.
 unsafe impl Pod for AttnPush {}

@@ -153,6 +153,8 @@ fn embed_reads_token_from_params() {
             let push = EmbedPush {
                 cols: cols as u32,
                 stride8: stride8(cols as u32),
+                prefill: 0,
+                x_stride: 0,
             };
             enc.dispatch(
                 &k,
@@ -293,7 +295,8 @@ fn mv_push(rows: usize, cols: usize, accumulate: bool, eps: f32) -> MatvecPush {
         accumulate: accumulate as u32,
         eps,
         threads_per_row: 0,
-        _pad: [0; 2],
+        x_stride4: 0,
+        y_stride: 0,
     }
 }
 
@@ -425,7 +428,7 @@ fn qk_norm_rope_matches_reference_and_appends_kv() {
             use_norm,
             eps: 1e-6,
             theta,
-            _pad: 0,
+            token_stride: 0,
         };
         let params = params_buffer(&d, 0, pos);
         let qb = f32_buffer(&d, "q", &q, ResourceClass::TokenScratch);
@@ -523,7 +526,7 @@ fn attention_split_and_combine_match_reference() {
             chunk,
             splits,
             scale: 1.0 / (hd as f32).sqrt(),
-            _pad: 0,
+            q_stride: 0,
         };
         for seq_len in [1u32, 17, 64, 300] {
             let q = rng.vec((heads * hd) as usize, 3.0);

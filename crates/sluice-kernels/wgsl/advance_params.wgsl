@@ -3,13 +3,16 @@
 // next replay of the step needs nothing from the host.
 struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct Tokens { d: array<u32> }
+struct Push { steps: u32 }
 
 @group(0) @binding(0) var<storage, read_write> params: Params;
 @group(0) @binding(1) var<storage, read_write> tokens: Tokens;
+var<immediate> pc: Push;
 
 @compute @workgroup_size(1)
 fn main() {
-    let next = params.pos + 1u;
+    // One decode step advances by 1; a prefill chunk of T tokens by T.
+    let next = params.pos + pc.steps;
     if (next < arrayLength(&tokens.d)) {
         tokens.d[next] = params.token;
     }

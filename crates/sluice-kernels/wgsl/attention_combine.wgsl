@@ -1,4 +1,5 @@
 // Decode attention, second pass: combines the per-split partials of attention_split.
+// With y workgroups (prefill), token t's output is written after token t-1's.
 // Dispatch [heads, 1, 1], workgroup 256 (one invocation per output element, strided).
 //   out[h, :] = sum_s o_s e^(m_s - M) / sum_s l_s e^(m_s - M),  M = max_s m_s,
 // over the splits that hold positions (s < ceil(seq_len / chunk)).
@@ -13,7 +14,7 @@ struct Push {
     chunk: u32,
     splits: u32,
     scale: f32,
-    pad: u32,
+    q_stride: u32,
 }
 
 @group(0) @binding(0) var<storage, read> params: Params;
@@ -24,10 +25,11 @@ var<immediate> pc: Push;
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let h = wg.x;
+    let t = wg.y; // token (prefill)
     let hd = pc.head_dim;
     let stride = hd + 2u;
-    let first = h * pc.splits * stride;
-    let seq = min(params.seq_len, pc.capacity);
+    let first = (t * pc.heads + h) * pc.splits * stride;
+    let seq = min(params.seq_len + t, pc.capacity);
     let used = min((seq + pc.chunk - 1u) / pc.chunk, pc.splits);
     var mx = -3.0e38;
     for (var s = 0u; s < used; s++) {
@@ -45,6 +47,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
             let b = first + s * stride;
             o += partial.d[b + 2u + d] * exp(partial.d[b] - mx);
         }
-        attn.d[h * hd + d] = o * inv;
+        attn.d[(t * pc.heads + h) * hd + d] = o * inv;
     }
 }

@@ -1,5 +1,7 @@
 //! include: attention_core
-// Decode attention, split over the sequence (flash-decoding, first pass).
+// Decode attention, split over the sequence (flash-decoding, first pass). With z
+// workgroups (prefill), token t attends causally over positions 0..=pos + t, reads its q
+// t * q_stride floats later and writes partials after token t-1's.
 // Dispatch [splits, heads, 1], workgroup 256. Workgroup (s, h) covers positions
 // [s*chunk, min((s+1)*chunk, seq_len)) (chunk <= 256, head_dim even and <= 256) for query
 // head h and kv head h / (heads / kv_heads), and writes, unnormalised,
@@ -22,7 +24,7 @@ struct Push {
     chunk: u32,
     splits: u32,
     scale: f32,
-    pad: u32,
+    q_stride: u32,
 }
 
 @group(0) @binding(0) var<storage, read> params: Params;
@@ -44,10 +46,11 @@ fn main(
 ) {
     let s = wg.x;
     let h = wg.y;
+    let t = wg.z; // token (prefill): position pos + t, causal
     let hd = pc.head_dim;
     let pairs = hd / 2u;
-    let obase = (h * pc.splits + s) * (hd + 2u);
-    let seq = min(params.seq_len, pc.capacity);
+    let obase = ((t * pc.heads + h) * pc.splits + s) * (hd + 2u);
+    let seq = min(params.seq_len + t, pc.capacity);
     let start = s * pc.chunk;
     if (start >= seq) {
         for (var i = tid; i < hd + 2u; i += 256u) {
@@ -61,7 +64,7 @@ fn main(
     let row0 = (kvh * pc.capacity + start) * pairs;
 
     if (tid < pairs) {
-        let qb = h * hd + 2u * tid;
+        let qb = t * pc.q_stride + h * hd + 2u * tid;
         qs[tid] = vec2<f32>(q.d[qb], q.d[qb + 1u]) * pc.scale;
     }
     workgroupBarrier();

@@ -3,10 +3,11 @@
 // Workgroup of 64, one 8-element chunk per invocation: dispatch embed_groups(cols) =
 // [ceil(stride8 / 64), 1, 1]. A token past the table's end writes zeros.
 
-struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
+// The params buffer may carry the prompt tokens of a prefill chunk after its header.
+struct Params { token: u32, pos: u32, seq_len: u32, pad: u32, prompt: array<u32> }
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
-struct Push { cols: u32, stride8: u32 }
+struct Push { cols: u32, stride8: u32, prefill: u32, x_stride: u32 }
 
 @group(0) @binding(0) var<storage, read> params: Params;
 @group(0) @binding(1) var<storage, read> w: WVec;
@@ -14,13 +15,18 @@ struct Push { cols: u32, stride8: u32 }
 var<immediate> pc: Push;
 
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wg: vec3<u32>) {
     let c8 = gid.x;
     if (c8 >= pc.stride8) {
         return;
     }
     let vocab = arrayLength(&w.d) / (pc.stride8 * W_VEC4S);
-    let token = params.token;
+    // Prefill: token wg.y of the prompt chunk, written x_stride floats after token wg.y - 1.
+    var token = params.token;
+    if (pc.prefill != 0u) {
+        token = params.prompt[wg.y];
+    }
+    let xo = wg.y * pc.x_stride;
     var v = W8(vec4<f32>(0.0), vec4<f32>(0.0));
     if (token < vocab) {
         v = load_w8(token * pc.stride8 + c8);
@@ -28,10 +34,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let base = c8 * 8u;
     for (var k = 0u; k < 4u; k++) {
         if (base + k < pc.cols) {
-            x.d[base + k] = v.a[k];
+            x.d[xo + base + k] = v.a[k];
         }
         if (base + 4u + k < pc.cols) {
-            x.d[base + 4u + k] = v.b[k];
+            x.d[xo + base + 4u + k] = v.b[k];
         }
     }
 }

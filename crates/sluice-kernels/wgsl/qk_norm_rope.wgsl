@@ -1,5 +1,6 @@
 // Per-head q/k RMSNorm (optional, Qwen3) + rotary embedding (HF rotate-half layout) +
-// KV-cache append. Dispatch [heads + kv_heads, 1, 1], workgroup 128 (one invocation per
+// KV-cache append. Dispatch [heads + kv_heads, tokens, 1] (token t at position pos + t, its
+// q/k/v token_stride floats after token t-1's), workgroup 128 (one invocation per
 // rotation pair i < head_dim / 2; head_dim even and <= 256).
 //   workgroup g < heads:  q[g] := rope(norm_q(q[g]))                  (in place)
 //   workgroup heads + j:  kcache[j, pos, :] := f16(rope(norm_k(k[j])))
@@ -20,7 +21,7 @@ struct Push {
     use_norm: u32,
     eps: f32,
     theta: f32,
-    pad: u32,
+    token_stride: u32,
 }
 
 @group(0) @binding(0) var<storage, read> params: Params;
@@ -55,7 +56,8 @@ fn main(
     let half = hd / 2u;
     let is_q = g < pc.heads;
     let head = select(g - pc.heads, g, is_q);
-    let base = head * hd;
+    // Token wg.y (prefill): its q, k, v start token_stride floats later, at position pos + t.
+    let base = head * hd + wg.y * pc.token_stride;
     let in_range = i < half;
     let ia = min(i, half - 1u);
     var a = 0.0;
@@ -92,7 +94,7 @@ fn main(
         a = a * inv * wa;
         b = b * inv * wb;
     }
-    let pos = params.pos;
+    let pos = params.pos + wg.y;
     // Same rounding steps as HF: f32 inv_freq, f32 angle; then a reduction to [-pi, pi] so
     // the device's sin/cos stay accurate at large positions.
     let inv_freq = pow(pc.theta, -f32(2u * ia) / f32(hd));

@@ -107,6 +107,25 @@ impl<'m> Decoder<'m> {
         self.model.next_token()
     }
 
+    /// Feeds `prompt` at positions `pos..` in chunks of many tokens per dispatch and returns
+    /// the greedy next token; the GPU's params then hold it at `pos + prompt.len()`.
+    pub fn prefill(&self, prompt: &[u32], pos: usize) -> Result<u32, LlmError> {
+        if prompt.is_empty() {
+            return Err(LlmError::InvalidArgument(
+                "empty prompt: give at least one token".into(),
+            ));
+        }
+        let mut at = pos;
+        for chunk in prompt.chunks(self.model.prefill_chunk()) {
+            self.model.set_prefill_params(chunk, at)?;
+            let mut enc = self.model.device().encoder()?;
+            self.model.encode_prefill(&mut enc, chunk.len())?;
+            enc.submit()?;
+            at += chunk.len();
+        }
+        self.model.next_token()
+    }
+
     /// Greedy: feeds `token` at `pos` and lets the GPU continue for `n` steps in total,
     /// queueing all of them before reading the `n` chosen tokens back.
     pub fn run_greedy(&self, token: u32, pos: usize, n: usize) -> Result<Vec<u32>, LlmError> {

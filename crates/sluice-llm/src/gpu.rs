@@ -49,6 +49,9 @@ pub struct GpuOptions {
     /// Threads per output row in the matvec kernels (32, 64, 128 or 256); `None` picks by
     /// row length (`sluice_kernels::matvec_threads_per_row`). Default `None`.
     pub matvec_threads_per_row: Option<u32>,
+    /// Prompt tokens per prefill chunk (each heavy dispatch of a chunk covers all of its
+    /// tokens). Default 16.
+    pub prefill_chunk: usize,
 }
 
 impl Default for GpuOptions {
@@ -61,6 +64,7 @@ impl Default for GpuOptions {
             fuse_norm: true,
             fuse_attention: true,
             matvec_threads_per_row: None,
+            prefill_chunk: 16,
         }
     }
 }
@@ -185,6 +189,11 @@ impl GpuModel {
                 "attention chunk {} must be in 1..=256",
                 options.attention_chunk
             )));
+        }
+        let mut options = options;
+        if !(c.heads * c.head_dim).is_multiple_of(8) {
+            // Prefill strides of the attention output must keep 16-byte alignment.
+            options.prefill_chunk = 1;
         }
         let dt = options.weight_dtype;
         let total = crate::gpu::weight_bytes(c, dt);
@@ -348,17 +357,27 @@ impl GpuModel {
         }
         let final_norm = vector("model.norm.weight", h)?;
         let splits = (options.context as u32).div_ceil(options.attention_chunk);
+        // Per-token activations hold a whole prefill chunk (token t at t * stride).
+        let chunk = options.prefill_chunk.max(1);
         let scratch = Scratch {
-            x: f32_buf("x", h, ResourceClass::TokenScratch)?,
-            xn: f32_buf("xn", h.max(nh * hd), ResourceClass::TokenScratch)?,
-            qkv: f32_buf("qkv", qkv_rows(c), ResourceClass::TokenScratch)?,
-            attn: f32_buf("attn", nh * hd, ResourceClass::TokenScratch)?,
-            partial: f32_buf(
-                "attn.partial",
-                nh * splits as usize * (hd + 2),
+            x: f32_buf(
+                "x",
+                h.next_multiple_of(8) * chunk,
                 ResourceClass::TokenScratch,
             )?,
-            h: f32_buf("mlp.h", inter, ResourceClass::TokenScratch)?,
+            xn: f32_buf("xn", h.max(nh * hd), ResourceClass::TokenScratch)?,
+            qkv: f32_buf("qkv", qkv_rows(c) * chunk, ResourceClass::TokenScratch)?,
+            attn: f32_buf("attn", nh * hd * chunk, ResourceClass::TokenScratch)?,
+            partial: f32_buf(
+                "attn.partial",
+                nh * splits as usize * (hd + 2) * chunk,
+                ResourceClass::TokenScratch,
+            )?,
+            h: f32_buf(
+                "mlp.h",
+                inter.next_multiple_of(8) * chunk,
+                ResourceClass::TokenScratch,
+            )?,
             g: f32_buf("mlp.g", inter, ResourceClass::TokenScratch)?,
             u: f32_buf("mlp.u", inter, ResourceClass::TokenScratch)?,
             ones: {
@@ -368,7 +387,9 @@ impl GpuModel {
             },
         };
         progress(total, total);
-        let params = device.create_buffer("params", 16, ResourceClass::Generic)?;
+        // Header [token, pos, seq_len, 0], then the prompt tokens of a prefill chunk.
+        let params =
+            device.create_buffer("params", 16 + 4 * chunk as u64, ResourceClass::Generic)?;
         let logits =
             device.create_buffer("logits", (c.vocab * 4) as u64, ResourceClass::TokenScratch)?;
         let result = device.create_buffer("next_token", 8, ResourceClass::PersistentOutput)?;
@@ -471,7 +492,8 @@ impl GpuModel {
             accumulate: accumulate as u32,
             eps,
             threads_per_row: self.options.matvec_threads_per_row.unwrap_or(0),
-            _pad: [0; 2],
+            x_stride4: 0,
+            y_stride: 0,
         }
     }
 
@@ -562,6 +584,8 @@ impl GpuModel {
             &k::EmbedPush {
                 cols: h as u32,
                 stride8: self.embed.stride8(),
+                prefill: 0,
+                x_stride: 0,
             },
         )?;
         let rope = k::QkRopePush {
@@ -572,7 +596,7 @@ impl GpuModel {
             use_norm: (c.arch == Arch::Qwen3) as u32,
             eps: c.rms_eps,
             theta: c.rope_theta,
-            _pad: 0,
+            token_stride: 0,
         };
         let attn = k::AttnPush {
             heads: nh,
@@ -582,7 +606,7 @@ impl GpuModel {
             chunk: self.options.attention_chunk,
             splits: self.splits,
             scale: 1.0 / (hd as f32).sqrt(),
-            _pad: 0,
+            q_stride: 0,
         };
         for (i, l) in self.layers.iter().enumerate() {
             let label = |enc: &mut Encoder, op: &str| enc.set_label(&format!("{op} L{i}"));
@@ -728,7 +752,234 @@ impl GpuModel {
             &self.kernels.advance,
             [1, 1, 1],
             &[self.params.slice(..), self.tokens.slice(..)],
-            &(),
+            &k::AdvancePush { steps: 1 },
+        )?;
+        Ok(())
+    }
+
+    /// Prompt tokens per prefill chunk.
+    pub fn prefill_chunk(&self) -> usize {
+        self.options.prefill_chunk.max(1)
+    }
+
+    /// Writes the params for a prefill chunk: `tokens` at positions `pos..`.
+    pub fn set_prefill_params(&self, tokens: &[u32], pos: usize) -> Result<(), LlmError> {
+        if tokens.is_empty() || tokens.len() > self.prefill_chunk() {
+            return Err(LlmError::InvalidArgument(format!(
+                "prefill chunk of {} tokens (1..={})",
+                tokens.len(),
+                self.prefill_chunk()
+            )));
+        }
+        if pos + tokens.len() > self.options.context {
+            return Err(LlmError::ContextFull {
+                context: self.options.context,
+            });
+        }
+        if let Some(t) = tokens.iter().find(|&&t| t as usize >= self.config.vocab) {
+            return Err(LlmError::InvalidArgument(format!(
+                "token id {t} is outside the vocabulary of {}",
+                self.config.vocab
+            )));
+        }
+        let mut words = vec![tokens[0], pos as u32, pos as u32 + 1, 0];
+        words.extend_from_slice(tokens);
+        self.params.write(0, &words)?;
+        Ok(())
+    }
+
+    /// Records the prefill of `n` prompt tokens (in the params buffer, see
+    /// [`GpuModel::set_prefill_params`]): every matvec, the rope/KV append and attention
+    /// cover all `n` tokens in one dispatch (token index in a workgroup dimension); the
+    /// logits, argmax and advance (by `n`) are for the last token, so decoding continues
+    /// from there.
+    pub fn encode_prefill(&self, enc: &mut Encoder, n: usize) -> sluice::Result<()> {
+        let c = &self.config;
+        let s = &self.scratch;
+        let t = n as u32;
+        let (h, hd) = (c.hidden, c.head_dim);
+        let (nh, nkv) = (c.heads as u32, c.kv_heads as u32);
+        let xs = h.next_multiple_of(8) as u32; // floats per token in x
+        let hs = c.intermediate.next_multiple_of(8) as u32; // floats per token in h
+        let qs = qkv_rows(c) as u32; // floats per token in qkv
+        let attn_stride = nh * hd as u32;
+        let (q_at, k_at, v_at) = qkv_offsets(c);
+        let f = 4u64;
+        let q = s.qkv.slice(q_at * f..);
+        let kk = s.qkv.slice(k_at * f..);
+        let v = s.qkv.slice(v_at * f..);
+        let with_tokens = |mut g: [u32; 3]| {
+            g[2] = t;
+            g
+        };
+        enc.set_label("prefill.embed");
+        let [ex, _, _] = k::embed_groups(h as u32);
+        enc.dispatch(
+            &self.kernels.embed,
+            [ex, t, 1],
+            &[
+                self.params.slice(..),
+                self.embed.buffer.slice(..),
+                s.x.slice(..),
+            ],
+            &k::EmbedPush {
+                cols: h as u32,
+                stride8: self.embed.stride8(),
+                prefill: 1,
+                x_stride: xs,
+            },
+        )?;
+        let rope = k::QkRopePush {
+            heads: nh,
+            kv_heads: nkv,
+            head_dim: hd as u32,
+            capacity: self.options.context as u32,
+            use_norm: (c.arch == Arch::Qwen3) as u32,
+            eps: c.rms_eps,
+            theta: c.rope_theta,
+            token_stride: qs,
+        };
+        let attn = k::AttnPush {
+            heads: nh,
+            kv_heads: nkv,
+            head_dim: hd as u32,
+            capacity: self.options.context as u32,
+            chunk: self.options.attention_chunk,
+            splits: self.splits,
+            scale: 1.0 / (hd as f32).sqrt(),
+            q_stride: qs,
+        };
+        for (i, l) in self.layers.iter().enumerate() {
+            let label = |enc: &mut Encoder, op: &str| enc.set_label(&format!("prefill.{op} L{i}"));
+            label(enc, "attn.qkv");
+            let push = k::MatvecPush {
+                x_stride4: xs / 4,
+                y_stride: qs,
+                ..self.matvec_push(&l.qkv, false, c.rms_eps)
+            };
+            enc.dispatch(
+                &self.kernels.matvec_norm,
+                with_tokens(self.matvec_groups(&l.qkv)),
+                &[
+                    l.qkv.buffer.slice(..),
+                    s.x.slice(..),
+                    l.attn_norm.slice(..),
+                    s.qkv.slice(..),
+                ],
+                &push,
+            )?;
+            label(enc, "qk_norm_rope");
+            let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
+            let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
+            enc.dispatch(
+                &self.kernels.qk_rope,
+                [nh + nkv, t, 1],
+                &[
+                    self.params.slice(..),
+                    q,
+                    kk,
+                    v,
+                    qn.slice(..),
+                    kn.slice(..),
+                    l.k_cache.slice(..),
+                    l.v_cache.slice(..),
+                ],
+                &rope,
+            )?;
+            label(enc, "attention");
+            enc.dispatch(
+                &self.kernels.attn_split,
+                [self.splits, nh, t],
+                &[
+                    self.params.slice(..),
+                    q,
+                    l.k_cache.slice(..),
+                    l.v_cache.slice(..),
+                    s.partial.slice(..),
+                ],
+                &attn,
+            )?;
+            enc.dispatch(
+                &self.kernels.attn_combine,
+                [nh, t, 1],
+                &[self.params.slice(..), s.partial.slice(..), s.attn.slice(..)],
+                &attn,
+            )?;
+            label(enc, "attn.o");
+            let push = k::MatvecPush {
+                x_stride4: attn_stride / 4,
+                y_stride: xs,
+                ..self.matvec_push(&l.o, true, 0.0)
+            };
+            enc.dispatch(
+                &self.kernels.matvec,
+                with_tokens(self.matvec_groups(&l.o)),
+                &[l.o.buffer.slice(..), s.attn.slice(..), s.x.slice(..)],
+                &push,
+            )?;
+            label(enc, "mlp.gate_up");
+            let push = k::MatvecPush {
+                x_stride4: xs / 4,
+                y_stride: hs,
+                ..self.matvec_push(&l.gate, false, c.rms_eps)
+            };
+            enc.dispatch(
+                &self.kernels.matvec_silu_norm,
+                with_tokens(self.matvec_groups(&l.gate)),
+                &[
+                    l.gate.buffer.slice(..),
+                    l.up.buffer.slice(..),
+                    s.x.slice(..),
+                    l.mlp_norm.slice(..),
+                    s.h.slice(..),
+                ],
+                &push,
+            )?;
+            label(enc, "mlp.down");
+            let push = k::MatvecPush {
+                x_stride4: hs / 4,
+                y_stride: xs,
+                ..self.matvec_push(&l.down, true, 0.0)
+            };
+            enc.dispatch(
+                &self.kernels.matvec,
+                with_tokens(self.matvec_groups(&l.down)),
+                &[l.down.buffer.slice(..), s.h.slice(..), s.x.slice(..)],
+                &push,
+            )?;
+        }
+        // Logits of the last token only.
+        enc.set_label("prefill.lm_head");
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
+        let last = (t - 1) as u64 * xs as u64 * 4;
+        enc.dispatch(
+            &self.kernels.matvec_norm,
+            self.matvec_groups(head),
+            &[
+                head.buffer.slice(..),
+                s.x.slice(last..last + head.stride8() as u64 * 32),
+                self.final_norm.slice(..),
+                self.logits.slice(..),
+            ],
+            &self.matvec_push(head, false, c.rms_eps),
+        )?;
+        enc.set_label("argmax");
+        enc.dispatch(
+            &self.kernels.argmax,
+            [1, 1, 1],
+            &[
+                self.logits.slice(..),
+                self.result.slice(..),
+                self.params.slice(..),
+            ],
+            &k::ArgmaxPush { n: c.vocab as u32 },
+        )?;
+        enc.set_label("advance");
+        enc.dispatch(
+            &self.kernels.advance,
+            [1, 1, 1],
+            &[self.params.slice(..), self.tokens.slice(..)],
+            &k::AdvancePush { steps: t },
         )?;
         Ok(())
     }

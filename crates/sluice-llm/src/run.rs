@@ -44,10 +44,7 @@ pub fn generate(
     sampling.check()?;
     let mut sampler = crate::sampler::Sampler::new(*sampling)?;
     let t0 = Instant::now();
-    let mut next = 0;
-    for (pos, &t) in prompt.iter().enumerate() {
-        next = decoder.step(t, pos)?;
-    }
+    let mut next = decoder.prefill(prompt, 0)?;
     if !sampling.is_greedy() {
         next = sampler.sample(&model.logits()?)?;
     }
@@ -76,9 +73,7 @@ pub fn generate(
 
 /// Logits after feeding `prompt` from position 0 (overwrites the KV cache from 0).
 pub fn prompt_logits(decoder: &Decoder<'_>, prompt: &[u32]) -> Result<Vec<f32>, LlmError> {
-    for (pos, &t) in prompt.iter().enumerate() {
-        decoder.step(t, pos)?;
-    }
+    decoder.prefill(prompt, 0)?;
     decoder.model().logits()
 }
 
@@ -97,7 +92,7 @@ pub struct BenchReport {
     pub depth: usize,
     /// Decoded tokens timed.
     pub n: usize,
-    /// Prompt processing speed (tokens/s) while filling `depth` (or one token).
+    /// Prompt processing speed (tokens/s, batched prefill) while filling `depth` (or one token).
     pub prefill_tok_s: f64,
     /// Decode tokens per second.
     pub decode_tok_s: f64,
@@ -137,11 +132,15 @@ pub fn bench(
         });
     }
     let device = model.device();
+    // Fill the cache with a prompt of `depth` tokens through the batched prefill.
+    let vocab = model.config().vocab as u32;
+    let prompt: Vec<u32> = (0..depth.max(1) as u32)
+        .map(|i| (i * 7919 + 1) % vocab)
+        .collect();
     let t0 = Instant::now();
-    let fill = decoder.run_greedy(1, 0, depth.max(1))?;
-    let prefill_tok_s = depth.max(1) as f64 / t0.elapsed().as_secs_f64();
-    let pos = depth.max(1);
-    let token = *fill.last().unwrap_or(&1);
+    let token = decoder.prefill(&prompt, 0)?;
+    let prefill_tok_s = prompt.len() as f64 / t0.elapsed().as_secs_f64();
+    let pos = prompt.len();
     // Warm-up step at this depth.
     decoder.run_greedy(token, pos, 1)?;
     model.set_params(token, pos)?;

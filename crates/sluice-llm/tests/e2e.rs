@@ -216,3 +216,51 @@ fn missing_model_directory_is_a_clear_error() {
     .unwrap();
     assert!(err.to_string().contains("/nonexistent/model-dir"), "{err}");
 }
+
+/// The batched prefill (many prompt tokens per dispatch, chunks of 16) gives the CPU
+/// reference's logits after the prompt, and decoding continues from it like after a
+/// token-by-token prompt.
+fn prefill_matches(name: &str) {
+    let d = device(BarrierMode::Auto);
+    let _guard = ValidationGuard::new(&d);
+    let loaded = load(&d, name);
+    let cfg = ModelConfig::synthetic(name).unwrap();
+    let prompt: Vec<u32> = (0..37u32)
+        .map(|i| (i * 31 + 5) % cfg.vocab as u32)
+        .collect();
+    let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
+    assert_eq!(loaded.model.prefill_chunk(), 16);
+    let first = decoder.prefill(&prompt, 0).unwrap();
+    let got = loaded.model.logits().unwrap();
+    let after_prefill = decoder.run_greedy(first, prompt.len(), 8).unwrap();
+    let mut cpu = CpuModel::synthetic(&cfg, DEFAULT_SEED, DType::F16).unwrap();
+    let mut want = Vec::new();
+    for &t in &prompt {
+        want = cpu.forward(t).unwrap();
+    }
+    let err = rel_err(&got, &want);
+    eprintln!("{name}: prefill relative logit error {err:.2e}");
+    assert!(
+        err < 2e-3,
+        "{name}: prefill logits differ from the CPU reference by {err}"
+    );
+    assert_eq!(first, argmax(&want).unwrap());
+    // Token by token on the GPU: same continuation.
+    let mut t = prompt[0];
+    for (pos, &next) in prompt.iter().enumerate().skip(1) {
+        decoder.step(t, pos - 1).unwrap();
+        t = next;
+    }
+    let first_steps = decoder.step(t, prompt.len() - 1).unwrap();
+    assert_eq!(first_steps, first);
+    assert_eq!(
+        decoder.run_greedy(first_steps, prompt.len(), 8).unwrap(),
+        after_prefill
+    );
+}
+
+#[test]
+fn batched_prefill_matches_cpu_reference_and_token_by_token() {
+    prefill_matches("tiny");
+    prefill_matches("tiny-llama");
+}

@@ -6,11 +6,13 @@
 // computed from the same pass over x (every row's threads read all of x once, so the sum
 // of squares costs no extra memory traffic). Rows are handled by TPR threads each (64; the
 // host uses the same rule; push field tpr overrides it), 16-byte loads for weights and x, subgroup sums, one shared-memory step.
-// x (and norm_w) must be bound with stride8 * 8 floats, zero beyond cols.
+// x (and norm_w) must be bound with stride8 * 8 floats, zero beyond cols. A dispatch with
+// several workgroups in z handles several tokens (prefill): token t reads x from vec4
+// t * x_stride4 and writes y from float t * y_stride.
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
 struct V4s { d: array<vec4<f32>> }
-struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, p1: u32, p2: u32 }
+struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32 }
 
 var<workgroup> red: array<vec3<f32>, 256>;
 
@@ -19,12 +21,13 @@ fn threads_per_row(stride8: u32) -> u32 {
     return 64u;
 }
 
-// Adds chunk c of row `base` to acc = (W.x', W_b.x', sum x^2).
-fn step(base: u32, c: u32, acc: ptr<function, vec3<f32>>) {
+// Adds chunk c of row `base` to acc = (W.x', W_b.x', sum x^2); x of this token starts at
+// vec4 `xo`.
+fn step(base: u32, c: u32, xo: u32, acc: ptr<function, vec3<f32>>) {
     let i = (base + c) * W_VEC4S;
     let wa = decode_w8(w.d[i], w.d[i + W_VEC4S - 1u]);
-    var xa = x.d[2u * c];
-    var xb = x.d[2u * c + 1u];
+    var xa = x.d[xo + 2u * c];
+    var xb = x.d[xo + 2u * c + 1u];
     if (NORM) {
         (*acc).z += dot(xa, xa) + dot(xb, xb);
         xa *= norm4(2u * c);
@@ -46,16 +49,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     let first = (wg.x + wg.y * nwg.x) * rows_per_wg;
     let row = first + li / tpr;
     let lane = li % tpr;
+    // Token wg.z (prefill): x and y of token t start x_stride4 vec4s / y_stride floats later.
+    let xo = wg.z * pc.x_stride4;
+    let yo = wg.z * pc.y_stride;
     var acc = vec3<f32>(0.0, 0.0, 0.0);
     if (row < pc.rows) {
         let base = row * pc.stride8;
         var c = lane;
         for (; c + tpr < pc.stride8; c += 2u * tpr) {
-            step(base, c, &acc);
-            step(base, c + tpr, &acc);
+            step(base, c, xo, &acc);
+            step(base, c + tpr, xo, &acc);
         }
         if (c < pc.stride8) {
-            step(base, c, &acc);
+            step(base, c, xo, &acc);
         }
     }
     let s = subgroupAdd(acc);
@@ -69,8 +75,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         for (var k = 0u; k < per; k++) {
             sum += red[li * per + k];
         }
-        let r = first + li;
-        if (r < pc.rows) {
+        let rr = first + li;
+        let r = yo + rr;
+        if (rr < pc.rows) {
             var inv = 1.0;
             if (NORM) {
                 inv = inverseSqrt(sum.z / f32(pc.cols) + pc.eps);

@@ -34,6 +34,7 @@ fn model_args(args: &Args, device: &Device, default_context: usize) -> Result<Mo
     let mut load = LoadOptions::default();
     load.gpu.context = args.parsed("context", default_context)?;
     load.gpu.attention_chunk = args.parsed("attention-chunk", load.gpu.attention_chunk)?;
+    load.gpu.prefill_chunk = args.parsed("prefill-chunk", load.gpu.prefill_chunk)?.max(1);
     load.gpu.matvec_threads_per_row = args
         .value("matvec-tpr")
         .map(|v| v.parse().map_err(|_| format!("--matvec-tpr {v:?}")))

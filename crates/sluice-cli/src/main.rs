@@ -32,6 +32,7 @@ MODEL OPTIONS:
   --dtype f16|bf16|f32   weight dtype on the GPU (default: as stored; synthetic: f16)
   --context N         KV-cache capacity in tokens
   --attention-chunk N positions per attention workgroup (1..=256)
+  --prefill-chunk N   prompt tokens per prefill dispatch (default 16)
   --matvec-tpr N      threads per matvec row (32..256; default by row length)
   --no-fuse           separate norm, rope/KV-append, gate/up and silu·mul kernels (A/B)
   --no-reorder        keep the captured order (replay)

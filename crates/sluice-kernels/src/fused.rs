@@ -94,3 +94,35 @@ unsafe impl sluice::kernel::Pod for AdvancePush {}
 const _: () = assert!(
     std::mem::size_of::<AdvancePush>() == crate::ADVANCE_PARAMS.push_constant_bytes as usize
 );
+
+/// The prefill (many tokens per dispatch, token index = workgroup z) variants of the
+/// matvec family: `matvec_tokens`, `matvec_norm_tokens`, `matvec_silu_norm_tokens`.
+pub fn matvec_tokens(dtype: WeightDtype) -> [&'static KernelDesc; 3] {
+    match dtype {
+        WeightDtype::F16 => [
+            &crate::MATVEC_TOKENS_F16,
+            &crate::MATVEC_NORM_TOKENS_F16,
+            &crate::MATVEC_SILU_NORM_TOKENS_F16,
+        ],
+        WeightDtype::Bf16 => [
+            &crate::MATVEC_TOKENS_BF16,
+            &crate::MATVEC_NORM_TOKENS_BF16,
+            &crate::MATVEC_SILU_NORM_TOKENS_BF16,
+        ],
+        WeightDtype::F32 => [
+            &crate::MATVEC_TOKENS_F32,
+            &crate::MATVEC_NORM_TOKENS_F32,
+            &crate::MATVEC_SILU_NORM_TOKENS_F32,
+        ],
+    }
+}
+const _: () = assert!(
+    std::mem::size_of::<MatvecPush>() == crate::MATVEC_TOKENS_F16.push_constant_bytes as usize
+);
+const _: () = assert!(
+    std::mem::size_of::<MatvecPush>() == crate::MATVEC_NORM_TOKENS_F16.push_constant_bytes as usize
+);
+const _: () = assert!(
+    std::mem::size_of::<MatvecPush>()
+        == crate::MATVEC_SILU_NORM_TOKENS_F16.push_constant_bytes as usize
+);

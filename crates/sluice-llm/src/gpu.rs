@@ -83,6 +83,8 @@ struct Kernels {
     matvec_norm: Arc<Pipeline>,
     matvec_silu_norm: Arc<Pipeline>,
     attn_rope: Arc<Pipeline>,
+    /// Prefill variants (token index = workgroup z): matvec, +norm, +norm gate/up.
+    tokens: [Arc<Pipeline>; 3],
 }
 
 /// A weight matrix on the GPU with its shape.
@@ -212,6 +214,14 @@ impl GpuModel {
             matvec_norm: device.pipeline(k::matvec_norm(dt))?,
             matvec_silu_norm: device.pipeline(k::matvec_silu_norm(dt))?,
             attn_rope: device.pipeline(&k::ATTENTION_ROPE)?,
+            tokens: {
+                let [a, b, c] = k::matvec_tokens(dt);
+                [
+                    device.pipeline(a)?,
+                    device.pipeline(b)?,
+                    device.pipeline(c)?,
+                ]
+            },
         };
 
         let mut done = 0u64;
@@ -858,7 +868,7 @@ impl GpuModel {
                 ..self.matvec_push(&l.qkv, false, c.rms_eps)
             };
             enc.dispatch(
-                &self.kernels.matvec_norm,
+                &self.kernels.tokens[1],
                 with_tokens(self.matvec_groups(&l.qkv)),
                 &[
                     l.qkv.buffer.slice(..),
@@ -912,7 +922,7 @@ impl GpuModel {
                 ..self.matvec_push(&l.o, true, 0.0)
             };
             enc.dispatch(
-                &self.kernels.matvec,
+                &self.kernels.tokens[0],
                 with_tokens(self.matvec_groups(&l.o)),
                 &[l.o.buffer.slice(..), s.attn.slice(..), s.x.slice(..)],
                 &push,
@@ -924,7 +934,7 @@ impl GpuModel {
                 ..self.matvec_push(&l.gate, false, c.rms_eps)
             };
             enc.dispatch(
-                &self.kernels.matvec_silu_norm,
+                &self.kernels.tokens[2],
                 with_tokens(self.matvec_groups(&l.gate)),
                 &[
                     l.gate.buffer.slice(..),
@@ -942,7 +952,7 @@ impl GpuModel {
                 ..self.matvec_push(&l.down, true, 0.0)
             };
             enc.dispatch(
-                &self.kernels.matvec,
+                &self.kernels.tokens[0],
                 with_tokens(self.matvec_groups(&l.down)),
                 &[l.down.buffer.slice(..), s.h.slice(..), s.x.slice(..)],
                 &push,

@@ -1,5 +1,5 @@
 // The matvec family (matvec, matvec_norm, matvec_silu, matvec_silu_norm) shares this body;
-// each kernel file declares its bindings and the constants NORM and SILU, plus
+// each kernel file declares its bindings and the constants NORM, SILU and BATCHED, plus
 // `fn w_b8(i)` (second matrix, SILU) and `fn norm4(i)` (norm weight, NORM).
 //
 // y[r] = epilogue(W[r] . x'), x' = x * norm_w (NORM) with inv = 1/sqrt(mean(x^2) + eps)
@@ -49,9 +49,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     let first = (wg.x + wg.y * nwg.x) * rows_per_wg;
     let row = first + li / tpr;
     let lane = li % tpr;
-    // Token wg.z (prefill): x and y of token t start x_stride4 vec4s / y_stride floats later.
-    let xo = wg.z * pc.x_stride4;
-    let yo = wg.z * pc.y_stride;
+    // Token wg.z (prefill kernels, BATCHED): x and y of token t start x_stride4 vec4s /
+    // y_stride floats later. The decode kernels fold this away (4% on Qwen3-0.6B decode).
+    var xo = 0u;
+    var yo = 0u;
+    if (BATCHED) {
+        xo = wg.z * pc.x_stride4;
+        yo = wg.z * pc.y_stride;
+    }
     var acc = vec3<f32>(0.0, 0.0, 0.0);
     if (row < pc.rows) {
         let base = row * pc.stride8;

@@ -1,0 +1,13 @@
+//! variants: f16 bf16 f32
+//! include: matvec_body
+// Prefill variant: one dispatch covers many tokens (token index = workgroup z).
+// y[r] = (accumulate ? y[r] : 0) + W[r] . x. See include/matvec_body.wgsl.
+@group(0) @binding(0) var<storage, read> w: WVec;
+@group(0) @binding(1) var<storage, read> x: V4s;
+@group(0) @binding(2) var<storage, read_write> y: F32s;
+var<immediate> pc: Push;
+const NORM: bool = false;
+const SILU: bool = false;
+const BATCHED: bool = true;
+fn w_b8(i: u32) -> W8 { return W8(vec4<f32>(0.0), vec4<f32>(0.0)); }
+fn norm4(i: u32) -> vec4<f32> { return vec4<f32>(1.0); }

@@ -26,6 +26,7 @@ for m in qwen3-0.6b qwen3-4b; do
   bench --model synthetic:$m --mode replay
   bench --model synthetic:$m --mode direct
   bench --model synthetic:$m --mode replay --depth 4096
+  bench --model synthetic:$m --mode replay --depth 512
   bench --model synthetic:$m --mode replay --no-fuse
   bench --model synthetic:$m --mode replay --no-reorder
 done

@@ -111,6 +111,10 @@ pub fn generate(args: &Args, device: &Device) -> Result<(), String> {
         top_p: args.parsed("top-p", 1.0)?,
         seed: args.parsed("seed", 0)?,
     };
+    let mut m = m;
+    if !sampling.is_greedy() {
+        m.load.gpu.sampling = Some(sampling);
+    }
     let logits_out = args.value("logits-out").map(PathBuf::from);
     let prompt_text = args.value("prompt").map(str::to_string);
     let prompt_ids = args.value("prompt-ids").map(parse_ids).transpose()?;

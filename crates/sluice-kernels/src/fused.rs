@@ -126,3 +126,113 @@ const _: () = assert!(
     std::mem::size_of::<MatvecPush>()
         == crate::MATVEC_SILU_NORM_TOKENS_F16.push_constant_bytes as usize
 );
+
+/// Push constants of [`crate::SAMPLE`]: bindings 0 logits (read), 1 result `{index, value}`
+/// (read-write), 2 params (read-write: `params.token := index`); one workgroup. The draw
+/// uses `params.pos` as its step, so a replayed step samples anew each token.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SamplePush {
+    /// Logit count.
+    pub n: u32,
+    /// Keep the `top_k` largest logits (ties at the threshold included); 0 = all.
+    pub top_k: u32,
+    /// Softmax temperature (> 0).
+    pub temperature: f32,
+    /// Nucleus mass in (0, 1]; 1 = off.
+    pub top_p: f32,
+    /// Low 32 bits of the seed.
+    pub seed_lo: u32,
+    /// High 32 bits of the seed.
+    pub seed_hi: u32,
+    /// Zero.
+    pub _pad: [u32; 2],
+}
+// SAFETY: repr(C), eight 4-byte fields, no padding.
+unsafe impl sluice::kernel::Pod for SamplePush {}
+const _: () =
+    assert!(std::mem::size_of::<SamplePush>() == crate::SAMPLE.push_constant_bytes as usize);
+
+fn sample_key(v: f32) -> u32 {
+    let b = v.to_bits();
+    if b & 0x8000_0000 != 0 {
+        !b
+    } else {
+        b | 0x8000_0000
+    }
+}
+
+fn sample_mix(mut x: u32) -> u32 {
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7feb_352d);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x846c_a68b);
+    x ^= x >> 16;
+    x
+}
+
+/// CPU reference of [`crate::SAMPLE`] at position `pos` (same thresholds and hash; sums in
+/// another order, so a draw that lands within rounding of a boundary may differ).
+pub fn sample_cpu(logits: &[f32], p: &SamplePush, pos: u32) -> u32 {
+    let valid = |v: f32| v.is_finite();
+    let m = logits
+        .iter()
+        .copied()
+        .filter(|v| valid(*v))
+        .fold(f32::MIN, f32::max);
+    let inv_t = 1.0 / p.temperature;
+    let n = logits.len() as u32;
+    let mut lo = 0u32;
+    if p.top_k > 0 && p.top_k < n {
+        let mut hi = u32::MAX;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2 + 1;
+            let c = logits
+                .iter()
+                .filter(|v| valid(**v) && sample_key(**v) >= mid)
+                .count() as u32;
+            if c >= p.top_k {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+    }
+    let mass = |thr: u32| -> f32 {
+        logits
+            .iter()
+            .filter(|v| valid(**v) && sample_key(**v) >= thr)
+            .map(|v| ((v - m) * inv_t).exp())
+            .sum()
+    };
+    let z = mass(lo);
+    let mut thr = lo;
+    if p.top_p < 1.0 {
+        let mut hi = u32::MAX;
+        let want = p.top_p * z;
+        while thr < hi {
+            let mid = thr + (hi - thr) / 2 + 1;
+            if mass(mid) >= want {
+                thr = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+    }
+    let total = mass(thr);
+    let u = (sample_mix(sample_mix(p.seed_lo ^ sample_mix(p.seed_hi)) ^ pos) >> 8) as f32
+        / 16_777_216.0;
+    let goal = u * total;
+    let mut acc = 0.0;
+    let mut last = 0;
+    for (i, v) in logits.iter().enumerate() {
+        if valid(*v) && sample_key(*v) >= thr {
+            acc += ((v - m) * inv_t).exp();
+            last = i as u32;
+            if goal < acc {
+                return i as u32;
+            }
+        }
+    }
+    last
+}

@@ -52,6 +52,10 @@ pub struct GpuOptions {
     /// Prompt tokens per prefill chunk (each heavy dispatch of a chunk covers all of its
     /// tokens). Default 16.
     pub prefill_chunk: usize,
+    /// Sample the next token on the GPU with these settings instead of taking the argmax
+    /// (the token still stays on the GPU, so replayed steps queue back to back). Default
+    /// `None`: greedy.
+    pub sampling: Option<crate::sampler::Sampling>,
 }
 
 impl Default for GpuOptions {
@@ -65,6 +69,7 @@ impl Default for GpuOptions {
             fuse_attention: true,
             matvec_threads_per_row: None,
             prefill_chunk: 16,
+            sampling: None,
         }
     }
 }
@@ -85,6 +90,7 @@ struct Kernels {
     attn_rope: Arc<Pipeline>,
     /// Prefill variants (token index = workgroup z): matvec, +norm, +norm gate/up.
     tokens: [Arc<Pipeline>; 3],
+    sample: Arc<Pipeline>,
 }
 
 /// A weight matrix on the GPU with its shape.
@@ -192,6 +198,9 @@ impl GpuModel {
                 options.attention_chunk
             )));
         }
+        if let Some(sampling) = &options.sampling {
+            sampling.check()?;
+        }
         let mut options = options;
         if !(c.heads * c.head_dim).is_multiple_of(8) {
             // Prefill strides of the attention output must keep 16-byte alignment.
@@ -222,6 +231,7 @@ impl GpuModel {
                     device.pipeline(c)?,
                 ]
             },
+            sample: device.pipeline(&k::SAMPLE)?,
         };
 
         let mut done = 0u64;
@@ -746,17 +756,7 @@ impl GpuModel {
             &self.final_norm,
             &self.logits,
         )?;
-        enc.set_label("argmax");
-        enc.dispatch(
-            &self.kernels.argmax,
-            [1, 1, 1],
-            &[
-                self.logits.slice(..),
-                self.result.slice(..),
-                self.params.slice(..),
-            ],
-            &k::ArgmaxPush { n: c.vocab as u32 },
-        )?;
+        self.choose_next(enc)?;
         enc.set_label("advance");
         enc.dispatch(
             &self.kernels.advance,
@@ -765,6 +765,45 @@ impl GpuModel {
             &k::AdvancePush { steps: 1 },
         )?;
         Ok(())
+    }
+
+    /// Whether the next token is sampled on the GPU (else it is the argmax).
+    pub fn samples_on_gpu(&self) -> bool {
+        self.options.sampling.is_some_and(|s| !s.is_greedy())
+    }
+
+    /// The argmax, or the sampling kernel when sampling is on: result and params.token.
+    fn choose_next(&self, enc: &mut Encoder) -> sluice::Result<()> {
+        let n = self.config.vocab as u32;
+        let bindings = [
+            self.logits.slice(..),
+            self.result.slice(..),
+            self.params.slice(..),
+        ];
+        match self.options.sampling.filter(|s| !s.is_greedy()) {
+            Some(s) => {
+                enc.set_label("sample");
+                let push = k::SamplePush {
+                    n,
+                    top_k: s.top_k as u32,
+                    temperature: s.temperature,
+                    top_p: s.top_p,
+                    seed_lo: s.seed as u32,
+                    seed_hi: (s.seed >> 32) as u32,
+                    _pad: [0; 2],
+                };
+                enc.dispatch(&self.kernels.sample, [1, 1, 1], &bindings, &push)
+            }
+            None => {
+                enc.set_label("argmax");
+                enc.dispatch(
+                    &self.kernels.argmax,
+                    [1, 1, 1],
+                    &bindings,
+                    &k::ArgmaxPush { n },
+                )
+            }
+        }
     }
 
     /// Prompt tokens per prefill chunk.
@@ -973,17 +1012,7 @@ impl GpuModel {
             ],
             &self.matvec_push(head, false, c.rms_eps),
         )?;
-        enc.set_label("argmax");
-        enc.dispatch(
-            &self.kernels.argmax,
-            [1, 1, 1],
-            &[
-                self.logits.slice(..),
-                self.result.slice(..),
-                self.params.slice(..),
-            ],
-            &k::ArgmaxPush { n: c.vocab as u32 },
-        )?;
+        self.choose_next(enc)?;
         enc.set_label("advance");
         enc.dispatch(
             &self.kernels.advance,

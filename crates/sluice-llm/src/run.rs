@@ -44,8 +44,11 @@ pub fn generate(
     sampling.check()?;
     let mut sampler = crate::sampler::Sampler::new(*sampling)?;
     let t0 = Instant::now();
+    // The token comes from the GPU (argmax or the sampling kernel) unless sampling was
+    // asked for here but the model was loaded without it: then sample on the host.
+    let host_sampling = !sampling.is_greedy() && !model.samples_on_gpu();
     let mut next = decoder.prefill(prompt, 0)?;
-    if !sampling.is_greedy() {
+    if host_sampling {
         next = sampler.sample(&model.logits()?)?;
     }
     let prefill = t0.elapsed().as_secs_f64();
@@ -58,7 +61,7 @@ pub fn generate(
             break;
         }
         next = decoder.step(next, prompt.len() + i)?;
-        if !sampling.is_greedy() {
+        if host_sampling {
             next = sampler.sample(&model.logits()?)?;
         }
     }

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use sluice::{Buffer, Device, Encoder, Pipeline, ResourceClass};
+use sluice::{Buffer, BufferSlice, Device, Encoder, Pipeline, ResourceClass};
 use sluice_kernels as k;
 use sluice_kernels::WeightDtype;
 
@@ -665,35 +665,8 @@ impl GpuModel {
                     &push,
                 )?;
             } else {
-                label(enc, "qk_norm_rope");
-                enc.dispatch(
-                    &self.kernels.qk_rope,
-                    [nh + nkv, 1, 1],
-                    &[
-                        self.params.slice(..),
-                        q,
-                        k,
-                        v,
-                        qn.slice(..),
-                        kn.slice(..),
-                        l.k_cache.slice(..),
-                        l.v_cache.slice(..),
-                    ],
-                    &rope,
-                )?;
-                label(enc, "attention");
-                enc.dispatch(
-                    &self.kernels.attn_split,
-                    [self.splits, nh, 1],
-                    &[
-                        self.params.slice(..),
-                        q,
-                        l.k_cache.slice(..),
-                        l.v_cache.slice(..),
-                        s.partial.slice(..),
-                    ],
-                    &attn,
-                )?;
+                let qkv = [q, k, v];
+                self.rope_then_attention(enc, l, 1, qkv, &rope, &attn, &format!("L{i}"))?;
             }
             enc.dispatch(
                 &self.kernels.attn_combine,
@@ -765,6 +738,56 @@ impl GpuModel {
             &k::AdvancePush { steps: 1 },
         )?;
         Ok(())
+    }
+
+    /// The unfused attention front: q/k norm + RoPE + KV append for `t` tokens, then split
+    /// attention (partials; the combine follows). `qkv` are the q, k, v views of the
+    /// projections; `suffix` ends the labels ("L3").
+    #[allow(clippy::too_many_arguments)]
+    fn rope_then_attention(
+        &self,
+        enc: &mut Encoder,
+        l: &Layer,
+        t: u32,
+        qkv: [BufferSlice<'_>; 3],
+        rope: &k::QkRopePush,
+        attn: &k::AttnPush,
+        suffix: &str,
+    ) -> sluice::Result<()> {
+        let s = &self.scratch;
+        let [q, k, v] = qkv;
+        let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
+        let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
+        let prefix = if t > 1 { "prefill." } else { "" };
+        enc.set_label(&format!("{prefix}qk_norm_rope {suffix}"));
+        enc.dispatch(
+            &self.kernels.qk_rope,
+            [rope.heads + rope.kv_heads, t, 1],
+            &[
+                self.params.slice(..),
+                q,
+                k,
+                v,
+                qn.slice(..),
+                kn.slice(..),
+                l.k_cache.slice(..),
+                l.v_cache.slice(..),
+            ],
+            rope,
+        )?;
+        enc.set_label(&format!("{prefix}attention {suffix}"));
+        enc.dispatch(
+            &self.kernels.attn_split,
+            [self.splits, attn.heads, t],
+            &[
+                self.params.slice(..),
+                q,
+                l.k_cache.slice(..),
+                l.v_cache.slice(..),
+                s.partial.slice(..),
+            ],
+            attn,
+        )
     }
 
     /// Whether the next token is sampled on the GPU (else it is the argmax).
@@ -917,37 +940,7 @@ impl GpuModel {
                 ],
                 &push,
             )?;
-            label(enc, "qk_norm_rope");
-            let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
-            let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
-            enc.dispatch(
-                &self.kernels.qk_rope,
-                [nh + nkv, t, 1],
-                &[
-                    self.params.slice(..),
-                    q,
-                    kk,
-                    v,
-                    qn.slice(..),
-                    kn.slice(..),
-                    l.k_cache.slice(..),
-                    l.v_cache.slice(..),
-                ],
-                &rope,
-            )?;
-            label(enc, "attention");
-            enc.dispatch(
-                &self.kernels.attn_split,
-                [self.splits, nh, t],
-                &[
-                    self.params.slice(..),
-                    q,
-                    l.k_cache.slice(..),
-                    l.v_cache.slice(..),
-                    s.partial.slice(..),
-                ],
-                &attn,
-            )?;
+            self.rope_then_attention(enc, l, t, [q, kk, v], &rope, &attn, &format!("L{i}"))?;
             enc.dispatch(
                 &self.kernels.attn_combine,
                 [nh, t, 1],

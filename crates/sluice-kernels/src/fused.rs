@@ -236,3 +236,44 @@ pub fn sample_cpu(logits: &[f32], p: &SamplePush, pos: u32) -> u32 {
     }
     last
 }
+
+/// `matvec_attn` (the attention output projection with the split-attention combine folded
+/// in) for a weight dtype. Bindings: 0 W, 1 partials (read), 2 params (read), 3 y
+/// (read-write). Push: [`matvec_attn_push`].
+pub fn matvec_attn(dtype: WeightDtype) -> &'static KernelDesc {
+    match dtype {
+        WeightDtype::F16 => &crate::MATVEC_ATTN_F16,
+        WeightDtype::Bf16 => &crate::MATVEC_ATTN_BF16,
+        WeightDtype::F32 => &crate::MATVEC_ATTN_F32,
+    }
+}
+const _: () = assert!(
+    std::mem::size_of::<MatvecPush>() == crate::MATVEC_ATTN_F16.push_constant_bytes as usize
+);
+
+/// Longest attention output (`heads * head_dim`) `matvec_attn` combines in shared memory.
+pub const ATTN_MAX_WIDTH: u32 = 4096;
+
+/// Push constants of `matvec_attn`: a [`MatvecPush`] over `rows x heads*head_dim` whose
+/// spare fields carry the attention shape (`eps` holds `head_dim | heads << 16` as bits,
+/// `x_stride4` the splits, `y_stride` the chunk; the kernel is never token-batched).
+pub fn matvec_attn_push(
+    rows: u32,
+    heads: u32,
+    head_dim: u32,
+    splits: u32,
+    chunk: u32,
+    accumulate: bool,
+) -> MatvecPush {
+    let cols = heads * head_dim;
+    MatvecPush {
+        rows,
+        cols,
+        stride8: crate::stride8(cols),
+        accumulate: accumulate as u32,
+        eps: f32::from_bits(head_dim | heads << 16),
+        threads_per_row: 0,
+        x_stride4: splits,
+        y_stride: chunk,
+    }
+}

@@ -849,3 +849,72 @@ fn sampling_kernel_follows_the_distribution_and_the_cpu_reference() {
         assert!(got == 1200 || got == 7, "top-p 0.7 sampled {got}");
     }
 }
+
+#[test]
+fn matvec_attn_combines_partials_then_projects() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(41);
+    let (heads, hd, splits, chunk, rows) = (4usize, 16usize, 5usize, 8u32, 37usize);
+    let seq_len = 29u32; // ceil(29 / 8) = 4 splits used, the fifth is ignored
+    let stride = hd + 2;
+    let mut partial = rng.vec(heads * splits * stride, 1.0);
+    for h in 0..heads {
+        for s in 0..splits {
+            let b = (h * splits + s) * stride;
+            partial[b + 1] = partial[b + 1].abs() + 0.5; // l > 0
+        }
+    }
+    // CPU: combine, then project.
+    let used = (seq_len as usize).div_ceil(chunk as usize).min(splits);
+    let mut a = vec![0f32; heads * hd];
+    for h in 0..heads {
+        let first = h * splits * stride;
+        let mx = (0..used)
+            .map(|s| partial[first + s * stride])
+            .fold(f32::MIN, f32::max);
+        let l: f32 = (0..used)
+            .map(|s| partial[first + s * stride + 1] * (partial[first + s * stride] - mx).exp())
+            .sum();
+        for dd in 0..hd {
+            let o: f32 = (0..used)
+                .map(|s| {
+                    partial[first + s * stride + 2 + dd] * (partial[first + s * stride] - mx).exp()
+                })
+                .sum();
+            a[h * hd + dd] = o / l;
+        }
+    }
+    let cols = heads * hd;
+    let w = rng.vec(rows * cols, 0.5);
+    let y0 = rng.vec(rows, 1.0);
+    for dtype in DTYPES {
+        let want = matvec_cpu(&rounded(dtype, &w), rows, cols, &a, Some(&y0));
+        let wb = weight_buffer(&d, dtype, rows, cols, &w);
+        let pb = f32_buffer(&d, "partial", &partial, ResourceClass::TokenScratch);
+        let params = d
+            .create_buffer("params", 16, ResourceClass::Generic)
+            .unwrap();
+        params.write(0, &[0u32, seq_len - 1, seq_len, 0]).unwrap();
+        let yb = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
+        let push = matvec_attn_push(
+            rows as u32,
+            heads as u32,
+            hd as u32,
+            splits as u32,
+            chunk,
+            true,
+        );
+        let k = d.pipeline(matvec_attn(dtype)).unwrap();
+        let mut enc = d.encoder().unwrap();
+        let slices = [wb.slice(..), pb.slice(..), params.slice(..), yb.slice(..)];
+        enc.dispatch(&k, matvec_groups(rows as u32, cols as u32), &slices, &push)
+            .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        assert_close(
+            &format!("matvec_attn {dtype:?}"),
+            &yb.read::<f32>(0, rows).unwrap(),
+            &want,
+        );
+    }
+}

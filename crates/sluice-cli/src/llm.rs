@@ -50,7 +50,6 @@ fn model_args(args: &Args, device: &Device, default_context: usize) -> Result<Mo
     load.gpu.fuse_gate_up = !args.flag("no-fuse");
     load.gpu.fuse_norm = !args.flag("no-fuse");
     load.gpu.fuse_attention = !args.flag("no-fuse");
-    load.gpu.fuse_combine = !args.flag("no-fuse");
     let graph = GraphOptions {
         reorder: !args.flag("no-reorder"),
         lookahead: args.parsed("lookahead", 64)?,

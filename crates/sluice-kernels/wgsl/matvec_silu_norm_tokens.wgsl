@@ -14,5 +14,3 @@ const SILU: bool = true;
 const BATCHED: bool = true;
 fn w_b8(i: u32) -> W8 { return decode_w8(w_b.d[i], w_b.d[i + W_VEC4S - 1u]); }
 fn norm4(i: u32) -> vec4<f32> { return norm_w.d[i]; }
-fn x4(i: u32) -> vec4<f32> { return x.d[i]; }
-fn prologue(li: u32) {}

@@ -11,5 +11,3 @@ const SILU: bool = false;
 const BATCHED: bool = true;
 fn w_b8(i: u32) -> W8 { return W8(vec4<f32>(0.0), vec4<f32>(0.0)); }
 fn norm4(i: u32) -> vec4<f32> { return vec4<f32>(1.0); }
-fn x4(i: u32) -> vec4<f32> { return x.d[i]; }
-fn prologue(li: u32) {}

@@ -49,10 +49,6 @@ pub struct GpuOptions {
     /// Threads per output row in the matvec kernels (32, 64, 128 or 256); `None` picks by
     /// row length (`sluice_kernels::matvec_threads_per_row`). Default `None`.
     pub matvec_threads_per_row: Option<u32>,
-    /// Fold the split-attention combine into the output projection (each of its
-    /// workgroups combines the partials itself): one dispatch and one barrier less per
-    /// layer. Default true (needs heads * head_dim <= 4096).
-    pub fuse_combine: bool,
     /// Prompt tokens per prefill chunk (each heavy dispatch of a chunk covers all of its
     /// tokens). Default 16.
     pub prefill_chunk: usize,
@@ -72,7 +68,6 @@ impl Default for GpuOptions {
             fuse_norm: true,
             fuse_attention: true,
             matvec_threads_per_row: None,
-            fuse_combine: true,
             prefill_chunk: 16,
             sampling: None,
         }
@@ -96,7 +91,6 @@ struct Kernels {
     /// Prefill variants (token index = workgroup z): matvec, +norm, +norm gate/up.
     tokens: [Arc<Pipeline>; 3],
     sample: Arc<Pipeline>,
-    matvec_attn: Arc<Pipeline>,
 }
 
 /// A weight matrix on the GPU with its shape.
@@ -208,7 +202,6 @@ impl GpuModel {
             sampling.check()?;
         }
         let mut options = options;
-        options.fuse_combine &= (c.heads * c.head_dim) as u32 <= k::ATTN_MAX_WIDTH;
         if !(c.heads * c.head_dim).is_multiple_of(8) {
             // Prefill strides of the attention output must keep 16-byte alignment.
             options.prefill_chunk = 1;
@@ -239,7 +232,6 @@ impl GpuModel {
                 ]
             },
             sample: device.pipeline(&k::SAMPLE)?,
-            matvec_attn: device.pipeline(k::matvec_attn(dt))?,
         };
 
         let mut done = 0u64;
@@ -676,40 +668,14 @@ impl GpuModel {
                 let qkv = [q, k, v];
                 self.rope_then_attention(enc, l, 1, qkv, &rope, &attn, &format!("L{i}"))?;
             }
-            if self.options.fuse_combine {
-                label(enc, "attn.o");
-                let push = k::MatvecPush {
-                    threads_per_row: self.options.matvec_threads_per_row.unwrap_or(0),
-                    ..k::matvec_attn_push(
-                        l.o.rows,
-                        nh,
-                        hd as u32,
-                        self.splits,
-                        self.options.attention_chunk,
-                        true,
-                    )
-                };
-                enc.dispatch(
-                    &self.kernels.matvec_attn,
-                    self.matvec_groups(&l.o),
-                    &[
-                        l.o.buffer.slice(..),
-                        s.partial.slice(..),
-                        self.params.slice(..),
-                        s.x.slice(..),
-                    ],
-                    &push,
-                )?;
-            } else {
-                enc.dispatch(
-                    &self.kernels.attn_combine,
-                    [nh, 1, 1],
-                    &[self.params.slice(..), s.partial.slice(..), s.attn.slice(..)],
-                    &attn,
-                )?;
-                label(enc, "attn.o");
-                self.matvec(enc, &l.o, &s.attn, &s.x, true)?;
-            }
+            enc.dispatch(
+                &self.kernels.attn_combine,
+                [nh, 1, 1],
+                &[self.params.slice(..), s.partial.slice(..), s.attn.slice(..)],
+                &attn,
+            )?;
+            label(enc, "attn.o");
+            self.matvec(enc, &l.o, &s.attn, &s.x, true)?;
             label(enc, "mlp.gate_up");
             if self.options.fuse_norm && self.options.fuse_gate_up {
                 let push = self.matvec_push(&l.gate, false, c.rms_eps);

@@ -1,7 +1,6 @@
 // The matvec family (matvec, matvec_norm, matvec_silu, matvec_silu_norm) shares this body;
 // each kernel file declares its bindings and the constants NORM, SILU and BATCHED, plus
-// `fn w_b8(i)` (second matrix, SILU), `fn norm4(i)` (norm weight, NORM), `fn x4(i)` (vec4 i
-// of x) and `fn prologue(li)` (work before the dot products, e.g. building x).
+// `fn w_b8(i)` (second matrix, SILU) and `fn norm4(i)` (norm weight, NORM).
 //
 // y[r] = epilogue(W[r] . x'), x' = x * norm_w (NORM) with inv = 1/sqrt(mean(x^2) + eps)
 // computed from the same pass over x (every row's threads read all of x once, so the sum
@@ -27,8 +26,8 @@ fn threads_per_row(stride8: u32) -> u32 {
 fn step(base: u32, c: u32, xo: u32, acc: ptr<function, vec3<f32>>) {
     let i = (base + c) * W_VEC4S;
     let wa = decode_w8(w.d[i], w.d[i + W_VEC4S - 1u]);
-    var xa = x4(xo + 2u * c);
-    var xb = x4(xo + 2u * c + 1u);
+    var xa = x.d[xo + 2u * c];
+    var xb = x.d[xo + 2u * c + 1u];
     if (NORM) {
         (*acc).z += dot(xa, xa) + dot(xb, xb);
         xa *= norm4(2u * c);
@@ -45,7 +44,6 @@ fn step(base: u32, c: u32, xo: u32, acc: ptr<function, vec3<f32>>) {
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_size) sg: u32, @builtin(subgroup_invocation_id) sgi: u32) {
-    prologue(li);
     let tpr = select(threads_per_row(pc.stride8), pc.tpr, pc.tpr != 0u);
     let rows_per_wg = 256u / tpr;
     let first = (wg.x + wg.y * nwg.x) * rows_per_wg;

@@ -740,6 +740,31 @@ impl GpuModel {
         Ok(())
     }
 
+    /// One token-batched matvec-family dispatch (prefill): `kernel` indexes
+    /// `Kernels::tokens` (0 plain, 1 +norm, 2 +norm gate/up); `strides` are x's (floats) and
+    /// y's per token.
+    #[allow(clippy::too_many_arguments)]
+    fn matvec_tokens(
+        &self,
+        enc: &mut Encoder,
+        kernel: usize,
+        m: &Matrix,
+        tokens: u32,
+        strides: (u32, u32),
+        accumulate: bool,
+        eps: f32,
+        bindings: &[BufferSlice<'_>],
+    ) -> sluice::Result<()> {
+        let push = k::MatvecPush {
+            x_stride4: strides.0 / 4,
+            y_stride: strides.1,
+            ..self.matvec_push(m, accumulate, eps)
+        };
+        let mut groups = self.matvec_groups(m);
+        groups[2] = tokens;
+        enc.dispatch(&self.kernels.tokens[kernel], groups, bindings, &push)
+    }
+
     /// The unfused attention front: q/k norm + RoPE + KV append for `t` tokens, then split
     /// attention (partials; the combine follows). `qkv` are the q, k, v views of the
     /// projections; `suffix` ends the labels ("L3").
@@ -880,10 +905,6 @@ impl GpuModel {
         let q = s.qkv.slice(q_at * f..);
         let kk = s.qkv.slice(k_at * f..);
         let v = s.qkv.slice(v_at * f..);
-        let with_tokens = |mut g: [u32; 3]| {
-            g[2] = t;
-            g
-        };
         enc.set_label("prefill.embed");
         let [ex, _, _] = k::embed_groups(h as u32);
         enc.dispatch(
@@ -924,21 +945,20 @@ impl GpuModel {
         for (i, l) in self.layers.iter().enumerate() {
             let label = |enc: &mut Encoder, op: &str| enc.set_label(&format!("prefill.{op} L{i}"));
             label(enc, "attn.qkv");
-            let push = k::MatvecPush {
-                x_stride4: xs / 4,
-                y_stride: qs,
-                ..self.matvec_push(&l.qkv, false, c.rms_eps)
-            };
-            enc.dispatch(
-                &self.kernels.tokens[1],
-                with_tokens(self.matvec_groups(&l.qkv)),
+            self.matvec_tokens(
+                enc,
+                1,
+                &l.qkv,
+                t,
+                (xs / 4, qs),
+                false,
+                c.rms_eps,
                 &[
                     l.qkv.buffer.slice(..),
                     s.x.slice(..),
                     l.attn_norm.slice(..),
                     s.qkv.slice(..),
                 ],
-                &push,
             )?;
             self.rope_then_attention(enc, l, t, [q, kk, v], &rope, &attn, &format!("L{i}"))?;
             enc.dispatch(
@@ -948,26 +968,25 @@ impl GpuModel {
                 &attn,
             )?;
             label(enc, "attn.o");
-            let push = k::MatvecPush {
-                x_stride4: attn_stride / 4,
-                y_stride: xs,
-                ..self.matvec_push(&l.o, true, 0.0)
-            };
-            enc.dispatch(
-                &self.kernels.tokens[0],
-                with_tokens(self.matvec_groups(&l.o)),
+            self.matvec_tokens(
+                enc,
+                0,
+                &l.o,
+                t,
+                (attn_stride / 4, xs),
+                true,
+                0.0,
                 &[l.o.buffer.slice(..), s.attn.slice(..), s.x.slice(..)],
-                &push,
             )?;
             label(enc, "mlp.gate_up");
-            let push = k::MatvecPush {
-                x_stride4: xs / 4,
-                y_stride: hs,
-                ..self.matvec_push(&l.gate, false, c.rms_eps)
-            };
-            enc.dispatch(
-                &self.kernels.tokens[2],
-                with_tokens(self.matvec_groups(&l.gate)),
+            self.matvec_tokens(
+                enc,
+                2,
+                &l.gate,
+                t,
+                (xs / 4, hs),
+                false,
+                c.rms_eps,
                 &[
                     l.gate.buffer.slice(..),
                     l.up.buffer.slice(..),
@@ -975,19 +994,17 @@ impl GpuModel {
                     l.mlp_norm.slice(..),
                     s.h.slice(..),
                 ],
-                &push,
             )?;
             label(enc, "mlp.down");
-            let push = k::MatvecPush {
-                x_stride4: hs / 4,
-                y_stride: xs,
-                ..self.matvec_push(&l.down, true, 0.0)
-            };
-            enc.dispatch(
-                &self.kernels.tokens[0],
-                with_tokens(self.matvec_groups(&l.down)),
+            self.matvec_tokens(
+                enc,
+                0,
+                &l.down,
+                t,
+                (hs / 4, xs),
+                true,
+                0.0,
                 &[l.down.buffer.slice(..), s.h.slice(..), s.x.slice(..)],
-                &push,
             )?;
         }
         // Logits of the last token only.

@@ -741,8 +741,8 @@ impl GpuModel {
     }
 
     /// One token-batched matvec-family dispatch (prefill): `kernel` indexes
-    /// `Kernels::tokens` (0 plain, 1 +norm, 2 +norm gate/up); `strides` are x's (floats) and
-    /// y's per token.
+    /// `Kernels::tokens` (0 plain, 1 +norm, 2 +norm gate/up); `strides` are x's (vec4s) and
+    /// y's (floats) per token.
     #[allow(clippy::too_many_arguments)]
     fn matvec_tokens(
         &self,
@@ -756,7 +756,7 @@ impl GpuModel {
         bindings: &[BufferSlice<'_>],
     ) -> sluice::Result<()> {
         let push = k::MatvecPush {
-            x_stride4: strides.0 / 4,
+            x_stride4: strides.0,
             y_stride: strides.1,
             ..self.matvec_push(m, accumulate, eps)
         };

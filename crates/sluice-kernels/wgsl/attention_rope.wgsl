@@ -1,4 +1,5 @@
 //! include: attention_core
+//! include: rope
 // Decode attention with the q/k RMSNorm, rotary embedding and KV append folded in (one
 // dispatch and one barrier less per layer than qk_norm_rope + attention_split).
 // Dispatch [splits, heads, 1], workgroup 256. Input: the raw q | k | v projections in one
@@ -75,11 +76,9 @@ fn norm_rope(base: u32, is_q: bool, tid: u32, sg_id: u32, sg_lane: u32, nsg: u32
         }
     }
     if (on) {
-        let inv_freq = exp2(-(f32(2u * tid) / f32(hd)) * log2(pc.theta));
-        var angle = f32(params.pos) * inv_freq;
-        angle = angle - 6.2831855 * floor(angle / 6.2831855);
-        let c = cos(angle);
-        let s = sin(angle);
+        let cs = rope_cos_sin(params.pos, tid, hd, pc.theta);
+        let c = cs.x;
+        let s = cs.y;
         rot[tid] = a * c - b * s;
         rot[tid + half] = b * c + a * s;
     }

@@ -1,3 +1,4 @@
+//! include: rope
 // Per-head q/k RMSNorm (optional, Qwen3) + rotary embedding (HF rotate-half layout) +
 // KV-cache append. Dispatch [heads + kv_heads, tokens, 1] (token t at position pos + t, its
 // q/k/v token_stride floats after token t-1's), workgroup 128 (one invocation per
@@ -37,11 +38,6 @@ var<immediate> pc: Push;
 var<workgroup> red: array<f32, 128>;
 var<workgroup> rotated: array<f32, 256>;
 
-// 2 pi = TWO_PI_HI + TWO_PI_LO; TWO_PI_HI has 8 significant bits, so turns * TWO_PI_HI is
-// exact for any realistic number of turns (Cody-Waite reduction).
-const TWO_PI_HI: f32 = 6.28125;
-const TWO_PI_LO: f32 = 0.0019353071795864769;
-const INV_TWO_PI: f32 = 0.15915494309189535;
 
 @compute @workgroup_size(128)
 fn main(
@@ -95,14 +91,9 @@ fn main(
         b = b * inv * wb;
     }
     let pos = params.pos + wg.y;
-    // Same rounding steps as HF: f32 inv_freq, f32 angle; then a reduction to [-pi, pi] so
-    // the device's sin/cos stay accurate at large positions.
-    let inv_freq = pow(pc.theta, -f32(2u * ia) / f32(hd));
-    let angle = f32(pos) * inv_freq;
-    let turns = round(angle * INV_TWO_PI);
-    let reduced = (angle - turns * TWO_PI_HI) - turns * TWO_PI_LO;
-    let c = cos(reduced);
-    let sn = sin(reduced);
+    let cs = rope_cos_sin(pos, ia, hd, pc.theta);
+    let c = cs.x;
+    let sn = cs.y;
     let oa = a * c - b * sn;
     let ob = b * c + a * sn;
     if (is_q) {

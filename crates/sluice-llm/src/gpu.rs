@@ -608,26 +608,8 @@ impl GpuModel {
                 x_stride: 0,
             },
         )?;
-        let rope = k::QkRopePush {
-            heads: nh,
-            kv_heads: nkv,
-            head_dim: hd as u32,
-            capacity: self.options.context as u32,
-            use_norm: (c.arch == Arch::Qwen3) as u32,
-            eps: c.rms_eps,
-            theta: c.rope_theta,
-            token_stride: 0,
-        };
-        let attn = k::AttnPush {
-            heads: nh,
-            kv_heads: nkv,
-            head_dim: hd as u32,
-            capacity: self.options.context as u32,
-            chunk: self.options.attention_chunk,
-            splits: self.splits,
-            scale: 1.0 / (hd as f32).sqrt(),
-            q_stride: 0,
-        };
+        let rope = self.rope_push(0);
+        let attn = self.attn_push(0);
         for (i, l) in self.layers.iter().enumerate() {
             let label = |enc: &mut Encoder, op: &str| enc.set_label(&format!("{op} L{i}"));
             label(enc, "attn.qkv");
@@ -738,6 +720,36 @@ impl GpuModel {
             &k::AdvancePush { steps: 1 },
         )?;
         Ok(())
+    }
+
+    /// Push constants of `qk_norm_rope`; `token_stride` > 0 for prefill chunks.
+    fn rope_push(&self, token_stride: u32) -> k::QkRopePush {
+        let c = &self.config;
+        k::QkRopePush {
+            heads: c.heads as u32,
+            kv_heads: c.kv_heads as u32,
+            head_dim: c.head_dim as u32,
+            capacity: self.options.context as u32,
+            use_norm: (c.arch == Arch::Qwen3) as u32,
+            eps: c.rms_eps,
+            theta: c.rope_theta,
+            token_stride,
+        }
+    }
+
+    /// Push constants of split attention and its combine; `q_stride` > 0 for prefill chunks.
+    fn attn_push(&self, q_stride: u32) -> k::AttnPush {
+        let c = &self.config;
+        k::AttnPush {
+            heads: c.heads as u32,
+            kv_heads: c.kv_heads as u32,
+            head_dim: c.head_dim as u32,
+            capacity: self.options.context as u32,
+            chunk: self.options.attention_chunk,
+            splits: self.splits,
+            scale: 1.0 / (c.head_dim as f32).sqrt(),
+            q_stride,
+        }
     }
 
     /// One token-batched matvec-family dispatch (prefill): `kernel` indexes
@@ -895,7 +907,7 @@ impl GpuModel {
         let s = &self.scratch;
         let t = n as u32;
         let (h, hd) = (c.hidden, c.head_dim);
-        let (nh, nkv) = (c.heads as u32, c.kv_heads as u32);
+        let nh = c.heads as u32;
         let xs = h.next_multiple_of(8) as u32; // floats per token in x
         let hs = c.intermediate.next_multiple_of(8) as u32; // floats per token in h
         let qs = qkv_rows(c) as u32; // floats per token in qkv
@@ -922,26 +934,8 @@ impl GpuModel {
                 x_stride: xs,
             },
         )?;
-        let rope = k::QkRopePush {
-            heads: nh,
-            kv_heads: nkv,
-            head_dim: hd as u32,
-            capacity: self.options.context as u32,
-            use_norm: (c.arch == Arch::Qwen3) as u32,
-            eps: c.rms_eps,
-            theta: c.rope_theta,
-            token_stride: qs,
-        };
-        let attn = k::AttnPush {
-            heads: nh,
-            kv_heads: nkv,
-            head_dim: hd as u32,
-            capacity: self.options.context as u32,
-            chunk: self.options.attention_chunk,
-            splits: self.splits,
-            scale: 1.0 / (hd as f32).sqrt(),
-            q_stride: qs,
-        };
+        let rope = self.rope_push(qs);
+        let attn = self.attn_push(qs);
         for (i, l) in self.layers.iter().enumerate() {
             let label = |enc: &mut Encoder, op: &str| enc.set_label(&format!("prefill.{op} L{i}"));
             label(enc, "attn.qkv");

@@ -116,6 +116,17 @@ pub fn matvec_tokens(dtype: WeightDtype) -> [&'static KernelDesc; 3] {
         ],
     }
 }
+/// The prefill variant of `matvec_silu` (gate/up + SiLU·mul without the folded norm).
+pub fn matvec_silu_tokens(dtype: WeightDtype) -> &'static KernelDesc {
+    match dtype {
+        WeightDtype::F16 => &crate::MATVEC_SILU_TOKENS_F16,
+        WeightDtype::Bf16 => &crate::MATVEC_SILU_TOKENS_BF16,
+        WeightDtype::F32 => &crate::MATVEC_SILU_TOKENS_F32,
+    }
+}
+const _: () = assert!(
+    std::mem::size_of::<MatvecPush>() == crate::MATVEC_SILU_TOKENS_F16.push_constant_bytes as usize
+);
 const _: () = assert!(
     std::mem::size_of::<MatvecPush>() == crate::MATVEC_TOKENS_F16.push_constant_bytes as usize
 );

@@ -324,8 +324,8 @@ pub struct RmsNormPush {
     pub rows: u32,
     /// Added to the mean square.
     pub eps: f32,
-    /// Zero.
-    pub _pad: u32,
+    /// Floats from one row's start to the next (0: `n`).
+    pub stride: u32,
 }
 // SAFETY: repr(C), 4-byte fields only, no padding, any bit pattern valid.
 unsafe impl Pod for RmsNormPush {}

@@ -11,6 +11,7 @@ pub mod config;
 pub mod decode;
 pub mod error;
 pub mod gpu;
+pub mod layer;
 pub mod load;
 pub mod reference;
 pub mod run;

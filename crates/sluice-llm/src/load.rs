@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 
 use sluice::Device;
+use sluice_kernels as k;
 use sluice_kernels::WeightDtype;
 
 use crate::config::ModelConfig;
@@ -71,6 +72,31 @@ fn file_dtype(d: WeightDtype) -> DType {
     }
 }
 
+/// Bytes of the weights of `config` in `dtype` on the GPU, or an error when that
+/// overflows.
+fn weight_estimate(config: &ModelConfig, dtype: WeightDtype) -> Result<u64, LlmError> {
+    crate::gpu::weight_bytes(config, dtype).ok_or_else(|| {
+        LlmError::InvalidArgument(format!(
+            "the weights of a model with {} layers, hidden {}, intermediate {} and vocabulary {} \
+             overflow 64-bit byte counts",
+            config.layers, config.hidden, config.intermediate, config.vocab
+        ))
+    })
+}
+
+/// f32 values -> file-layout bytes of a float `dtype` (unpadded, little-endian).
+fn convert(dtype: WeightDtype, v: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() * dtype.bytes());
+    for &x in v {
+        match dtype {
+            WeightDtype::F16 => out.extend_from_slice(&half::f16::from_f32(x).to_le_bytes()),
+            WeightDtype::Bf16 => out.extend_from_slice(&half::bf16::from_f32(x).to_le_bytes()),
+            WeightDtype::F32 => out.extend_from_slice(&x.to_le_bytes()),
+        }
+    }
+    out
+}
+
 /// Opens `spec` (`synthetic:NAME` or a directory) and uploads it to `device`.
 pub fn open_model(
     device: &Device,
@@ -82,14 +108,12 @@ pub fn open_model(
         let config = ModelConfig::synthetic(name)?;
         let dtype = options.dtype.unwrap_or(WeightDtype::F16);
         let specs = expected_tensors(&config);
-        let gpu = GpuOptions {
-            weight_dtype: dtype,
-            ..options.gpu.clone()
-        };
+        let estimate = weight_estimate(&config, dtype)?;
         let model = GpuModel::load(
             device,
             &config,
-            gpu,
+            options.gpu.clone(),
+            estimate,
             |tensor| {
                 let spec = specs.iter().find(|s| s.name == tensor).ok_or_else(|| {
                     LlmError::MissingTensor {
@@ -116,19 +140,24 @@ pub fn open_model(
     let config = files.config().clone();
     let stored = files.tensor("model.embed_tokens.weight")?.dtype;
     let dtype = options.dtype.unwrap_or(weight_dtype(stored));
-    let gpu = GpuOptions {
-        weight_dtype: dtype,
-        ..options.gpu.clone()
-    };
+    let estimate = weight_estimate(&config, dtype)?;
     let model = GpuModel::load(
         device,
         &config,
-        gpu,
+        options.gpu.clone(),
+        estimate,
         |name| {
             let view = files.tensor(name)?;
+            let stored = weight_dtype(view.dtype);
+            if stored == dtype || view.shape.len() < 2 {
+                return Ok(TensorData::Raw {
+                    dtype: stored,
+                    bytes: Cow::Borrowed(view.bytes),
+                });
+            }
             Ok(TensorData::Raw {
-                dtype: weight_dtype(view.dtype),
-                bytes: Cow::Borrowed(view.bytes),
+                dtype,
+                bytes: Cow::Owned(convert(dtype, &k::unpack_to_f32(stored, view.bytes))),
             })
         },
         progress,

@@ -174,7 +174,8 @@ fn a_model_larger_than_the_device_is_refused_before_upload() {
     let needs = sluice_llm::gpu::weight_bytes(
         &ModelConfig::synthetic("qwen3-4b").unwrap(),
         sluice_kernels::WeightDtype::F16,
-    );
+    )
+    .unwrap();
     if needs < heap {
         // A device this large fits the model; nothing to refuse here.
         return;
@@ -219,11 +220,12 @@ fn missing_model_directory_is_a_clear_error() {
 
 /// The batched prefill (many prompt tokens per dispatch, chunks of 16) gives the CPU
 /// reference's logits after the prompt, and decoding continues from it like after a
-/// token-by-token prompt.
-fn prefill_matches(name: &str) {
+/// token-by-token prompt. `fuse` switches every fusion: prefill and decode are lowerings
+/// of one layer description, so both must hold either way.
+fn prefill_matches(name: &str, fuse: bool) {
     let d = device(BarrierMode::Auto);
     let _guard = ValidationGuard::new(&d);
-    let loaded = load(&d, name);
+    let loaded = load_with(&d, name, fuse);
     let cfg = ModelConfig::synthetic(name).unwrap();
     let prompt: Vec<u32> = (0..37u32)
         .map(|i| (i * 31 + 5) % cfg.vocab as u32)
@@ -239,7 +241,7 @@ fn prefill_matches(name: &str) {
         want = cpu.forward(t).unwrap();
     }
     let err = rel_err(&got, &want);
-    eprintln!("{name}: prefill relative logit error {err:.2e}");
+    eprintln!("{name} (fused {fuse}): prefill relative logit error {err:.2e}");
     assert!(
         err < 2e-3,
         "{name}: prefill logits differ from the CPU reference by {err}"
@@ -261,8 +263,14 @@ fn prefill_matches(name: &str) {
 
 #[test]
 fn batched_prefill_matches_cpu_reference_and_token_by_token() {
-    prefill_matches("tiny");
-    prefill_matches("tiny-llama");
+    prefill_matches("tiny", true);
+    prefill_matches("tiny-llama", true);
+}
+
+#[test]
+fn unfused_prefill_matches_cpu_reference_and_token_by_token() {
+    prefill_matches("tiny", false);
+    prefill_matches("tiny-llama", false);
 }
 
 #[test]

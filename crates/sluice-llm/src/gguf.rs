@@ -99,6 +99,8 @@ pub fn ggml_type_info(t: u32) -> Option<(&'static str, u64, u64)> {
         34 => ("TQ1_0", 256, 54),
         35 => ("TQ2_0", 256, 66),
         39 => ("MXFP4", 32, 17),
+        40 => ("NVFP4", 64, 36),
+        41 => ("Q1_0", 128, 18),
         _ => return None,
     })
 }

@@ -68,6 +68,8 @@ fn file_dtype(d: WeightDtype) -> DType {
         WeightDtype::F16 => DType::F16,
         WeightDtype::Bf16 => DType::BF16,
         WeightDtype::F32 => DType::F32,
+        // Block formats are quantized from f32 values (see quant_mix).
+        _ => DType::F32,
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod config;
 pub mod decode;
 pub mod error;
+pub mod gguf;
 pub mod gpu;
 pub mod layer;
 pub mod load;

@@ -40,54 +40,37 @@ pub struct Matrix {
 }
 
 impl Matrix {
-    /// 8-element chunks per padded row (float formats).
-    pub fn stride8(&self) -> u32 {
-        self.cols.div_ceil(8)
+    /// The row-stride field of the matvec and embed push constants for this matrix.
+    pub fn stride_field(&self) -> u32 {
+        k::row_stride_field(self.dtype, self.cols)
     }
 
-    /// Bytes of f32 input the matvec kernels read (padded to whole chunks).
+    /// Bytes of f32 input the matvec kernels read for one token.
     pub fn x_bytes(&self) -> u64 {
-        self.stride8() as u64 * 32
+        k::matvec_x_bytes(self.dtype, self.cols)
     }
 
     /// Push constants of a matvec-family dispatch over this matrix.
     pub fn push(&self, accumulate: bool, eps: f32, tpr: Option<u32>) -> k::MatvecPush {
-        k::MatvecPush {
-            rows: self.rows,
-            cols: self.cols,
-            stride8: self.stride8(),
-            accumulate: accumulate as u32,
-            eps,
-            threads_per_row: tpr.unwrap_or(0),
-            x_stride4: 0,
-            y_stride: 0,
-        }
+        k::matvec_push(self.dtype, self.rows, self.cols, accumulate, eps, tpr)
     }
 
     /// Workgroups of a matvec-family dispatch over this matrix (one token).
     pub fn groups(&self, tpr: Option<u32>) -> [u32; 3] {
-        match tpr {
-            Some(t) => k::matvec_groups_for(self.rows, t),
-            None => k::matvec_groups(self.rows, self.cols),
-        }
+        k::matvec_groups_dt(self.dtype, self.rows, self.cols, tpr)
     }
 }
 
-/// Bytes of a `[rows, cols]` matrix of `dtype` in the GPU layout, checked.
+/// Bytes of a `[rows, cols]` matrix of `dtype` in the GPU layout, checked (`None` also
+/// when `cols` does not fit the format's block).
 pub fn matrix_bytes(dtype: WeightDtype, rows: usize, cols: usize) -> Option<u64> {
-    let padded = cols.checked_next_multiple_of(8)?;
-    (rows as u64)
-        .checked_mul(padded as u64)?
-        .checked_mul(dtype.bytes() as u64)
+    k::gpu_matrix_bytes(dtype, rows as u64, cols as u64)
 }
 
-/// File-layout bytes (`[rows, cols]`, unpadded) of `dtype` -> the GPU layout.
-pub fn gpu_layout(dtype: WeightDtype, rows: usize, cols: usize, bytes: Vec<u8>) -> Vec<u8> {
-    if cols.is_multiple_of(8) {
-        bytes
-    } else {
-        k::pack_weights(dtype, rows, cols, &k::unpack_to_f32(dtype, &bytes))
-    }
+/// File-layout bytes of a `[rows, cols]` tensor of `dtype` (`None`: overflow, or `cols`
+/// not a whole number of blocks).
+pub fn file_bytes(dtype: WeightDtype, rows: usize, cols: usize) -> Option<usize> {
+    dtype.row_bytes(cols)?.checked_mul(rows)
 }
 
 /// Largest number of tokens one step may cover (prefill chunk); bounds scratch sizes.
@@ -220,6 +203,8 @@ mod tests {
     #[test]
     fn matrix_bytes_checks_overflow() {
         assert_eq!(matrix_bytes(WeightDtype::F16, 3, 9), Some(3 * 16 * 2));
+        assert_eq!(matrix_bytes(WeightDtype::Q8_0, 3, 33), None);
+        assert_eq!(file_bytes(WeightDtype::Q8_0, 2, 64), Some(2 * 2 * 34));
         assert_eq!(matrix_bytes(WeightDtype::F32, usize::MAX, 8), None);
     }
 }

@@ -125,7 +125,7 @@ impl GpuModel {
     fn lower_embed(&self, enc: &mut Encoder, shape: Shape) -> sluice::Result<()> {
         let h = self.config.hidden as u32;
         self.label(enc, shape, "embed", None);
-        let mut groups = k::embed_groups(h);
+        let mut groups = k::embed_groups_dt(self.embed.dtype, h);
         groups[1] = shape.tokens();
         enc.dispatch(
             &self.device.pipeline(k::embed(self.embed.dtype))?,
@@ -135,16 +135,16 @@ impl GpuModel {
                 self.embed.buffer.slice(..),
                 self.scratch.x.slice(..),
             ],
-            &k::EmbedPush {
-                cols: h,
-                stride8: self.embed.stride8(),
-                prefill: shape.batched() as u32,
-                x_stride: if shape.batched() {
+            &k::embed_push(
+                self.embed.dtype,
+                h,
+                shape.batched(),
+                if shape.batched() {
                     self.sizes.x_stride as u32
                 } else {
                     0
                 },
-            },
+            ),
         )
     }
 

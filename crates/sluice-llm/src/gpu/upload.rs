@@ -123,17 +123,16 @@ impl GpuModel {
         let mut done = 0u64;
         let mut fetch = |name: &str, rows: usize, cols: usize| -> Result<_, LlmError> {
             let (dtype, bytes) = as_raw(tensor(name)?);
-            let want = rows
-                .checked_mul(cols)
-                .and_then(|n| n.checked_mul(dtype.bytes()));
+            let want = layout::file_bytes(dtype, rows, cols);
             if want != Some(bytes.len()) {
                 return Err(LlmError::InvalidArgument(format!(
-                    "tensor {name:?}: {} bytes of {} for shape [{rows}, {cols}]",
+                    "tensor {name:?}: {} bytes of {} for shape [{rows}, {cols}] (expected {})",
                     bytes.len(),
-                    dtype.name()
+                    dtype.name(),
+                    want.map_or("a whole number of blocks per row".into(), |w| w.to_string())
                 )));
             }
-            let gpu = layout::gpu_layout(dtype, rows, cols, bytes);
+            let gpu = k::to_gpu_layout(dtype, rows, cols, &bytes);
             done += gpu.len() as u64;
             progress(done.min(total), total);
             Ok((dtype, gpu))

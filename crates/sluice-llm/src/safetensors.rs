@@ -357,7 +357,7 @@ impl ModelFiles {
             }
             shards.push(f);
         } else if index.exists() {
-            let text = std::fs::read(&index).map_err(|e| LlmError::io(&index, "read", e))?;
+            let text = crate::config::read_regular(&index, crate::config::MAX_CONFIG_BYTES)?;
             let v: Value = serde_json::from_slice(&text).map_err(|e| LlmError::Json {
                 path: index.clone(),
                 source: e,

@@ -124,6 +124,23 @@ pub fn check_gpu_options(config: &ModelConfig, options: &GpuOptions) -> Result<(
     }
 }
 
+/// How many values of a stored tensor are NaN or ±inf (exponent bits all set).
+pub fn count_nonfinite(dtype: DType, bytes: &[u8]) -> usize {
+    match dtype {
+        DType::F16 | DType::BF16 => {
+            let mask: u16 = if dtype == DType::F16 { 0x7c00 } else { 0x7f80 };
+            bytes
+                .chunks_exact(2)
+                .filter(|c| u16::from_le_bytes([c[0], c[1]]) & mask == mask)
+                .count()
+        }
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .filter(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) & 0x7f80_0000 == 0x7f80_0000)
+            .count(),
+    }
+}
+
 /// Logs (debug) the choices the GPU model makes from these options and config.
 fn log_decisions(c: &ModelConfig, o: &GpuOptions) {
     log::debug!(
@@ -239,6 +256,12 @@ pub fn open_model(
         gpu,
         |name| {
             let view = files.tensor(name)?;
+            let bad = count_nonfinite(view.dtype, view.bytes);
+            if bad > 0 {
+                return Err(LlmError::InvalidArgument(format!(
+                    "{spec}: tensor {name:?} has {bad} NaN or infinite values: the model would produce NaN logits"
+                )));
+            }
             Ok(TensorData::Raw {
                 dtype: weight_dtype(view.dtype),
                 bytes: Cow::Borrowed(view.bytes),
@@ -255,4 +278,67 @@ pub fn open_model(
         dtype: dtype.name().into(),
         tokenizer,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nonfinite_values_are_counted_per_dtype() {
+        let f16: Vec<u8> = [1.0f32, f32::NAN, f32::INFINITY, -2.0, f32::NEG_INFINITY]
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect();
+        assert_eq!(count_nonfinite(DType::F16, &f16), 3);
+        let bf16: Vec<u8> = [f32::NAN, 65504.0, 3e38]
+            .iter()
+            .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+            .collect();
+        assert_eq!(count_nonfinite(DType::BF16, &bf16), 1);
+        let f32s: Vec<u8> = [f32::MAX, f32::NAN, 0.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(count_nonfinite(DType::F32, &f32s), 1);
+    }
+
+    #[test]
+    fn gpu_options_are_bounded_before_allocation() {
+        let c = ModelConfig::synthetic("tiny").unwrap();
+        let ok = GpuOptions::default();
+        check_gpu_options(&c, &ok).unwrap();
+        for (context, chunk, want) in [
+            (0, 16, "context 0"),
+            (4_611_686_018_427_388_004, 16, "must be in 1..="),
+            (MAX_CONTEXT + 1, 16, "must be in 1..="),
+            (512, 0, "prefill chunk 0"),
+            (512, MAX_PREFILL_CHUNK + 1, "prefill chunk"),
+        ] {
+            let o = GpuOptions {
+                context,
+                prefill_chunk: chunk,
+                ..GpuOptions::default()
+            };
+            let e = check_gpu_options(&c, &o).unwrap_err().to_string();
+            assert!(e.contains(want), "{context} {chunk}: {e}");
+        }
+        // A config whose KV cache at the largest context exceeds any device.
+        let big = ModelConfig {
+            layers: 1024,
+            kv_heads: 1024,
+            heads: 1024,
+            head_dim: 1024,
+            ..c
+        };
+        let o = GpuOptions {
+            context: MAX_CONTEXT,
+            ..GpuOptions::default()
+        };
+        let e = check_gpu_options(&big, &o).unwrap_err().to_string();
+        assert!(
+            e.contains("more than the") || e.contains("overflows"),
+            "{e}"
+        );
+    }
 }

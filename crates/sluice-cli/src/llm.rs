@@ -260,6 +260,13 @@ pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     let logits_out = args.logits_out.clone();
     let prompt_text = args.prompt.clone();
     let prompt_ids = args.prompt_ids.as_deref().map(parse_ids).transpose()?;
+    // Before loading: the new tokens alone must fit the context.
+    if n >= m.load.gpu.context {
+        return Err(format!(
+            "-n {n} new tokens do not fit the context of {} tokens (raise --context)",
+            m.load.gpu.context
+        ));
+    }
     let loaded = open_model(device, &m.model, &m.load, progress(json)).map_err(err)?;
     let prompt = match (prompt_ids, &prompt_text, &loaded.tokenizer) {
         (Some(ids), _, _) => ids,

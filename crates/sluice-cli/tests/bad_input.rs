@@ -149,7 +149,7 @@ fn cli_numbers_are_bounded() {
         case(
             &["generate", "--model", TINY, "-n", "18446744073709551615"],
             1,
-            "does not fit the context",
+            "do not fit the context of 4352 tokens",
         ),
         case(
             &[
@@ -323,6 +323,21 @@ fn cli_numbers_are_bounded() {
 #[test]
 fn usage_errors_and_output_failures() {
     run_table(&[
+        case(
+            &[
+                "generate",
+                "--model",
+                TINY,
+                "--context",
+                "8",
+                "--prompt-ids",
+                "1,2,3",
+                "-n",
+                "6",
+            ],
+            1,
+            "prompt of 3 tokens + 6 new tokens does not fit the context of 8 tokens",
+        ),
         case(&["info", "--jsn"], 2, "a similar argument exists: '--json'"),
         case(&["inf"], 2, "a similar subcommand exists: 'info'"),
         case(&["info", "--json=1"], 2, "unexpected value '1'"),

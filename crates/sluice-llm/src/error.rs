@@ -129,6 +129,16 @@ pub enum LlmError {
         /// KV-cache capacity in tokens.
         context: usize,
     },
+    /// A step's logits held NaN or infinite values (broken weights or an overflow): the
+    /// token chosen from them would be garbage.
+    #[error("the step at position {position} produced {count} NaN or infinite logits (broken weights or overflow); generation stopped")]
+    NonFiniteLogits {
+        /// Position of the first such step.
+        position: usize,
+        /// How many of that step's logits were not finite (0 when only a later step's
+        /// count is known).
+        count: u32,
+    },
     /// The GPU runtime failed (device lost, out of memory, timeout, ...).
     #[error(transparent)]
     Gpu(#[from] sluice::Error),

@@ -49,6 +49,129 @@ pub struct Loaded {
     pub tokenizer: Option<Tokenizer>,
 }
 
+/// Largest KV-cache capacity accepted, in tokens (also keeps positions within u32).
+pub const MAX_CONTEXT: usize = 1 << 20;
+
+/// Largest prefill chunk accepted, in tokens.
+pub const MAX_PREFILL_CHUNK: usize = crate::gpu::layout::MAX_CHUNK;
+
+/// Checks the GPU options against the config with checked arithmetic, before anything is
+/// allocated: context and prefill chunk in range, and the KV cache
+/// (`context * kv_heads * head_dim * layers * 2 (K and V) * 2 bytes`), the per-chunk
+/// scratch and the weights all computable in u64 and within `MAX_DEVICE_BYTES`.
+pub fn check_gpu_options(config: &ModelConfig, options: &GpuOptions) -> Result<(), LlmError> {
+    let c = config;
+    let o = options;
+    let bad = |msg: String| Err(LlmError::InvalidArgument(msg));
+    if o.context == 0 || o.context > MAX_CONTEXT {
+        return bad(format!(
+            "context {} tokens: must be in 1..={MAX_CONTEXT}",
+            o.context
+        ));
+    }
+    if o.prefill_chunk == 0 || o.prefill_chunk > MAX_PREFILL_CHUNK {
+        return bad(format!(
+            "prefill chunk {} tokens: must be in 1..={MAX_PREFILL_CHUNK}",
+            o.prefill_chunk
+        ));
+    }
+    if o.attention_chunk == 0 || o.attention_chunk > 256 {
+        return bad(format!(
+            "attention chunk {} must be in 1..=256",
+            o.attention_chunk
+        ));
+    }
+    let mul = |xs: &[usize]| -> Option<u64> {
+        xs.iter()
+            .try_fold(1u64, |acc, &x| acc.checked_mul(x as u64))
+    };
+    let kv = mul(&[o.context, c.kv_heads, c.head_dim, c.layers, 2, 2]).ok_or_else(|| {
+        LlmError::InvalidArgument(format!(
+            "KV cache size overflows: context {} x kv_heads {} x head_dim {} x layers {} x 2 x 2 bytes",
+            o.context, c.kv_heads, c.head_dim, c.layers
+        ))
+    })?;
+    let chunk = o.prefill_chunk;
+    let splits = o.context.div_ceil(o.attention_chunk as usize);
+    let scratch = [
+        mul(&[c.hidden + 8, chunk, 4]),
+        mul(&[c.heads + 2 * c.kv_heads + 3, c.head_dim + 64, chunk, 4]),
+        mul(&[c.heads, splits, c.head_dim + 2, chunk, 4]),
+        mul(&[c.intermediate + 8, chunk, 4]),
+        mul(&[c.vocab, 4]),
+        mul(&[o.context, 4]),
+    ]
+    .into_iter()
+    .try_fold(0u64, |acc, x| acc.checked_add(x?));
+    let weights = c.parameter_count().and_then(|p| p.checked_mul(4)); // at most 4 bytes per parameter (f32)
+    let total = scratch
+        .and_then(|s| s.checked_add(kv))
+        .and_then(|s| s.checked_add(weights?));
+    match total {
+        Some(t) if t <= MAX_DEVICE_BYTES => {
+            log::debug!(
+                "sizes: KV cache {kv} bytes (context {}), weights {} bytes, total {t} bytes",
+                o.context,
+                weights.unwrap_or(0)
+            );
+            Ok(())
+        }
+        Some(t) => bad(format!(
+            "model needs {t} bytes (KV cache {kv} bytes for context {}), more than the {MAX_DEVICE_BYTES} bytes any device has",
+            o.context
+        )),
+        None => bad(format!(
+            "model size overflows 64 bits (context {}, prefill chunk {chunk})",
+            o.context
+        )),
+    }
+}
+
+/// How many values of a stored tensor are NaN or ±inf (exponent bits all set).
+pub fn count_nonfinite(dtype: DType, bytes: &[u8]) -> usize {
+    match dtype {
+        DType::F16 | DType::BF16 => {
+            let mask: u16 = if dtype == DType::F16 { 0x7c00 } else { 0x7f80 };
+            bytes
+                .chunks_exact(2)
+                .filter(|c| u16::from_le_bytes([c[0], c[1]]) & mask == mask)
+                .count()
+        }
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .filter(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) & 0x7f80_0000 == 0x7f80_0000)
+            .count(),
+    }
+}
+
+/// Logs (debug) the choices the GPU model makes from these options and config.
+fn log_decisions(c: &ModelConfig, o: &GpuOptions) {
+    log::debug!(
+        "kernel variants: matvec {} threads per row{}, fused gate/up {}, fused norm {}, fused attention {}",
+        o.matvec_threads_per_row
+            .unwrap_or_else(|| sluice_kernels::matvec_threads_per_row(c.hidden as u32)),
+        if o.matvec_threads_per_row.is_some() { " (asked for)" } else { " (default)" },
+        o.fuse_gate_up,
+        o.fuse_norm,
+        o.fuse_attention
+    );
+    if !(c.heads * c.head_dim).is_multiple_of(8) && o.prefill_chunk > 1 {
+        log::debug!(
+            "prefill chunk forced from {} to 1: heads {} x head_dim {} is not a multiple of 8 (16-byte strides)",
+            o.prefill_chunk,
+            c.heads,
+            c.head_dim
+        );
+    }
+    if let Some(s) = &o.sampling {
+        log::debug!("sampling on the GPU: {s:?}");
+    }
+}
+
+/// Upper bound on what one model may need on a device (1 TiB); larger requests are
+/// refused before any allocation.
+pub const MAX_DEVICE_BYTES: u64 = 1 << 40;
+
 /// The model the main job uses on `device`: Qwen3-0.6B shapes on a GPU, the tiny
 /// Qwen3-shaped model on a CPU driver (lavapipe decodes ~1 GB of weights far too slowly).
 pub fn default_model(device: &Device) -> &'static str {
@@ -217,6 +340,8 @@ fn open_synthetic(
     let config = ModelConfig::synthetic(name)?;
     let dtype = options.dtype.unwrap_or(WeightDtype::F16);
     let specs = expected_tensors(&config);
+    check_gpu_options(&config, &options.gpu)?;
+    log_decisions(&config, &options.gpu);
     let estimate = weight_estimate(&config, dtype)?;
     let find = |tensor: &str| -> Result<&TensorSpec, LlmError> {
         specs
@@ -273,6 +398,8 @@ fn open_hf(
     check_model_files(&files)?;
     let config = files.config().clone();
     let stored = weight_dtype(files.tensor(EMBED)?.dtype);
+    check_gpu_options(&config, &options.gpu)?;
+    log_decisions(&config, &options.gpu);
     let estimate = weight_estimate(&config, options.dtype.unwrap_or(stored))?;
     let model = GpuModel::load(
         device,
@@ -281,6 +408,13 @@ fn open_hf(
         estimate,
         |name| {
             let view = files.tensor(name)?;
+            let bad = count_nonfinite(view.dtype, view.bytes);
+            if bad > 0 {
+                return Err(LlmError::InvalidArgument(format!(
+                    "{}: tensor {name:?} has {bad} NaN or infinite values: the model would produce NaN logits",
+                    dir.display()
+                )));
+            }
             Ok(in_format(
                 weight_dtype(view.dtype),
                 view.bytes,
@@ -316,7 +450,7 @@ fn open_gguf(
 /// The model's weight formats, most frequent first ("q4_k+q6_k+f32"), or the one format.
 fn format_summary(model: &GpuModel) -> String {
     let mut f = model.weight_formats();
-    f.sort_by(|a, b| b.1.cmp(&a.1));
+    f.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
     f.iter()
         .map(|(d, _)| d.name())
         .collect::<Vec<_>>()

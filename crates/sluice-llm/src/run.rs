@@ -36,10 +36,17 @@ pub fn generate(
             "empty prompt: give at least one token".into(),
         ));
     }
-    if prompt.len() + n > model.context() {
-        return Err(LlmError::ContextFull {
-            context: model.context(),
-        });
+    // Checked: `-n 18446744073709551615` must not wrap past this test.
+    if prompt
+        .len()
+        .checked_add(n)
+        .is_none_or(|end| end > model.context())
+    {
+        return Err(LlmError::InvalidArgument(format!(
+            "prompt of {} tokens + {n} new tokens does not fit the context of {} tokens (raise --context)",
+            prompt.len(),
+            model.context()
+        )));
     }
     sampling.check()?;
     let mut sampler = crate::sampler::Sampler::new(*sampling)?;
@@ -49,7 +56,7 @@ pub fn generate(
     let host_sampling = !sampling.is_greedy() && !model.samples_on_gpu();
     let mut next = decoder.prefill(prompt, 0)?;
     if host_sampling {
-        next = sampler.sample(&model.logits()?)?;
+        next = sampler.sample(&finite_logits(model.logits()?, prompt.len() - 1)?)?;
     }
     let prefill = t0.elapsed().as_secs_f64();
     let mut tokens = Vec::with_capacity(n);
@@ -62,7 +69,7 @@ pub fn generate(
         }
         next = decoder.step(next, prompt.len() + i)?;
         if host_sampling {
-            next = sampler.sample(&model.logits()?)?;
+            next = sampler.sample(&finite_logits(model.logits()?, prompt.len() + i)?)?;
         }
     }
     let decode = t1.elapsed().as_secs_f64();
@@ -74,10 +81,22 @@ pub fn generate(
     })
 }
 
+/// `logits` when all are finite; otherwise an error naming the position and the count.
+pub fn finite_logits(logits: Vec<f32>, pos: usize) -> Result<Vec<f32>, LlmError> {
+    let bad = logits.iter().filter(|v| !v.is_finite()).count();
+    if bad > 0 {
+        return Err(LlmError::InvalidArgument(format!(
+            "decode step at position {pos}: {bad} of {} logits are NaN or infinite (broken weights or overflow)",
+            logits.len()
+        )));
+    }
+    Ok(logits)
+}
+
 /// Logits after feeding `prompt` from position 0 (overwrites the KV cache from 0).
 pub fn prompt_logits(decoder: &Decoder<'_>, prompt: &[u32]) -> Result<Vec<f32>, LlmError> {
     decoder.prefill(prompt, 0)?;
-    decoder.model().logits()
+    finite_logits(decoder.model().logits()?, prompt.len().saturating_sub(1))
 }
 
 /// A decode benchmark's figures (like llama-bench's `tg` row, plus runtime counters).
@@ -129,7 +148,12 @@ pub fn bench(
     n: usize,
 ) -> Result<BenchReport, LlmError> {
     let model = decoder.model();
-    if depth + n + 2 > model.context() {
+    if n == 0 {
+        return Err(LlmError::InvalidArgument(
+            "bench needs at least one token (n = 0 gives no rate)".into(),
+        ));
+    }
+    if depth.saturating_add(n).saturating_add(2) > model.context() {
         return Err(LlmError::ContextFull {
             context: model.context(),
         });

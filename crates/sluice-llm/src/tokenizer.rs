@@ -130,7 +130,10 @@ fn pre_tokenize(text: &str) -> Vec<&str> {
 impl Tokenizer {
     /// Reads `tokenizer.json`.
     pub fn from_file(path: &Path) -> Result<Tokenizer, LlmError> {
-        let text = std::fs::read_to_string(path).map_err(|e| LlmError::io(path, "read", e))?;
+        let bytes = crate::config::read_regular(path, 256 << 20)?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            LlmError::InvalidArgument(format!("{}: not UTF-8: {e}", path.display()))
+        })?;
         let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| LlmError::Json {
             path: path.to_path_buf(),
             source: e,

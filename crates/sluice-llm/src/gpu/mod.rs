@@ -209,7 +209,7 @@ impl GpuModel {
         }
         self.params
             .write(0, &[token, pos as u32, pos as u32 + 1, 0])?;
-        Ok(())
+        self.clear_result()
     }
 
     /// The LM head (the embedding when tied).
@@ -292,17 +292,40 @@ impl GpuModel {
         let mut words = vec![tokens[0], pos as u32, pos as u32 + 1, 0];
         words.extend_from_slice(tokens);
         self.params.write(0, &words)?;
-        Ok(())
+        self.clear_result()
     }
 
-    /// Tokens the GPU chose for positions `from..to` (waits for their writers).
+    /// Tokens the GPU chose for positions `from..to` (waits for their writers); an error
+    /// when any step since the last params write had non-finite logits.
     pub fn gpu_tokens(&self, from: usize, to: usize) -> Result<Vec<u32>, LlmError> {
         if to > self.options.context || from > to {
             return Err(LlmError::ContextFull {
                 context: self.options.context,
             });
         }
-        Ok(self.tokens.read::<u32>(from as u64 * 4, to - from)?)
+        let tokens = self.tokens.read::<u32>(from as u64 * 4, to - from)?;
+        self.result()?;
+        Ok(tokens)
+    }
+
+    /// Clears the sticky non-finite marker of the result (with new params).
+    fn clear_result(&self) -> Result<(), LlmError> {
+        self.result.write(8, &[0u32; 2])?;
+        Ok(())
+    }
+
+    /// The last completed step's result (waits for it); an error naming the position when
+    /// a step since the last params write had non-finite logits.
+    pub fn result(&self) -> Result<sluice_kernels::TokenResult, LlmError> {
+        let w = self.result.read::<u32>(0, 4)?;
+        let r = sluice_kernels::TokenResult::from_words([w[0], w[1], w[2], w[3]]);
+        if r.first_bad > 0 {
+            return Err(LlmError::NonFiniteLogits {
+                position: r.first_bad as usize - 1,
+                count: r.nonfinite,
+            });
+        }
+        Ok(r)
     }
 
     /// Runs one step for `token` at `pos` and returns the greedy next token.
@@ -314,9 +337,10 @@ impl GpuModel {
         self.next_token()
     }
 
-    /// The argmax of the last completed step (waits for it).
+    /// The token the last completed step chose (waits for it); an error when its logits,
+    /// or those of an earlier step since the last params write, were not finite.
     pub fn next_token(&self) -> Result<u32, LlmError> {
-        Ok(self.result.read::<u32>(0, 1)?[0])
+        Ok(self.result()?.index)
     }
 
     /// The logits of the last step (waits for it).

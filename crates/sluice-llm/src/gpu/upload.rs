@@ -290,7 +290,12 @@ impl GpuModel {
             device.create_buffer("params", 16 + 4 * chunk as u64, ResourceClass::Generic)?;
         let logits =
             device.create_buffer("logits", (c.vocab * 4) as u64, ResourceClass::TokenScratch)?;
-        let result = device.create_buffer("next_token", 8, ResourceClass::PersistentOutput)?;
+        let result = device.create_buffer(
+            "next_token",
+            k::TOKEN_RESULT_BYTES,
+            ResourceClass::PersistentOutput,
+        )?;
+        result.write(0, &[0u32; 4])?;
         let tokens = device.create_buffer(
             "tokens",
             (options.context * 4) as u64,

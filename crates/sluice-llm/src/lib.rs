@@ -14,6 +14,7 @@ pub mod gguf;
 pub mod gguf_model;
 pub mod gpu;
 pub mod load;
+pub mod quant_mix;
 pub mod reference;
 pub mod run;
 pub mod safetensors;

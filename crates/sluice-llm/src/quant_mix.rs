@@ -74,9 +74,8 @@ pub fn parse(s: &str) -> Result<QuantRequest> {
 /// llama.cpp's `use_more_bits`: the first and last eighth of the layers, and every third
 /// layer between.
 pub fn use_more_bits(layer: usize, layers: usize) -> bool {
-    layer < layers / 8
-        || layer >= 7 * layers / 8
-        || (layer >= layers / 8 && (layer - layers / 8) % 3 == 2)
+    let first = layers / 8;
+    layer < first || layer >= 7 * layers / 8 || (layer - first) % 3 == 2
 }
 
 /// The dtype the matrix `hf_name` (`[rows, cols]`, in layer `layer` of `layers`; any

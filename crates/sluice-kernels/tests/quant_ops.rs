@@ -193,6 +193,10 @@ fn quant_fused_variants_match_reference() {
                 &matvec_push(dt, r32, c32, true, eps, None),
             )
             .unwrap();
+            // One wait per dispatch: lavapipe compiles a pipeline at its first dispatch,
+            // and a loaded CI machine must not push one wait past the device timeout.
+            enc.submit().unwrap().wait().unwrap();
+            let mut enc = d.encoder().unwrap();
             let k = d.pipeline(matvec_silu(dt)).unwrap();
             enc.dispatch(
                 &k,
@@ -206,6 +210,8 @@ fn quant_fused_variants_match_reference() {
                 &matvec_push(dt, r32, c32, false, eps, None),
             )
             .unwrap();
+            enc.submit().unwrap().wait().unwrap();
+            let mut enc = d.encoder().unwrap();
             let k = d.pipeline(matvec_silu_norm(dt)).unwrap();
             let slices = [
                 g.buf.slice(..),
@@ -289,6 +295,9 @@ fn quant_tokens_variants_match_reference() {
             &push(true),
         )
         .unwrap();
+        // One wait per dispatch (see quant_fused_variants_match_reference).
+        enc.submit().unwrap().wait().unwrap();
+        let mut enc = d.encoder().unwrap();
         let k = d.pipeline(k_norm).unwrap();
         enc.dispatch(
             &k,
@@ -297,6 +306,8 @@ fn quant_tokens_variants_match_reference() {
             &push(false),
         )
         .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let mut enc = d.encoder().unwrap();
         let k = d.pipeline(k_silu_norm).unwrap();
         let slices = [
             g.buf.slice(..),
@@ -368,6 +379,8 @@ fn quant_embed_matches_dequantized_rows() {
             &embed_push(dt, cols as u32, false, 0),
         )
         .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let mut enc = d.encoder().unwrap();
         enc.dispatch(
             &k,
             [gx, 3, 1],

@@ -19,7 +19,7 @@ fn q_xv4(u: u32, k: u32) -> u32 {
 
 // Two high bits of each byte of w at `shift`, times 16.
 fn bits2(w: u32, shift: u32) -> vec4<f32> {
-    return vec4<f32>(((vec4<u32>(w) >> (vec4<u32>(0u, 8u, 16u, 24u) + shift)) & vec4<u32>(3u)) * 16u);
+    return u2f(((vec4<u32>(w) >> (vec4<u32>(0u, 8u, 16u, 24u) + shift)) & vec4<u32>(3u)) << vec4<u32>(4u));
 }
 
 fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {

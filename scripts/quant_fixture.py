@@ -7,8 +7,10 @@ sluice's `dequantize` gives the same values bit for bit.
 
 Blocks: random bytes with the f16 scale fields set to finite values (every nibble, high
 bit and scale pattern occurs), plus, when the SmolLM2 file is given, the first blocks of
-real tensors (Q8_0 token_embd, Q4_1 attn_q). Tensors: `<fmt>.q` (raw blocks, stored as a
-U8 tensor so no reader reinterprets them) and `<fmt>.f32` (expected values).
+real tensors (Q8_0 token_embd, Q4_1 attn_q). Tensors: `<fmt>.q` (raw blocks, stored as an
+I8 tensor so no reader reinterprets them) and `<fmt>.f32` (expected values). Also
+`quant_input.f32` and `<fmt>.quantized`: gguf-py's quantization of those values for the
+formats it can quantize (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), which sluice's quantizer matches.
 
 Usage: pip install numpy gguf; python3 scripts/quant_fixture.py [SmolLM2-135M-Instruct.Q4_1.gguf]
 """
@@ -49,6 +51,18 @@ for name, (qt, n, offs) in FORMATS.items():
     f = dequantize(q, qt).astype(np.float32).reshape(-1)
     w.add_tensor(f"{name}.q", q, raw_dtype=T.I8)
     w.add_tensor(f"{name}.f32", f)
+
+# The quantizers: gguf-py's numpy ports of ggml's quantize_row_*_ref (the legacy formats;
+# gguf-py has no K-quant quantizer). Input: 6 blocks of 32 with different ranges, one all
+# zero, one all positive, one with exact halves.
+x = (rng.standard_normal((6, 32)) * np.array([[1.0], [0.01], [0.0], [3.0], [1.0], [1.0]])).astype(np.float32)
+x[2] = 0.0  # +0.0 only: with -0.0 present gguf-py (argmax) and ggml (strict >) pick different signs of zero
+x[4] = np.abs(x[4]) + 0.5
+x[5] = (np.arange(32) - 16).astype(np.float32) / 2.0
+w.add_tensor("quant_input.f32", x.reshape(-1))
+for name, qt in [("q8_0", T.Q8_0), ("q4_0", T.Q4_0), ("q4_1", T.Q4_1), ("q5_0", T.Q5_0), ("q5_1", T.Q5_1)]:
+    q = gguf.quants.quantize(x.reshape(1, -1), qt).reshape(-1)
+    w.add_tensor(f"{name}.quantized", q.view(np.int8), raw_dtype=T.I8)
 
 if len(sys.argv) > 1:
     r = gguf.GGUFReader(sys.argv[1])

@@ -193,6 +193,10 @@ fn quant_fused_variants_match_reference() {
                 &matvec_push(dt, r32, c32, true, eps, None),
             )
             .unwrap();
+            // One wait per dispatch: lavapipe compiles a pipeline at its first dispatch,
+            // and a loaded CI machine must not push one wait past the device timeout.
+            enc.submit().unwrap().wait().unwrap();
+            let mut enc = d.encoder().unwrap();
             let k = d.pipeline(matvec_silu(dt)).unwrap();
             enc.dispatch(
                 &k,
@@ -206,6 +210,8 @@ fn quant_fused_variants_match_reference() {
                 &matvec_push(dt, r32, c32, false, eps, None),
             )
             .unwrap();
+            enc.submit().unwrap().wait().unwrap();
+            let mut enc = d.encoder().unwrap();
             let k = d.pipeline(matvec_silu_norm(dt)).unwrap();
             let slices = [
                 g.buf.slice(..),
@@ -289,6 +295,9 @@ fn quant_tokens_variants_match_reference() {
             &push(true),
         )
         .unwrap();
+        // One wait per dispatch (see quant_fused_variants_match_reference).
+        enc.submit().unwrap().wait().unwrap();
+        let mut enc = d.encoder().unwrap();
         let k = d.pipeline(k_norm).unwrap();
         enc.dispatch(
             &k,
@@ -297,6 +306,8 @@ fn quant_tokens_variants_match_reference() {
             &push(false),
         )
         .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let mut enc = d.encoder().unwrap();
         let k = d.pipeline(k_silu_norm).unwrap();
         let slices = [
             g.buf.slice(..),
@@ -368,6 +379,8 @@ fn quant_embed_matches_dequantized_rows() {
             &embed_push(dt, cols as u32, false, 0),
         )
         .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let mut enc = d.encoder().unwrap();
         enc.dispatch(
             &k,
             [gx, 3, 1],
@@ -430,4 +443,62 @@ fn helpers_and_variants_cover_every_dtype() {
     );
     assert_eq!(matvec_x_bytes(WeightDtype::Q4_1, 576), 576 * 4);
     assert_eq!(gpu_matrix_bytes(WeightDtype::Q6K, 10, 100), None);
+}
+
+/// Byte offsets of the f16 scale fields of a block (set to finite values in random blocks).
+fn scale_fields(dt: WeightDtype) -> &'static [usize] {
+    match dt {
+        WeightDtype::Q4_1 | WeightDtype::Q5_1 | WeightDtype::Q4K | WeightDtype::Q5K => &[0, 2],
+        WeightDtype::Q6K => &[208],
+        _ => &[0],
+    }
+}
+
+/// Random block bytes (every quant, high-bit and 6-bit scale pattern, negative Q6_K
+/// scales), not just what sluice's quantizer writes: the GPU decoders must agree with
+/// the CPU dequantization on all of them.
+#[test]
+fn quant_matvec_on_random_blocks() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(35);
+    for dt in QUANT_DTYPES {
+        let (rows, cols) = (9usize, 2 * dt.block_elems() * 3);
+        let nblocks = rows * cols / dt.block_elems();
+        let mut file: Vec<u8> = (0..nblocks * dt.block_bytes())
+            .map(|_| rng.next_u32() as u8)
+            .collect();
+        for b in 0..nblocks {
+            for &o in scale_fields(dt) {
+                let at = b * dt.block_bytes() + o;
+                let v = half::f16::from_f32(rng.vec(1, 0.05)[0]);
+                file[at..at + 2].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        let deq = dequantize(dt, rows, cols, &file);
+        let gpu = to_gpu_layout(dt, rows, cols, &file);
+        let w = d
+            .create_buffer("w", gpu.len() as u64, ResourceClass::ReadOnlyWeight)
+            .unwrap();
+        w.write_bytes(0, &gpu).unwrap();
+        let x = rng.vec(cols, 1.0);
+        let xb = f32_buffer(&d, "x", &x, ResourceClass::TokenScratch);
+        let yb = f32_buffer(&d, "y", &vec![f32::NAN; rows], ResourceClass::TokenScratch);
+        let k = d.pipeline(matvec(dt)).unwrap();
+        let mut enc = d.encoder().unwrap();
+        enc.dispatch(
+            &k,
+            matvec_groups_dt(dt, rows as u32, cols as u32, None),
+            &[w.slice(..), xb.slice(..), yb.slice(..)],
+            &matvec_push(dt, rows as u32, cols as u32, false, 0.0, None),
+        )
+        .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        assert_close(
+            &format!("matvec {} random blocks", dt.name()),
+            &yb.read::<f32>(0, rows).unwrap(),
+            &matvec_cpu(&deq, rows, cols, &x, None),
+            NMSE_MAX,
+        );
+    }
 }

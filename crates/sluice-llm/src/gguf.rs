@@ -1166,6 +1166,11 @@ mod tests {
         let q = g.tensor("t.q8").unwrap();
         assert_eq!(q.type_name(), "Q8_0");
         assert_eq!(g.tensor_bytes(q), &[9u8; 68][..]);
+        // Version 2 has the same layout.
+        let mut v2 = w.to_bytes().unwrap();
+        v2[4] = 2;
+        let g2 = GgufFile::from_bytes("v2", v2).unwrap();
+        assert_eq!((g2.version(), g2.metadata().len()), (2, g.metadata().len()));
         let u = g.tensor("t.unknown").unwrap();
         assert_eq!(u.ggml_type, 200);
         assert_eq!(u.size, None);

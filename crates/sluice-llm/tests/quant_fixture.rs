@@ -55,3 +55,31 @@ fn dequantize_matches_gguf_py_bit_for_bit() {
     assert_eq!(checked, 10);
     assert_eq!(elems, 5 * 128 + 3 * 512 + 2 * 128);
 }
+
+#[test]
+fn quantize_matches_gguf_py_for_the_legacy_formats() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/quant_blocks.gguf"
+    );
+    let g = GgufFile::open(path).unwrap();
+    let x: Vec<f32> = g
+        .tensor_bytes(g.tensor("quant_input.f32").unwrap())
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    assert_eq!(x.len(), 6 * 32);
+    for name in ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"] {
+        let dt = WeightDtype::from_name(name).unwrap();
+        let want = g.tensor_bytes(g.tensor(&format!("{name}.quantized")).unwrap());
+        let got = sluice_kernels::quantize(dt, 1, x.len(), &x);
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (b, (g, w)) in got
+            .chunks(dt.block_bytes())
+            .zip(want.chunks(dt.block_bytes()))
+            .enumerate()
+        {
+            assert_eq!(g, w, "{name} block {b}: sluice vs gguf-py");
+        }
+    }
+}

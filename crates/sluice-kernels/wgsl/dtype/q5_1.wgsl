@@ -8,7 +8,7 @@ const QUNIT: u32 = 32u;
 fn q_xv4(u: u32, k: u32) -> u32 { return u * 8u + k; }
 
 fn qh16(qh: u32, k: u32) -> vec4<f32> {
-    return vec4<f32>(((vec4<u32>(qh >> (4u * k)) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u)) * 16u);
+    return u2f(((vec4<u32>(qh >> (4u * k)) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u)) << vec4<u32>(4u));
 }
 
 fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {

@@ -21,6 +21,24 @@ fn wraw(sel: bool, i: u32) -> vec4<u32> {
     return w.d[i];
 }
 
+// Adds unit u of the row at vec4 rb to acc = (W.x', W_b.x', sum x^2).
+fn q_unit(u: u32, rb: u32, nb: u32, xo: u32, acc: ptr<function, vec3<f32>>) {
+    var xs: array<vec4<f32>, 16>;
+    for (var k = 0u; k < QUNIT / 4u; k++) {
+        let i = q_xv4(u, k);
+        var v = x.d[xo + i];
+        if (NORM) {
+            (*acc).z += dot(v, v);
+            v *= norm4(i);
+        }
+        xs[k] = v;
+    }
+    (*acc).x += q_dot(false, rb, nb, u, &xs);
+    if (SILU) {
+        (*acc).y += q_dot(true, rb, nb, u, &xs);
+    }
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32,
@@ -41,21 +59,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         let rb = row * pc.stride8;
         let nb = pc.cols / QBLOCK;
         let units = pc.cols / QUNIT;
-        for (var u = lane; u < units; u += tpr) {
-            var xs: array<vec4<f32>, 16>;
-            for (var k = 0u; k < QUNIT / 4u; k++) {
-                let i = q_xv4(u, k);
-                var v = x.d[xo + i];
-                if (NORM) {
-                    acc.z += dot(v, v);
-                    v *= norm4(i);
-                }
-                xs[k] = v;
-            }
-            acc.x += q_dot(false, rb, nb, u, &xs);
-            if (SILU) {
-                acc.y += q_dot(true, rb, nb, u, &xs);
-            }
+        // Two units per iteration, so two units' loads are in flight.
+        var u = lane;
+        for (; u + tpr < units; u += 2u * tpr) {
+            q_unit(u, rb, nb, xo, &acc);
+            q_unit(u + tpr, rb, nb, xo, &acc);
+        }
+        if (u < units) {
+            q_unit(u, rb, nb, xo, &acc);
         }
     }
     let s = subgroupAdd(acc);

@@ -25,9 +25,17 @@ fn whalf(sel: bool, rb: u32, byte: u32) -> f32 {
     return unpack2x16float(wd)[(byte >> 1u) & 1u];
 }
 
-// Four signed bytes of a word, as floats (byte 0 first).
+// Small unsigned integers (< 2^23) to f32 without an int->float conversion (a quarter-rate
+// instruction on some GPUs): OR them into the mantissa of 2^23, subtract 2^23. Exact.
+fn u2f(v: vec4<u32>) -> vec4<f32> {
+    return bitcast<vec4<f32>>(v | vec4<u32>(0x4B000000u)) - vec4<f32>(8388608.0);
+}
+
+// Four signed bytes of a word, as floats (byte 0 first): flip the sign bit to get
+// byte + 128, convert, subtract 128 (folded into the 2^23 constant).
 fn i8x4(w: u32) -> vec4<f32> {
-    return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(w << 24u, w << 16u, w << 8u, w)) >> vec4<u32>(24u));
+    let v = ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u)) ^ vec4<u32>(128u);
+    return bitcast<vec4<f32>>(v | vec4<u32>(0x4B000000u)) - vec4<f32>(8388736.0);
 }
 
 // Four unsigned bytes of a word.
@@ -37,16 +45,16 @@ fn u8x4(w: u32) -> vec4<u32> {
 
 // Low / high nibbles of the four bytes of a word.
 fn lo4(w: u32) -> vec4<f32> {
-    return vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(15u));
+    return u2f((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(15u));
 }
 fn hi4(w: u32) -> vec4<f32> {
-    return vec4<f32>((vec4<u32>(w) >> vec4<u32>(4u, 12u, 20u, 28u)) & vec4<u32>(15u));
+    return u2f((vec4<u32>(w) >> vec4<u32>(4u, 12u, 20u, 28u)) & vec4<u32>(15u));
 }
 
 // Bit `shift + 8 * i` of word w for i = 0..3, times 16 (the fifth bit of 5-bit quants
 // stored per byte).
 fn bits16(w: u32, shift: u32) -> vec4<f32> {
-    return vec4<f32>(((vec4<u32>(w) >> (vec4<u32>(0u, 8u, 16u, 24u) + shift)) & vec4<u32>(1u)) * 16u);
+    return u2f(((vec4<u32>(w) >> (vec4<u32>(0u, 8u, 16u, 24u) + shift)) & vec4<u32>(1u)) << vec4<u32>(4u));
 }
 
 // Embedding rows: elements 8 * c8 .. 8 * c8 + 7 of row `row` (row stride `stride4` vec4s,

@@ -25,12 +25,9 @@ pub enum ModeArg {
     Replay,
 }
 
-/// `--dtype`: a weight format name (f16, bf16, f32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k,
-/// q5_k, q6_k).
-fn parse_dtype(s: &str) -> Result<sluice_kernels::WeightDtype, String> {
-    sluice_kernels::WeightDtype::from_name(s).ok_or_else(|| {
-        format!("unknown weight format {s:?}: use f16, bf16, f32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k")
-    })
+/// `--dtype`: a weight format or llama.cpp mixture name (see `quant_mix::DTYPE_NAMES`).
+fn parse_dtype(s: &str) -> Result<sluice_llm::quant_mix::QuantRequest, String> {
+    sluice_llm::quant_mix::parse(s).map_err(|e| e.to_string())
 }
 
 /// Model options shared by generate, bench, graph and profile.
@@ -44,11 +41,12 @@ pub struct ModelOpts {
     /// Record every step, or record once and resubmit
     #[arg(long, value_enum, default_value_t = ModeArg::Replay)]
     pub mode: ModeArg,
-    /// Weight format on the GPU: f16 bf16 f32 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k
-    /// (default: as stored; synthetic: f16). Matrices are quantized on load; rows that fit
-    /// no block of the format fall back to q8_0 or f16
+    /// Weight formats on the GPU: f16 bf16 f32 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k,
+    /// or llama.cpp's mixtures q4_k_m q5_k_m (default: as stored; synthetic: f16).
+    /// Matrices are quantized on load (the LM head gets q6_k, as llama.cpp does); rows
+    /// that fit no block of the format fall back as llama.cpp's quantizer does
     #[arg(long, value_name = "FORMAT", value_parser = parse_dtype)]
-    pub dtype: Option<sluice_kernels::WeightDtype>,
+    pub dtype: Option<sluice_llm::quant_mix::QuantRequest>,
     /// KV-cache capacity in tokens
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=sluice_llm::load::MAX_CONTEXT as u64))]
     pub context: Option<u64>,

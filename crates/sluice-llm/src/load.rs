@@ -10,7 +10,10 @@ use sluice_kernels::WeightDtype;
 
 use crate::config::ModelConfig;
 use crate::error::LlmError;
-use crate::gpu::{GpuModel, GpuOptions, TensorData};
+use crate::gguf::GgufFile;
+use crate::gguf_model::{config_from_gguf, GgufTensors};
+use crate::gpu::{layout, GpuModel, GpuOptions, TensorData};
+use crate::quant_mix::{self, QuantRequest};
 use crate::safetensors::{DType, ModelFiles};
 use crate::tokenizer::Tokenizer;
 use crate::weights::TensorSpec;
@@ -21,8 +24,9 @@ use crate::weights::{
 /// How to open a model.
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
-    /// Weight dtype on the GPU; default: as stored (synthetic models: f16).
-    pub dtype: Option<WeightDtype>,
+    /// Weight formats on the GPU (`--dtype`, quantized on load); default: as stored
+    /// (synthetic models: f16).
+    pub dtype: Option<QuantRequest>,
     /// GPU model options (context length, fusion).
     pub gpu: GpuOptions,
     /// Seed of synthetic weights.
@@ -206,17 +210,29 @@ fn weight_estimate(config: &ModelConfig, dtype: WeightDtype) -> Result<u64, LlmE
         })
 }
 
-/// The format a `[rows, cols]` matrix gets when `dtype` is asked for: `dtype` itself when
-/// its rows are whole blocks, else the nearest format whose blocks fit (Q8_0 for rows of
-/// 32, else f16), as llama.cpp's quantizer falls back.
-pub fn target_dtype(dtype: WeightDtype, cols: usize) -> WeightDtype {
-    if dtype.row_bytes(cols).is_some() {
-        dtype
-    } else if WeightDtype::Q8_0.row_bytes(cols).is_some() {
-        WeightDtype::Q8_0
-    } else {
-        WeightDtype::F16
-    }
+/// The format the matrix `name` (`[rows, cols]`) gets on the GPU: `stored` when nothing
+/// is asked for, else what the request's mixture picks for it (see [`crate::quant_mix`]).
+pub fn target_dtype(
+    request: Option<&QuantRequest>,
+    cfg: &ModelConfig,
+    name: &str,
+    rows: usize,
+    cols: usize,
+    stored: WeightDtype,
+) -> WeightDtype {
+    let Some(req) = request else {
+        return stored;
+    };
+    let req = QuantRequest {
+        tied_embeddings: cfg.tied_embeddings,
+        ..*req
+    };
+    let layer = name
+        .strip_prefix("model.layers.")
+        .and_then(|r| r.split('.').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    quant_mix::choose(&req, name, layer, cfg.layers, rows, cols)
 }
 
 /// f32 values of a `[rows, cols]` matrix -> file-layout bytes of `dtype`, rows
@@ -281,26 +297,30 @@ impl ModelSource {
 /// The bytes of a tensor in the format asked for: as stored when that is the format (or
 /// for 1-D tensors, which stay f32 on the GPU), else converted through f32.
 fn in_format<'a>(
-    stored: WeightDtype,
-    bytes: &'a [u8],
+    cfg: &ModelConfig,
+    name: &str,
+    data: TensorData<'a>,
     shape: &[usize],
-    asked: Option<WeightDtype>,
+    asked: Option<&QuantRequest>,
 ) -> TensorData<'a> {
-    let (rows, cols) = match shape {
-        [r, c] => (*r, *c),
-        _ => (1, bytes.len()),
+    let (stored, bytes) = match data {
+        TensorData::Raw { dtype, bytes } => (dtype, bytes),
+        f32s @ TensorData::F32(_) => return f32s,
     };
-    let target = match asked {
-        Some(d) if shape.len() == 2 => target_dtype(d, cols),
-        _ => stored,
+    let [rows, cols] = shape[..] else {
+        return TensorData::Raw {
+            dtype: stored,
+            bytes,
+        };
     };
+    let target = target_dtype(asked, cfg, name, rows, cols, stored);
     if target == stored {
         return TensorData::Raw {
             dtype: stored,
-            bytes: Cow::Borrowed(bytes),
+            bytes,
         };
     }
-    let values = k::dequantize(stored, rows, cols, bytes);
+    let values = k::dequantize(stored, rows, cols, &bytes);
     TensorData::Raw {
         dtype: target,
         bytes: Cow::Owned(encode(target, rows, cols, &values)),
@@ -338,7 +358,16 @@ fn open_synthetic(
     progress: impl FnMut(u64, u64),
 ) -> Result<Loaded, LlmError> {
     let config = ModelConfig::synthetic(name)?;
-    let dtype = options.dtype.unwrap_or(WeightDtype::F16);
+    let f16 = QuantRequest {
+        kind: quant_mix::QuantKind::Float(WeightDtype::F16),
+        tied_embeddings: config.tied_embeddings,
+    };
+    let request = options.dtype.unwrap_or(f16);
+    let dtype = match request.kind {
+        quant_mix::QuantKind::Float(d) | quant_mix::QuantKind::Uniform(d) => d,
+        quant_mix::QuantKind::Q4KM => WeightDtype::Q4K,
+        quant_mix::QuantKind::Q5KM => WeightDtype::Q5K,
+    };
     let specs = expected_tensors(&config);
     check_gpu_options(&config, &options.gpu)?;
     log_decisions(&config, &options.gpu);
@@ -360,8 +389,10 @@ fn open_synthetic(
         |tensor| {
             let spec = find(tensor)?;
             let seed = options.seed;
-            let target = match spec.shape.as_slice() {
-                [_, cols] => target_dtype(dtype, *cols),
+            let target = match spec.shape[..] {
+                [rows, cols] => {
+                    target_dtype(Some(&request), &config, tensor, rows, cols, WeightDtype::F32)
+                }
                 _ => WeightDtype::F32,
             };
             let data = match target {
@@ -400,7 +431,7 @@ fn open_hf(
     let stored = weight_dtype(files.tensor(EMBED)?.dtype);
     check_gpu_options(&config, &options.gpu)?;
     log_decisions(&config, &options.gpu);
-    let estimate = weight_estimate(&config, options.dtype.unwrap_or(stored))?;
+    let estimate = weight_estimate(&config, stored)?;
     let model = GpuModel::load(
         device,
         &config,
@@ -415,12 +446,11 @@ fn open_hf(
                     dir.display()
                 )));
             }
-            Ok(in_format(
-                weight_dtype(view.dtype),
-                view.bytes,
-                &view.shape,
-                options.dtype,
-            ))
+            let data = TensorData::Raw {
+                dtype: weight_dtype(view.dtype),
+                bytes: Cow::Borrowed(view.bytes),
+            };
+            Ok(in_format(&config, name, data, &view.shape, options.dtype.as_ref()))
         },
         progress,
     )?;
@@ -436,15 +466,48 @@ fn open_hf(
 }
 
 fn open_gguf(
-    _device: &Device,
+    device: &Device,
     path: &Path,
-    _options: &LoadOptions,
-    _progress: impl FnMut(u64, u64),
+    options: &LoadOptions,
+    progress: impl FnMut(u64, u64),
 ) -> Result<Loaded, LlmError> {
-    Err(LlmError::InvalidArgument(format!(
-        "{}: GGUF models are not wired yet",
-        path.display()
-    )))
+    let file = GgufFile::open(path)?;
+    let config = config_from_gguf(&file)?;
+    check_gpu_options(&config, &options.gpu)?;
+    log_decisions(&config, &options.gpu);
+    let tensors = GgufTensors::new(&file, &config);
+    // The weights' bytes as stored (the file's own mixture of formats).
+    let mut estimate = 0u64;
+    for (name, shape) in crate::layer::tensors(&config) {
+        let (_, dt) = tensors.locate(&name)?;
+        let (rows, cols) = match shape[..] {
+            [r, c] => (r, c),
+            _ => (1, shape[0]),
+        };
+        estimate = estimate.saturating_add(
+            layout::matrix_bytes(dt, rows, cols).unwrap_or(u64::MAX),
+        );
+    }
+    let model = GpuModel::load(
+        device,
+        &config,
+        options.gpu.clone(),
+        estimate,
+        |name| {
+            let shape = crate::layer::tensors(&config)
+                .into_iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, s)| s)
+                .unwrap_or_default();
+            Ok(in_format(&config, name, tensors.tensor(name)?, &shape, options.dtype.as_ref()))
+        },
+        progress,
+    )?;
+    Ok(Loaded {
+        dtype: format_summary(&model),
+        model,
+        tokenizer: None,
+    })
 }
 
 /// The model's weight formats, most frequent first ("q4_k+q6_k+f32"), or the one format.

@@ -323,6 +323,7 @@ fn gpu_sampling_is_seeded_and_mode_independent() {
 fn quantized_models_match_cpu_reference() {
     use sluice_kernels::WeightDtype;
     use sluice_llm::load::target_dtype;
+    use sluice_llm::quant_mix::{QuantKind, QuantRequest};
     use sluice_llm::weights::{expected_tensors, synthetic_tensor_f32};
     let d = device(BarrierMode::Auto);
     let _guard = ValidationGuard::new(&d);
@@ -338,8 +339,12 @@ fn quantized_models_match_cpu_reference() {
         WeightDtype::Q5K,
         WeightDtype::Q6K,
     ] {
+        let request = QuantRequest {
+            kind: QuantKind::Uniform(dt),
+            tied_embeddings: cfg.tied_embeddings,
+        };
         let mut o = LoadOptions::default();
-        o.dtype = Some(dt);
+        o.dtype = Some(request);
         o.gpu.context = 64;
         o.gpu.attention_chunk = 16;
         let loaded = open_model(&d, &format!("synthetic:{name}"), &o, |_, _| {}).unwrap();
@@ -353,7 +358,7 @@ fn quantized_models_match_cpu_reference() {
         for spec in expected_tensors(&cfg) {
             let mut v = synthetic_tensor_f32(&cfg, DEFAULT_SEED, &spec, DType::F32);
             if let [rows, cols] = spec.shape[..] {
-                let q = target_dtype(dt, cols);
+                let q = target_dtype(Some(&request), &cfg, &spec.name, rows, cols, WeightDtype::F32);
                 let bytes = sluice_kernels::quantize(q, rows, cols, &v);
                 v = sluice_kernels::dequantize(q, rows, cols, &bytes);
             }

@@ -315,10 +315,26 @@ pub fn matvec_push(
     }
 }
 
+/// Threads per row group of the block-format matvec body (`wgsl/include/matvec_q_body.wgsl`)
+/// when none is given; see [`matvec_groups_dt`].
+pub const QUANT_MATVEC_TPR: u32 = 32;
+/// Threads per workgroup of the block-format matvec body.
+pub const QUANT_MATVEC_WG: u32 = 64;
+/// Adjacent rows each thread group of the block-format matvec body computes (sharing the
+/// x values it loads).
+pub const QUANT_MATVEC_ROWS: u32 = 4;
+
 /// Dispatch size of the matvec family for a `[rows, cols]` `dtype` matrix with `tpr`
-/// threads per row (None: the kernels' default, 64).
+/// threads per row (None: the kernels' default, 64 for float dtypes). Block formats: `tpr`
+/// threads (default [`QUANT_MATVEC_TPR`], clamped to 4..=[`QUANT_MATVEC_WG`]) share
+/// [`QUANT_MATVEC_ROWS`] rows, [`QUANT_MATVEC_WG`] threads per workgroup.
 pub fn matvec_groups_dt(dtype: WeightDtype, rows: u32, cols: u32, tpr: Option<u32>) -> [u32; 3] {
-    let _ = dtype;
+    if dtype.is_quantized() {
+        let t = tpr.unwrap_or(QUANT_MATVEC_TPR).clamp(4, QUANT_MATVEC_WG);
+        let per_wg = QUANT_MATVEC_WG / t * QUANT_MATVEC_ROWS;
+        // matvec_groups_for covers 256 / tpr rows per workgroup.
+        return matvec_groups_for(rows, 256 / per_wg);
+    }
     matvec_groups_for(rows, tpr.unwrap_or_else(|| matvec_threads_per_row(cols)))
 }
 

@@ -127,6 +127,9 @@ fn quant_matvec_matches_reference() {
                 (true, None),
                 (false, Some(32)),
                 (true, Some(128)),
+                // Below the subgroup size (lane sums by shuffles).
+                (false, Some(4)),
+                (true, Some(8)),
             ] {
                 let yb = if acc {
                     f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch)

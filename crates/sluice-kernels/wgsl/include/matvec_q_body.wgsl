@@ -5,14 +5,27 @@
 //
 // Push fields: `stride8` is the row stride of the GPU layout in vec4s (16 bytes; see
 // quant.rs); `cols` is a multiple of QBLOCK; x holds exactly `cols` floats per token.
-// Rows are handled by TPR threads (push field tpr; 0 = 64), lane i taking units
-// i, i + TPR, ...; subgroup sums and one shared-memory step as in matvec_body.
+//
+// Layout of the work (docs/decisions/0002-quant-layout.md): a workgroup of QWG threads is
+// split into groups of TPR threads (push field tpr, clamped to 4..=QWG; 0 = Q_TPR); each
+// group owns QROWS adjacent rows. Lane i of a group takes units i, i + TPR, ... and, per
+// unit, loads its x values once into registers and dots them with the unit of all QROWS
+// rows, so x traffic is 1/QROWS of a row-per-group layout (x is 4 bytes per element, the
+// weights 0.56..1.06). Lane sums: subgroupAdd when TPR >= the subgroup, else a butterfly
+// of subgroupShuffleXor inside the TPR lanes; then one shared-memory step. The host rule
+// is `matvec_groups_dt` (src/lib.rs).
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
 struct V4s { d: array<vec4<f32>> }
 struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32 }
 
-var<workgroup> red: array<vec3<f32>, 256>;
+const QWG: u32 = 64u;
+const QROWS: u32 = 4u;
+const Q_TPR: u32 = 32u;
+
+// Partial (W.x', W_b.x') per (lane segment, row) and sum of x^2 per lane segment.
+var<workgroup> red: array<vec2<f32>, 256>;
+var<workgroup> red_ss: array<f32, 64>;
 
 fn wraw(sel: bool, i: u32) -> vec4<u32> {
     if (sel) {
@@ -21,24 +34,33 @@ fn wraw(sel: bool, i: u32) -> vec4<u32> {
     return w.d[i];
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_size) sg: u32, @builtin(subgroup_invocation_id) sgi: u32) {
-    let tpr = select(64u, pc.tpr, pc.tpr != 0u);
-    let rows_per_wg = 256u / tpr;
-    let first = (wg.x + wg.y * nwg.x) * rows_per_wg;
-    let row = first + li / tpr;
+    let tpr = clamp(select(Q_TPR, pc.tpr, pc.tpr != 0u), 4u, QWG);
+    let groups = QWG / tpr;
+    let first = (wg.x + wg.y * nwg.x) * groups * QROWS;
+    let grp = li / tpr;
     let lane = li % tpr;
+    let row0 = first + grp * QROWS;
     var xo = 0u;
     var yo = 0u;
     if (BATCHED) {
         xo = wg.z * pc.x_stride4;
         yo = wg.z * pc.y_stride;
     }
-    var acc = vec3<f32>(0.0, 0.0, 0.0);
-    if (row < pc.rows) {
-        let rb = row * pc.stride8;
+    var acc: array<vec2<f32>, QROWS>;
+    for (var r = 0u; r < QROWS; r++) {
+        acc[r] = vec2<f32>(0.0, 0.0);
+    }
+    var ss = 0.0;
+    if (row0 < pc.rows) {
+        // Rows past the end repeat the last row (read in bounds, never written).
+        var rb: array<u32, QROWS>;
+        for (var r = 0u; r < QROWS; r++) {
+            rb[r] = min(row0 + r, pc.rows - 1u) * pc.stride8;
+        }
         let nb = pc.cols / QBLOCK;
         let units = pc.cols / QUNIT;
         for (var u = lane; u < units; u += tpr) {
@@ -47,42 +69,70 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
                 let i = q_xv4(u, k);
                 var v = x.d[xo + i];
                 if (NORM) {
-                    acc.z += dot(v, v);
+                    ss += dot(v, v);
                     v *= norm4(i);
                 }
                 xs[k] = v;
             }
-            acc.x += q_dot(false, rb, nb, u, &xs);
-            if (SILU) {
-                acc.y += q_dot(true, rb, nb, u, &xs);
+            for (var r = 0u; r < QROWS; r++) {
+                acc[r].x += q_dot(false, rb[r], nb, u, &xs);
+                if (SILU) {
+                    acc[r].y += q_dot(true, rb[r], nb, u, &xs);
+                }
             }
         }
     }
-    let s = subgroupAdd(acc);
-    if (sgi == 0u) {
-        red[li / sg] = s;
+    // Sum over the lanes of each group: `seg` lanes in registers, the rest in shared memory.
+    let seg = min(tpr, sg);
+    if (tpr >= sg) {
+        for (var r = 0u; r < QROWS; r++) {
+            acc[r] = subgroupAdd(acc[r]);
+        }
+        if (NORM) {
+            ss = subgroupAdd(ss);
+        }
+    } else {
+        for (var off = 1u; off < seg; off <<= 1u) {
+            for (var r = 0u; r < QROWS; r++) {
+                acc[r] += subgroupShuffleXor(acc[r], off);
+            }
+            if (NORM) {
+                ss += subgroupShuffleXor(ss, off);
+            }
+        }
+    }
+    if (sgi % seg == 0u) {
+        let s = li / seg;
+        for (var r = 0u; r < QROWS; r++) {
+            red[s * QROWS + r] = acc[r];
+        }
+        red_ss[s] = ss;
     }
     workgroupBarrier();
-    if (li < rows_per_wg) {
-        let per = max(tpr / sg, 1u);
-        var sum = vec3<f32>(0.0, 0.0, 0.0);
+    if (li < groups * QROWS) {
+        let g = li / QROWS;
+        let r = li % QROWS;
+        let per = tpr / seg;
+        var sum = vec2<f32>(0.0, 0.0);
+        var sq = 0.0;
         for (var k = 0u; k < per; k++) {
-            sum += red[li * per + k];
+            sum += red[(g * per + k) * QROWS + r];
+            sq += red_ss[g * per + k];
         }
         let rr = first + li;
-        let r = yo + rr;
+        let o = yo + rr;
         if (rr < pc.rows) {
             var inv = 1.0;
             if (NORM) {
-                inv = inverseSqrt(sum.z / f32(pc.cols) + pc.eps);
+                inv = inverseSqrt(sq / f32(pc.cols) + pc.eps);
             }
-            let g = sum.x * inv;
+            let gv = sum.x * inv;
             if (SILU) {
-                y.d[r] = g / (1.0 + exp(-g)) * (sum.y * inv);
+                y.d[o] = gv / (1.0 + exp(-gv)) * (sum.y * inv);
             } else if (pc.accumulate != 0u) {
-                y.d[r] = y.d[r] + g;
+                y.d[o] = y.d[o] + gv;
             } else {
-                y.d[r] = g;
+                y.d[o] = gv;
             }
         }
     }

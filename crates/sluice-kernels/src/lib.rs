@@ -303,6 +303,10 @@ pub fn matvec_push(
     eps: f32,
     tpr: Option<u32>,
 ) -> MatvecPush {
+    let tpr = match tpr {
+        None if dtype.is_quantized() => Some(quant_matvec_tpr(dtype, rows, cols)),
+        t => t,
+    };
     MatvecPush {
         rows,
         cols,
@@ -316,7 +320,7 @@ pub fn matvec_push(
 }
 
 /// Threads per row group of the block-format matvec body (`wgsl/include/matvec_q_body.wgsl`)
-/// when none is given; see [`matvec_groups_dt`].
+/// when the push field is 0 (the host helpers always fill it; see [`quant_matvec_tpr`]).
 pub const QUANT_MATVEC_TPR: u32 = 32;
 /// Threads per workgroup of the block-format matvec body.
 pub const QUANT_MATVEC_WG: u32 = 64;
@@ -324,13 +328,31 @@ pub const QUANT_MATVEC_WG: u32 = 64;
 /// x values it loads).
 pub const QUANT_MATVEC_ROWS: u32 = 4;
 
+/// Threads per row group the block-format matvec uses for a `[rows, cols]` matrix when
+/// none is given: enough threads in flight to hide memory latency on small matrices
+/// (about 64K: a few rows need many lanes each), no more lanes than work units per row
+/// (rounded up to a power of two), within 8..=[`QUANT_MATVEC_WG`]. Swept on the H100 at
+/// the Qwen3-0.6B/4B shapes (BENCHMARKS.md, "Quantized decode").
+pub fn quant_matvec_tpr(dtype: WeightDtype, rows: u32, cols: u32) -> u32 {
+    let unit = match dtype {
+        WeightDtype::Q4K | WeightDtype::Q5K => 64,
+        _ => 32,
+    };
+    let groups = rows.div_ceil(QUANT_MATVEC_ROWS).max(1);
+    let for_latency = (65536 / groups).max(1).next_power_of_two();
+    let units = (cols / unit).max(1).next_power_of_two();
+    for_latency.min(units).clamp(8, QUANT_MATVEC_WG)
+}
+
 /// Dispatch size of the matvec family for a `[rows, cols]` `dtype` matrix with `tpr`
 /// threads per row (None: the kernels' default, 64 for float dtypes). Block formats: `tpr`
-/// threads (default [`QUANT_MATVEC_TPR`], clamped to 4..=[`QUANT_MATVEC_WG`]) share
+/// threads (default [`quant_matvec_tpr`], clamped to 4..=[`QUANT_MATVEC_WG`]) share
 /// [`QUANT_MATVEC_ROWS`] rows, [`QUANT_MATVEC_WG`] threads per workgroup.
 pub fn matvec_groups_dt(dtype: WeightDtype, rows: u32, cols: u32, tpr: Option<u32>) -> [u32; 3] {
     if dtype.is_quantized() {
-        let t = tpr.unwrap_or(QUANT_MATVEC_TPR).clamp(4, QUANT_MATVEC_WG);
+        let t = tpr
+            .unwrap_or_else(|| quant_matvec_tpr(dtype, rows, cols))
+            .clamp(4, QUANT_MATVEC_WG);
         let per_wg = QUANT_MATVEC_WG / t * QUANT_MATVEC_ROWS;
         // matvec_groups_for covers 256 / tpr rows per workgroup.
         return matvec_groups_for(rows, 256 / per_wg);

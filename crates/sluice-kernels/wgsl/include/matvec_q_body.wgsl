@@ -50,17 +50,20 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         xo = wg.z * pc.x_stride4;
         yo = wg.z * pc.y_stride;
     }
-    var acc: array<vec2<f32>, QROWS>;
-    for (var r = 0u; r < QROWS; r++) {
-        acc[r] = vec2<f32>(0.0, 0.0);
-    }
+    // The QROWS = 4 rows are spelled out (no arrays indexed by a loop variable: those can
+    // end up in local memory when the driver does not unroll the loop).
+    var a0 = vec2<f32>(0.0, 0.0);
+    var a1 = vec2<f32>(0.0, 0.0);
+    var a2 = vec2<f32>(0.0, 0.0);
+    var a3 = vec2<f32>(0.0, 0.0);
     var ss = 0.0;
     if (row0 < pc.rows) {
         // Rows past the end repeat the last row (read in bounds, never written).
-        var rb: array<u32, QROWS>;
-        for (var r = 0u; r < QROWS; r++) {
-            rb[r] = min(row0 + r, pc.rows - 1u) * pc.stride8;
-        }
+        let last = pc.rows - 1u;
+        let rb0 = min(row0, last) * pc.stride8;
+        let rb1 = min(row0 + 1u, last) * pc.stride8;
+        let rb2 = min(row0 + 2u, last) * pc.stride8;
+        let rb3 = min(row0 + 3u, last) * pc.stride8;
         let nb = pc.cols / QBLOCK;
         let units = pc.cols / QUNIT;
         for (var u = lane; u < units; u += tpr) {
@@ -74,28 +77,34 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
                 }
                 xs[k] = v;
             }
-            for (var r = 0u; r < QROWS; r++) {
-                acc[r].x += q_dot(false, rb[r], nb, u, &xs);
-                if (SILU) {
-                    acc[r].y += q_dot(true, rb[r], nb, u, &xs);
-                }
+            a0.x += q_dot(false, rb0, nb, u, &xs);
+            a1.x += q_dot(false, rb1, nb, u, &xs);
+            a2.x += q_dot(false, rb2, nb, u, &xs);
+            a3.x += q_dot(false, rb3, nb, u, &xs);
+            if (SILU) {
+                a0.y += q_dot(true, rb0, nb, u, &xs);
+                a1.y += q_dot(true, rb1, nb, u, &xs);
+                a2.y += q_dot(true, rb2, nb, u, &xs);
+                a3.y += q_dot(true, rb3, nb, u, &xs);
             }
         }
     }
     // Sum over the lanes of each group: `seg` lanes in registers, the rest in shared memory.
     let seg = min(tpr, sg);
     if (tpr >= sg) {
-        for (var r = 0u; r < QROWS; r++) {
-            acc[r] = subgroupAdd(acc[r]);
-        }
+        a0 = subgroupAdd(a0);
+        a1 = subgroupAdd(a1);
+        a2 = subgroupAdd(a2);
+        a3 = subgroupAdd(a3);
         if (NORM) {
             ss = subgroupAdd(ss);
         }
     } else {
         for (var off = 1u; off < seg; off <<= 1u) {
-            for (var r = 0u; r < QROWS; r++) {
-                acc[r] += subgroupShuffleXor(acc[r], off);
-            }
+            a0 += subgroupShuffleXor(a0, off);
+            a1 += subgroupShuffleXor(a1, off);
+            a2 += subgroupShuffleXor(a2, off);
+            a3 += subgroupShuffleXor(a3, off);
             if (NORM) {
                 ss += subgroupShuffleXor(ss, off);
             }
@@ -103,9 +112,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     }
     if (sgi % seg == 0u) {
         let s = li / seg;
-        for (var r = 0u; r < QROWS; r++) {
-            red[s * QROWS + r] = acc[r];
-        }
+        red[s * QROWS] = a0;
+        red[s * QROWS + 1u] = a1;
+        red[s * QROWS + 2u] = a2;
+        red[s * QROWS + 3u] = a3;
         red_ss[s] = ss;
     }
     workgroupBarrier();

@@ -337,8 +337,12 @@ fn quant_bench(d: &Device, reps: u32) {
             let nw = buffer(d, "nw", cols as u64 * 4, ResourceClass::ReadOnlyWeight);
             nw.write(0, &vec![1.0f32; cols as usize]).unwrap();
             let y = buffer(d, "y", rows as u64 * 4, ResourceClass::TokenScratch);
-            let mut line = format!("{:<5} {name:<11} {rows:>6}x{cols:<5}", dt.name());
-            for tpr in [None, Some(8), Some(16), Some(32), Some(64)] {
+            let (pt, pr) = quant_matvec_plan(dt, rows, cols);
+            let mut line = format!(
+                "{:<5} {name:<11} {rows:>6}x{cols:<5} plan {pt:>3}x{pr}",
+                dt.name()
+            );
+            for tpr in [None, Some(8), Some(16), Some(32), Some(64), Some(128)] {
                 let push = matvec_push(dt, rows, cols, false, 1e-6, tpr);
                 let groups = matvec_groups_dt(dt, rows, cols, tpr);
                 let us = time(d, reps, |enc, i| {

@@ -7,11 +7,13 @@
 // quant.rs); `cols` is a multiple of QBLOCK; x holds exactly `cols` floats per token.
 //
 // Layout of the work (docs/decisions/0002-quant-layout.md): a workgroup of QWG threads is
-// split into groups of TPR threads (push field tpr, clamped to 4..=QWG; 0 = Q_TPR); each
-// group owns QROWS adjacent rows. Lane i of a group takes units i, i + TPR, ... and, per
-// unit, loads its x values once into registers and dots them with the unit of all QROWS
-// rows, so x traffic is 1/QROWS of a row-per-group layout (x is 4 bytes per element, the
-// weights 0.56..1.06). Lane sums: subgroupAdd when TPR >= the subgroup, else a butterfly
+// split into groups of TPR threads (low 16 bits of push field tpr, clamped to 4..=QWG;
+// 0 = Q_TPR); each group owns NR adjacent rows (bits 16.. of the field: 0 = 4, 1 = 1,
+// 2 = 2). Lane i of a group takes units i, i + TPR, ... and, per unit, loads its x values
+// once into registers and dots them with the unit of all NR rows, so x traffic is 1/NR of
+// a row-per-group layout (x is 4 bytes per element, the weights 0.56..1.06). Small
+// matrices use NR < 4 and more lanes per row (more threads in flight, shorter per-thread
+// chains); large ones NR = 4 and few lanes (`quant_matvec_plan` in src/lib.rs). Lane sums: subgroupAdd when TPR >= the subgroup, else a butterfly
 // of subgroupShuffleXor inside the TPR lanes; then one shared-memory step. The host rule
 // is `matvec_groups_dt` (src/lib.rs).
 struct WVec { d: array<vec4<u32>> }
@@ -19,11 +21,12 @@ struct F32s { d: array<f32> }
 struct V4s { d: array<vec4<f32>> }
 struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32 }
 
-const QWG: u32 = 64u;
+const QWG: u32 = 256u;
 const QROWS: u32 = 4u;
 const Q_TPR: u32 = 32u;
 
-// Partial (W.x', W_b.x') per (lane segment, row) and sum of x^2 per lane segment.
+// Partial (W.x', W_b.x') per (lane segment, row) and sum of x^2 per lane segment
+// (segments of at least 4 lanes).
 var<workgroup> red: array<vec2<f32>, 256>;
 var<workgroup> red_ss: array<f32, 64>;
 
@@ -34,23 +37,26 @@ fn wraw(sel: bool, i: u32) -> vec4<u32> {
     return w.d[i];
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_size) sg: u32, @builtin(subgroup_invocation_id) sgi: u32) {
-    let tpr = clamp(select(Q_TPR, pc.tpr, pc.tpr != 0u), 4u, QWG);
+    let t = pc.tpr & 0xFFFFu;
+    let tpr = clamp(select(Q_TPR, t, t != 0u), 4u, QWG);
+    let code = pc.tpr >> 16u;
+    let nr = select(QROWS, code, code == 1u || code == 2u);
     let groups = QWG / tpr;
-    let first = (wg.x + wg.y * nwg.x) * groups * QROWS;
+    let first = (wg.x + wg.y * nwg.x) * groups * nr;
     let grp = li / tpr;
     let lane = li % tpr;
-    let row0 = first + grp * QROWS;
+    let row0 = first + grp * nr;
     var xo = 0u;
     var yo = 0u;
     if (BATCHED) {
         xo = wg.z * pc.x_stride4;
         yo = wg.z * pc.y_stride;
     }
-    // The QROWS = 4 rows are spelled out (no arrays indexed by a loop variable: those can
+    // The up to QROWS = 4 rows are spelled out (no arrays indexed by a loop variable: those can
     // end up in local memory when the driver does not unroll the loop).
     var a0 = vec2<f32>(0.0, 0.0);
     var a1 = vec2<f32>(0.0, 0.0);
@@ -78,14 +84,22 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
                 xs[k] = v;
             }
             a0.x += q_dot(false, rb0, nb, u, &xs);
-            a1.x += q_dot(false, rb1, nb, u, &xs);
-            a2.x += q_dot(false, rb2, nb, u, &xs);
-            a3.x += q_dot(false, rb3, nb, u, &xs);
             if (SILU) {
                 a0.y += q_dot(true, rb0, nb, u, &xs);
-                a1.y += q_dot(true, rb1, nb, u, &xs);
-                a2.y += q_dot(true, rb2, nb, u, &xs);
-                a3.y += q_dot(true, rb3, nb, u, &xs);
+            }
+            if (nr >= 2u) {
+                a1.x += q_dot(false, rb1, nb, u, &xs);
+                if (SILU) {
+                    a1.y += q_dot(true, rb1, nb, u, &xs);
+                }
+            }
+            if (nr == 4u) {
+                a2.x += q_dot(false, rb2, nb, u, &xs);
+                a3.x += q_dot(false, rb3, nb, u, &xs);
+                if (SILU) {
+                    a2.y += q_dot(true, rb2, nb, u, &xs);
+                    a3.y += q_dot(true, rb3, nb, u, &xs);
+                }
             }
         }
     }
@@ -119,9 +133,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         red_ss[s] = ss;
     }
     workgroupBarrier();
-    if (li < groups * QROWS) {
-        let g = li / QROWS;
-        let r = li % QROWS;
+    if (li < groups * nr) {
+        let g = li / nr;
+        let r = li % nr;
         let per = tpr / seg;
         var sum = vec2<f32>(0.0, 0.0);
         var sq = 0.0;

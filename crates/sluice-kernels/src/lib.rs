@@ -336,7 +336,7 @@ pub const QUANT_MATVEC_ROWS: u32 = 4;
 const QUANT_MATVEC_THREADS: u32 = 65536;
 
 /// (threads per row group, rows per group) of the block-format matvec for a `[rows, cols]`
-/// matrix: 4 rows per group sharing x, with the fewest lanes (at least 8) that put about
+/// matrix: 4 rows per group sharing x, with the fewest lanes (at least 16) that put about
 /// 64K threads in flight; when even one lane per work unit of a row (units rounded up to
 /// a power of two, at most the workgroup) leaves fewer threads, 2 rows then 1 row per
 /// group. Swept on the H100 at the Qwen3-0.6B/4B shapes (BENCHMARKS.md, "Quantized
@@ -349,14 +349,14 @@ pub fn quant_matvec_plan(dtype: WeightDtype, rows: u32, cols: u32) -> (u32, u32)
     let cap = (cols / unit)
         .max(1)
         .next_power_of_two()
-        .clamp(8, QUANT_MATVEC_WG);
+        .clamp(16, QUANT_MATVEC_WG);
     let mut best = (cap, 1);
     for nr in [QUANT_MATVEC_ROWS, 2, 1] {
         let groups = rows.div_ceil(nr).max(1);
         let want = QUANT_MATVEC_THREADS
             .div_ceil(groups)
             .next_power_of_two()
-            .max(8);
+            .max(16);
         if want <= cap {
             best = (want, nr);
             break;
@@ -365,9 +365,10 @@ pub fn quant_matvec_plan(dtype: WeightDtype, rows: u32, cols: u32) -> (u32, u32)
     best
 }
 
-/// The push field `threads_per_row` of the block-format matvec: threads per group in the
-/// low 16 bits, rows per group above (0 = 4, 1 = 1, 2 = 2).
-fn quant_tpr_field(tpr: u32, nr: u32) -> u32 {
+/// The push field `threads_per_row` of the block-format matvec: `tpr` threads per group in
+/// the low 16 bits, `nr` rows per group (1, 2 or 4) above (0 = 4, 1 = 1, 2 = 2). Passing
+/// it as `tpr` to [`matvec_push`] / [`matvec_groups_dt`] forces that plan.
+pub fn quant_tpr_field(tpr: u32, nr: u32) -> u32 {
     tpr | if nr == QUANT_MATVEC_ROWS { 0 } else { nr << 16 }
 }
 
@@ -378,7 +379,11 @@ fn quant_tpr_field(tpr: u32, nr: u32) -> u32 {
 pub fn matvec_groups_dt(dtype: WeightDtype, rows: u32, cols: u32, tpr: Option<u32>) -> [u32; 3] {
     if dtype.is_quantized() {
         let (t, nr) = match tpr {
-            Some(t) => (t, QUANT_MATVEC_ROWS),
+            Some(f) => match f >> 16 {
+                1 => (f & 0xFFFF, 1),
+                2 => (f & 0xFFFF, 2),
+                _ => (f & 0xFFFF, QUANT_MATVEC_ROWS),
+            },
             None => quant_matvec_plan(dtype, rows, cols),
         };
         let per_wg = QUANT_MATVEC_WG / t.clamp(4, QUANT_MATVEC_WG) * nr;

@@ -2,7 +2,11 @@
 //! around each dispatch. Weights rotate over enough copies (>= 256 MiB) that the L2 cache
 //! cannot serve them. Prints one line per case: median µs and achieved GB/s.
 //!
-//! `cargo run --release -p sluice-kernels --example kernel_bench [reps]`
+//! `cargo run --release -p sluice-kernels --example kernel_bench [reps] [quant]`
+//!
+//! With `quant` as the second argument only the block-format matvecs run (Q8_0 / Q4_0 /
+//! Q4_K at the Qwen3-4B / 0.6B decode shapes, plain and fused gate/up+norm, several
+//! threads-per-row overrides), with GB/s counting the GPU-layout weight bytes.
 
 use sluice::{Buffer, Device, Options, ResourceClass, TimestampQueries};
 use sluice_kernels::*;
@@ -43,6 +47,10 @@ fn main() {
     let d = Device::new(Options::default()).unwrap();
     let info = d.info();
     println!("device: {} (subgroup {})", info.name, info.subgroup_size);
+    if std::env::args().nth(2).as_deref() == Some("quant") {
+        quant_bench(&d, reps);
+        return;
+    }
     let shapes: &[(&str, u32, u32)] = &[
         ("0.6b q", 2048, 1024),
         ("0.6b kv", 1024, 1024),
@@ -296,4 +304,68 @@ fn main() {
         enc.dispatch(&rope, [heads + kvh, 1, 1], &s, &p).unwrap();
     });
     println!("qk_norm_rope 32/8 x 128: {us:.2} us");
+}
+
+/// Block-format matvecs at the decode shapes: `matvec` for every shape, `matvec_silu_norm`
+/// (gate/up) for the MLP shapes; tpr = None (the default rule) and overrides.
+fn quant_bench(d: &Device, reps: u32) {
+    let shapes: &[(&str, u32, u32)] = &[
+        ("4b qkv", 6144, 2560),
+        ("4b o", 2560, 4096),
+        ("4b gate", 9728, 2560),
+        ("4b down", 2560, 9728),
+        ("4b lm_head", 151936, 2560),
+        ("0.6b qkv", 4096, 1024),
+        ("0.6b o", 1024, 2048),
+        ("0.6b gate", 3072, 1024),
+        ("0.6b down", 1024, 3072),
+    ];
+    let budget = 256u64 << 20;
+    for dt in [WeightDtype::Q8_0, WeightDtype::Q4_0, WeightDtype::Q4K] {
+        let plain = d.pipeline(matvec(dt)).unwrap();
+        let fused = d.pipeline(matvec_silu_norm(dt)).unwrap();
+        for &(name, rows, cols) in shapes {
+            let wbytes = gpu_matrix_bytes(dt, rows as u64, cols as u64).unwrap();
+            let is_gate = name.ends_with("gate");
+            let mats = if is_gate { 2 } else { 1 };
+            let copies = budget.div_ceil(mats * wbytes).clamp(2, 64);
+            let ws: Vec<Buffer> = (0..mats * copies)
+                .map(|_| buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight))
+                .collect();
+            let x = buffer(d, "x", cols as u64 * 4, ResourceClass::TokenScratch);
+            x.write(0, &vec![0.5f32; cols as usize]).unwrap();
+            let nw = buffer(d, "nw", cols as u64 * 4, ResourceClass::ReadOnlyWeight);
+            nw.write(0, &vec![1.0f32; cols as usize]).unwrap();
+            let y = buffer(d, "y", rows as u64 * 4, ResourceClass::TokenScratch);
+            let (pt, pr) = quant_matvec_plan(dt, rows, cols);
+            let mut line = format!(
+                "{:<5} {name:<11} {rows:>6}x{cols:<5} plan {pt:>3}x{pr}",
+                dt.name()
+            );
+            for tpr in [None, Some(8), Some(16), Some(32), Some(64), Some(128)] {
+                let push = matvec_push(dt, rows, cols, false, 1e-6, tpr);
+                let groups = matvec_groups_dt(dt, rows, cols, tpr);
+                let us = time(d, reps, |enc, i| {
+                    let j = (mats * (i as u64 % copies)) as usize;
+                    if is_gate {
+                        let s = [
+                            ws[j].slice(..),
+                            ws[j + 1].slice(..),
+                            x.slice(..),
+                            nw.slice(..),
+                            y.slice(..),
+                        ];
+                        enc.dispatch(&fused, groups, &s, &push).unwrap();
+                    } else {
+                        let s = [ws[j].slice(..), x.slice(..), y.slice(..)];
+                        enc.dispatch(&plain, groups, &s, &push).unwrap();
+                    }
+                });
+                let gbs = (mats * wbytes) as f64 / us / 1e3;
+                let t = tpr.map_or("def".to_string(), |t| t.to_string());
+                line += &format!(" | tpr {t:>3} {us:>7.2} us {gbs:>5.0} GB/s");
+            }
+            println!("{line}");
+        }
+    }
 }

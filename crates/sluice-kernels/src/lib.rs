@@ -303,6 +303,13 @@ pub fn matvec_push(
     eps: f32,
     tpr: Option<u32>,
 ) -> MatvecPush {
+    let tpr = match tpr {
+        None if dtype.is_quantized() => {
+            let (t, nr) = quant_matvec_plan(dtype, rows, cols);
+            Some(quant_tpr_field(t, nr))
+        }
+        t => t,
+    };
     MatvecPush {
         rows,
         cols,
@@ -315,10 +322,74 @@ pub fn matvec_push(
     }
 }
 
+/// Threads per row group of the block-format matvec body (`wgsl/include/matvec_q_body.wgsl`)
+/// when the push field is 0 (the host helpers always fill it; see [`quant_matvec_plan`]).
+pub const QUANT_MATVEC_TPR: u32 = 32;
+/// Threads per workgroup of the block-format matvec body.
+pub const QUANT_MATVEC_WG: u32 = 256;
+/// Most adjacent rows one thread group of the block-format matvec body computes (sharing
+/// the x values it loads).
+pub const QUANT_MATVEC_ROWS: u32 = 4;
+
+/// Threads in flight the block-format matvec plan aims for (H100: enough to hide DRAM
+/// latency; more only lengthens the lane reductions).
+const QUANT_MATVEC_THREADS: u32 = 65536;
+
+/// (threads per row group, rows per group) of the block-format matvec for a `[rows, cols]`
+/// matrix: 4 rows per group sharing x, with the fewest lanes (at least 16) that put about
+/// 64K threads in flight; when even one lane per work unit of a row (units rounded up to
+/// a power of two, at most the workgroup) leaves fewer threads, 2 rows then 1 row per
+/// group. Swept on the H100 at the Qwen3-0.6B/4B shapes (BENCHMARKS.md, "Quantized
+/// decode").
+pub fn quant_matvec_plan(dtype: WeightDtype, rows: u32, cols: u32) -> (u32, u32) {
+    let unit = match dtype {
+        WeightDtype::Q5K => 64,
+        _ => 32,
+    };
+    let cap = (cols / unit)
+        .max(1)
+        .next_power_of_two()
+        .clamp(16, QUANT_MATVEC_WG);
+    let mut best = (cap, 1);
+    for nr in [QUANT_MATVEC_ROWS, 2, 1] {
+        let groups = rows.div_ceil(nr).max(1);
+        let want = QUANT_MATVEC_THREADS
+            .div_ceil(groups)
+            .next_power_of_two()
+            .max(16);
+        if want <= cap {
+            best = (want, nr);
+            break;
+        }
+    }
+    best
+}
+
+/// The push field `threads_per_row` of the block-format matvec: `tpr` threads per group in
+/// the low 16 bits, `nr` rows per group (1, 2 or 4) above (0 = 4, 1 = 1, 2 = 2). Passing
+/// it as `tpr` to [`matvec_push`] / [`matvec_groups_dt`] forces that plan.
+pub fn quant_tpr_field(tpr: u32, nr: u32) -> u32 {
+    tpr | if nr == QUANT_MATVEC_ROWS { 0 } else { nr << 16 }
+}
+
 /// Dispatch size of the matvec family for a `[rows, cols]` `dtype` matrix with `tpr`
-/// threads per row (None: the kernels' default, 64).
+/// threads per row (None: the kernels' default, 64 for float dtypes). Block formats: `tpr`
+/// threads (clamped to 4..=[`QUANT_MATVEC_WG`]) share [`QUANT_MATVEC_ROWS`] rows; None:
+/// [`quant_matvec_plan`]; [`QUANT_MATVEC_WG`] threads per workgroup.
 pub fn matvec_groups_dt(dtype: WeightDtype, rows: u32, cols: u32, tpr: Option<u32>) -> [u32; 3] {
-    let _ = dtype;
+    if dtype.is_quantized() {
+        let (t, nr) = match tpr {
+            Some(f) => match f >> 16 {
+                1 => (f & 0xFFFF, 1),
+                2 => (f & 0xFFFF, 2),
+                _ => (f & 0xFFFF, QUANT_MATVEC_ROWS),
+            },
+            None => quant_matvec_plan(dtype, rows, cols),
+        };
+        let per_wg = QUANT_MATVEC_WG / t.clamp(4, QUANT_MATVEC_WG) * nr;
+        // matvec_groups_for covers 256 / tpr rows per workgroup.
+        return matvec_groups_for(rows, 256 / per_wg);
+    }
     matvec_groups_for(rows, tpr.unwrap_or_else(|| matvec_threads_per_row(cols)))
 }
 

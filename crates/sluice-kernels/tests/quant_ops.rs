@@ -127,6 +127,12 @@ fn quant_matvec_matches_reference() {
                 (true, None),
                 (false, Some(32)),
                 (true, Some(128)),
+                // Below the subgroup size (lane sums by shuffles).
+                (false, Some(4)),
+                (true, Some(8)),
+                // 2 and 1 rows per thread group.
+                (false, Some(quant_tpr_field(16, 2))),
+                (true, Some(quant_tpr_field(64, 1))),
             ] {
                 let yb = if acc {
                     f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch)
@@ -443,6 +449,25 @@ fn helpers_and_variants_cover_every_dtype() {
     );
     assert_eq!(matvec_x_bytes(WeightDtype::Q4_1, 576), 576 * 4);
     assert_eq!(gpu_matrix_bytes(WeightDtype::Q6K, 10, 100), None);
+    // Block-format plan: lanes never exceed a row's work units (rounded up, >= 16), 4 rows
+    // per group on large matrices, fewer when the threads in flight would be too few; the
+    // dispatch covers every row.
+    for dt in QUANT_DTYPES {
+        for (rows, cols) in [(151936u32, 2560u32), (2560, 9728), (1024, 2048), (37, 256)] {
+            let (t, nr) = quant_matvec_plan(dt, rows, cols);
+            let unit = if dt == WeightDtype::Q5K { 64 } else { 32 };
+            assert!(t.is_power_of_two() && (16..=QUANT_MATVEC_WG).contains(&t));
+            assert!(t <= (cols / unit).next_power_of_two().max(16));
+            assert!([1, 2, 4].contains(&nr));
+            let [gx, gy, gz] = matvec_groups_dt(dt, rows, cols, None);
+            assert_eq!(gz, 1);
+            assert!(gx * gy * (QUANT_MATVEC_WG / t) * nr >= rows);
+            let p = matvec_push(dt, rows, cols, false, 0.0, None);
+            assert_eq!(p.threads_per_row, quant_tpr_field(t, nr));
+        }
+        assert_eq!(quant_matvec_plan(dt, 151936, 2560), (16, 4));
+        assert_eq!(quant_matvec_plan(dt, 1024, 2048).1, 1);
+    }
 }
 
 /// Byte offsets of the f16 scale fields of a block (set to finite values in random blocks).

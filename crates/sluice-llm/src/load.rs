@@ -390,9 +390,14 @@ fn open_synthetic(
             let spec = find(tensor)?;
             let seed = options.seed;
             let target = match spec.shape[..] {
-                [rows, cols] => {
-                    target_dtype(Some(&request), &config, tensor, rows, cols, WeightDtype::F32)
-                }
+                [rows, cols] => target_dtype(
+                    Some(&request),
+                    &config,
+                    tensor,
+                    rows,
+                    cols,
+                    WeightDtype::F32,
+                ),
                 _ => WeightDtype::F32,
             };
             let data = match target {
@@ -450,7 +455,13 @@ fn open_hf(
                 dtype: weight_dtype(view.dtype),
                 bytes: Cow::Borrowed(view.bytes),
             };
-            Ok(in_format(&config, name, data, &view.shape, options.dtype.as_ref()))
+            Ok(in_format(
+                &config,
+                name,
+                data,
+                &view.shape,
+                options.dtype.as_ref(),
+            ))
         },
         progress,
     )?;
@@ -484,9 +495,8 @@ fn open_gguf(
             [r, c] => (r, c),
             _ => (1, shape[0]),
         };
-        estimate = estimate.saturating_add(
-            layout::matrix_bytes(dt, rows, cols).unwrap_or(u64::MAX),
-        );
+        estimate =
+            estimate.saturating_add(layout::matrix_bytes(dt, rows, cols).unwrap_or(u64::MAX));
     }
     let model = GpuModel::load(
         device,
@@ -499,7 +509,13 @@ fn open_gguf(
                 .find(|(n, _)| n == name)
                 .map(|(_, s)| s)
                 .unwrap_or_default();
-            Ok(in_format(&config, name, tensors.tensor(name)?, &shape, options.dtype.as_ref()))
+            Ok(in_format(
+                &config,
+                name,
+                tensors.tensor(name)?,
+                &shape,
+                options.dtype.as_ref(),
+            ))
         },
         progress,
     )?;

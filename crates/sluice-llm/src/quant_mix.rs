@@ -40,8 +40,7 @@ pub struct QuantRequest {
 }
 
 /// The names [`parse`] accepts.
-pub const DTYPE_NAMES: &str =
-    "f16|bf16|f32|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k|q4_k_m|q5_k_m";
+pub const DTYPE_NAMES: &str = "f16|bf16|f32|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k|q4_k_m|q5_k_m";
 
 /// Parses a `--dtype` value (case-insensitive); `tied_embeddings` starts false.
 pub fn parse(s: &str) -> Result<QuantRequest> {

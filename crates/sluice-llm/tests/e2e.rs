@@ -329,7 +329,7 @@ fn quantized_models_match_cpu_reference() {
     let _guard = ValidationGuard::new(&d);
     let name = "tiny-256";
     let cfg = ModelConfig::synthetic(name).unwrap();
-    for dt in [
+    let kinds = [
         WeightDtype::Q8_0,
         WeightDtype::Q4_0,
         WeightDtype::Q4_1,
@@ -338,27 +338,49 @@ fn quantized_models_match_cpu_reference() {
         WeightDtype::Q4K,
         WeightDtype::Q5K,
         WeightDtype::Q6K,
-    ] {
+    ]
+    .map(QuantKind::Uniform)
+    .into_iter()
+    // llama.cpp's mixture: layer 1's v_proj/down_proj get q6_k, so its q|k|v are split.
+    .chain([QuantKind::Q4KM]);
+    for kind in kinds {
         let request = QuantRequest {
-            kind: QuantKind::Uniform(dt),
+            kind,
             tied_embeddings: cfg.tied_embeddings,
+        };
+        let dt = match kind {
+            QuantKind::Uniform(d) => d,
+            _ => WeightDtype::Q4K,
         };
         let mut o = LoadOptions::default();
         o.dtype = Some(request);
         o.gpu.context = 64;
         o.gpu.attention_chunk = 16;
         let loaded = open_model(&d, &format!("synthetic:{name}"), &o, |_, _| {}).unwrap();
-        assert_eq!(
-            loaded.dtype,
-            dt.name(),
-            "every matrix of {name} fits {}",
-            dt.name()
-        );
+        // Every matrix in the format but the LM head (q6_k unless q8_0, as llama.cpp does).
+        let want = if dt == WeightDtype::Q8_0 || dt == WeightDtype::Q6K {
+            dt.name().to_string()
+        } else {
+            format!("{}+q6_k", dt.name())
+        };
+        let want = if kind == QuantKind::Q4KM {
+            "q4_k+q6_k".to_string()
+        } else {
+            want
+        };
+        assert_eq!(loaded.dtype, want, "{name} {}", dt.name());
         let mut weights = std::collections::HashMap::new();
         for spec in expected_tensors(&cfg) {
             let mut v = synthetic_tensor_f32(&cfg, DEFAULT_SEED, &spec, DType::F32);
             if let [rows, cols] = spec.shape[..] {
-                let q = target_dtype(Some(&request), &cfg, &spec.name, rows, cols, WeightDtype::F32);
+                let q = target_dtype(
+                    Some(&request),
+                    &cfg,
+                    &spec.name,
+                    rows,
+                    cols,
+                    WeightDtype::F32,
+                );
                 let bytes = sluice_kernels::quantize(q, rows, cols, &v);
                 v = sluice_kernels::dequantize(q, rows, cols, &bytes);
             }

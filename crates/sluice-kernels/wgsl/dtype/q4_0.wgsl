@@ -11,7 +11,7 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
     let q = wraw(sel, rb + u);
     var s = 0.0;
     for (var k = 0u; k < 4u; k++) {
-        s += dot(lo4(q[k]) - 8.0, (*xs)[k]) + dot(hi4(q[k]) - 8.0, (*xs)[k + 4u]);
+        s += dot(lo4b(q[k], 8.0), (*xs)[k]) + dot(hi4b(q[k], 8.0), (*xs)[k + 4u]);
     }
     return s * whalf(sel, rb, nb * 16u + 2u * u);
 }

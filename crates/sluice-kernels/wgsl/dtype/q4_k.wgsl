@@ -6,32 +6,36 @@
 //! include: quant_common
 //! include: quant_k
 const QBLOCK: u32 = 256u;
-// One unit = one 64-element chunk (two sub-blocks sharing 32 bytes of quants).
-const QUNIT: u32 = 64u;
+// One unit = 32 elements: half h of a 64-element chunk c's 32 quant bytes (16 bytes: low
+// nibbles = elements 64c + 16h + i, high = 64c + 32 + 16h + i, i = 0..15).
+const QUNIT: u32 = 32u;
 
-fn q_xv4(u: u32, k: u32) -> u32 { return u * 16u + k; }
+fn q_xv4(u: u32, k: u32) -> u32 {
+    let s = u / 8u;
+    let c = (u % 8u) / 2u;
+    let h = u % 2u;
+    return 64u * s + 16u * c + 4u * h + (k % 4u) + 8u * (k / 4u);
+}
 
 fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
-    let s = u / 4u;
-    let c = u % 4u;
-    let a = wraw(sel, rb + 8u * s + 2u * c);
-    let b = wraw(sel, rb + 8u * s + 2u * c + 1u);
+    let s = u / 8u;
+    let c = (u % 8u) / 2u;
+    let q = wraw(sel, rb + u);
     let m = wraw(sel, rb + nb * 8u + s);
     var slo = 0.0;
     var shi = 0.0;
     var xlo = vec4<f32>(0.0);
     var xhi = vec4<f32>(0.0);
     for (var k = 0u; k < 4u; k++) {
-        slo += dot(lo4(a[k]), (*xs)[k]) + dot(lo4(b[k]), (*xs)[k + 4u]);
-        shi += dot(hi4(a[k]), (*xs)[k + 8u]) + dot(hi4(b[k]), (*xs)[k + 12u]);
-        xlo += (*xs)[k] + (*xs)[k + 4u];
-        xhi += (*xs)[k + 8u] + (*xs)[k + 12u];
+        slo += dot(lo4(q[k]), (*xs)[k]);
+        shi += dot(hi4(q[k]), (*xs)[k + 4u]);
+        xlo += (*xs)[k];
+        xhi += (*xs)[k + 4u];
     }
     let dm = unpack2x16float(m.x);
-    let sm0 = k_scale_min(m, 2u * c);
-    let sm1 = k_scale_min(m, 2u * c + 1u);
+    let sm = k_scale_min2(m, c);
     let one = vec4<f32>(1.0);
-    return dm.x * (sm0.x * slo + sm1.x * shi) - dm.y * (sm0.y * dot(xlo, one) + sm1.y * dot(xhi, one));
+    return dm.x * (sm.x * slo + sm.z * shi) - dm.y * (sm.y * dot(xlo, one) + sm.w * dot(xhi, one));
 }
 
 fn q_elem(rb: u32, nb: u32, e: u32) -> f32 {

@@ -30,10 +30,9 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
         xhi += (*xs)[k + 8u] + (*xs)[k + 12u];
     }
     let dm = unpack2x16float(m.x);
-    let sm0 = k_scale_min(m, 2u * c);
-    let sm1 = k_scale_min(m, 2u * c + 1u);
+    let sm = k_scale_min2(m, c);
     let one = vec4<f32>(1.0);
-    return dm.x * (sm0.x * slo + sm1.x * shi) - dm.y * (sm0.y * dot(xlo, one) + sm1.y * dot(xhi, one));
+    return dm.x * (sm.x * slo + sm.z * shi) - dm.y * (sm.y * dot(xlo, one) + sm.w * dot(xhi, one));
 }
 
 fn q_elem(rb: u32, nb: u32, e: u32) -> f32 {

@@ -25,17 +25,21 @@ fn whalf(sel: bool, rb: u32, byte: u32) -> f32 {
     return unpack2x16float(wd)[(byte >> 1u) & 1u];
 }
 
-// Small unsigned integers (< 2^23) to f32 without an int->float conversion (a quarter-rate
-// instruction on some GPUs): OR them into the mantissa of 2^23, subtract 2^23. Exact.
+// Small integers to f32 without integer-to-float conversions (a quarter-rate instruction
+// on NVIDIA): OR-ing an integer n < 2^23 into the mantissa of 2^23 gives the float
+// 2^23 + n exactly, and subtracting 2^23 (+ a bias) leaves n (- bias) exactly.
+const MAGIC: u32 = 0x4B000000u;
+const MAGIC_F: f32 = 8388608.0;
+
+// Small unsigned integers (< 2^23) to f32, exactly (see MAGIC).
 fn u2f(v: vec4<u32>) -> vec4<f32> {
-    return bitcast<vec4<f32>>(v | vec4<u32>(0x4B000000u)) - vec4<f32>(8388608.0);
+    return bitcast<vec4<f32>>(v | vec4<u32>(MAGIC)) - vec4<f32>(MAGIC_F);
 }
 
-// Four signed bytes of a word, as floats (byte 0 first): flip the sign bit to get
-// byte + 128, convert, subtract 128 (folded into the 2^23 constant).
+// Four signed bytes of a word, as floats (byte 0 first): b ^ 0x80 = s + 128.
 fn i8x4(w: u32) -> vec4<f32> {
-    let v = ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u)) ^ vec4<u32>(128u);
-    return bitcast<vec4<f32>>(v | vec4<u32>(0x4B000000u)) - vec4<f32>(8388736.0);
+    let b = (vec4<u32>(w ^ 0x80808080u) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u);
+    return bitcast<vec4<f32>>(b | vec4<u32>(MAGIC)) - vec4<f32>(MAGIC_F + 128.0);
 }
 
 // Four unsigned bytes of a word.
@@ -43,18 +47,28 @@ fn u8x4(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u);
 }
 
+// Low / high nibbles of the four bytes of a word, minus `bias` (a small integer).
+fn lo4b(w: u32, bias: f32) -> vec4<f32> {
+    let n = (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(15u);
+    return bitcast<vec4<f32>>(n | vec4<u32>(MAGIC)) - vec4<f32>(MAGIC_F + bias);
+}
+fn hi4b(w: u32, bias: f32) -> vec4<f32> {
+    let n = (vec4<u32>(w) >> vec4<u32>(4u, 12u, 20u, 28u)) & vec4<u32>(15u);
+    return bitcast<vec4<f32>>(n | vec4<u32>(MAGIC)) - vec4<f32>(MAGIC_F + bias);
+}
+
 // Low / high nibbles of the four bytes of a word.
 fn lo4(w: u32) -> vec4<f32> {
-    return u2f((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(15u));
+    return lo4b(w, 0.0);
 }
 fn hi4(w: u32) -> vec4<f32> {
-    return u2f((vec4<u32>(w) >> vec4<u32>(4u, 12u, 20u, 28u)) & vec4<u32>(15u));
+    return hi4b(w, 0.0);
 }
 
 // Bit `shift + 8 * i` of word w for i = 0..3, times 16 (the fifth bit of 5-bit quants
 // stored per byte).
 fn bits16(w: u32, shift: u32) -> vec4<f32> {
-    return u2f(((vec4<u32>(w) >> (vec4<u32>(0u, 8u, 16u, 24u) + shift)) & vec4<u32>(1u)) << vec4<u32>(4u));
+    return vec4<f32>(((vec4<u32>(w) >> (vec4<u32>(0u, 8u, 16u, 24u) + shift)) & vec4<u32>(1u)) * 16u);
 }
 
 // Embedding rows: elements 8 * c8 .. 8 * c8 + 7 of row `row` (row stride `stride4` vec4s,

@@ -1,0 +1,205 @@
+//! The tiled matmul family for prompt processing and batched decode: many tokens against
+//! one weight matrix, `Y[t, r] = sum_c W[r, c] * X[t, c]` (tokens x weights^T), with the
+//! fused variants of the matvec family (residual add, RMSNorm on the input, gate/up +
+//! SiLU). Two implementations: a portable shared-memory tiling (`matmul*_<dtype>`, any
+//! Vulkan device) and one on the matrix units (`matmul*_cm_<dtype>`,
+//! VK_KHR_cooperative_matrix with 16x16 f16 tiles, f32 accumulate).
+
+use sluice::kernel::{KernelDesc, Pod};
+
+use crate::WeightDtype;
+
+/// What a matmul kernel computes around `W . x` (see [`MatmulPush`] for the bindings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MatmulVariant {
+    /// `y = W . x`, or `y += W . x` with `accumulate` (the residual add).
+    Plain,
+    /// RMSNorm folded on the input: `y (+)= inv_t * W . (x * norm_w)`.
+    Norm,
+    /// Gate/up + SiLU: `y = silu(Wg . x) * (Wu . x)`.
+    Silu,
+    /// RMSNorm + gate/up + SiLU: with `x' = x * norm_w * inv_t`, `y = silu(Wg . x') * (Wu . x')`.
+    SiluNorm,
+}
+
+impl MatmulVariant {
+    /// Every variant.
+    pub const ALL: [MatmulVariant; 4] = [
+        MatmulVariant::Plain,
+        MatmulVariant::Norm,
+        MatmulVariant::Silu,
+        MatmulVariant::SiluNorm,
+    ];
+
+    /// True for the variants with a norm-weight binding.
+    pub fn has_norm(self) -> bool {
+        matches!(self, MatmulVariant::Norm | MatmulVariant::SiluNorm)
+    }
+
+    /// True for the variants with two weight matrices (gate, up).
+    pub fn has_silu(self) -> bool {
+        matches!(self, MatmulVariant::Silu | MatmulVariant::SiluNorm)
+    }
+}
+
+/// Push constants of every matmul kernel.
+///
+/// Bindings (the matvec family's order): `Plain` 0 w, 1 x (read), 2 y (read-write);
+/// `Norm` 0 w, 1 x, 2 norm_w f32 `[cols]` (read), 3 y; `Silu` 0 w_gate, 1 w_up, 2 x
+/// (read), 3 y; `SiluNorm` 0 w_gate, 1 w_up, 2 x, 3 norm_w (read), 4 y.
+/// Weights row-major `[rows, cols]` padded to [`crate::stride8`]`(cols) * 8` elements
+/// ([`crate::pack_weights`]); x f32, token t's row at float `t * x_stride`; y f32, token
+/// t's row at float `t * y_stride`. Dispatch [`matmul_groups`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MatmulPush {
+    /// Output rows (weight rows).
+    pub rows: u32,
+    /// Input columns.
+    pub cols: u32,
+    /// Padded row stride of the weights in 8-element chunks, [`crate::stride8`]`(cols)`.
+    pub stride8: u32,
+    /// Tokens (rows of x and y).
+    pub tokens: u32,
+    /// Floats between consecutive tokens' x: a multiple of 4 and `>= cols`.
+    pub x_stride: u32,
+    /// Floats between consecutive tokens' y (`>= rows`).
+    pub y_stride: u32,
+    /// Non-zero: `y += ...` (Plain, Norm); ignored by the SiLU variants.
+    pub accumulate: u32,
+    /// RMSNorm epsilon (Norm, SiluNorm).
+    pub eps: f32,
+}
+// SAFETY: repr(C), eight 4-byte fields, no padding, any bit pattern valid.
+unsafe impl Pod for MatmulPush {}
+
+impl MatmulPush {
+    /// Push constants for `tokens` x `[rows, cols]` with densely packed x and y
+    /// (`x_stride = cols` rounded up to 4, `y_stride = rows`), overwriting y.
+    pub fn new(rows: u32, cols: u32, tokens: u32) -> MatmulPush {
+        MatmulPush {
+            rows,
+            cols,
+            stride8: crate::stride8(cols),
+            tokens,
+            x_stride: cols.div_ceil(4) * 4,
+            y_stride: rows,
+            accumulate: 0,
+            eps: 0.0,
+        }
+    }
+}
+
+/// Output tile (tokens, rows) of the portable kernels.
+pub const MATMUL_TILE: (u32, u32) = (64, 64);
+/// Output tile (tokens, rows) of the cooperative-matrix kernels.
+pub const MATMUL_CM_TILE: (u32, u32) = (64, 128);
+
+/// The matmul kernel for a weight dtype and variant; `coopmat` picks the
+/// cooperative-matrix implementation (only on a device whose
+/// `DeviceInfo::coopmat_f16_16x16` is true).
+pub fn matmul(dt: WeightDtype, variant: MatmulVariant, coopmat: bool) -> &'static KernelDesc {
+    use MatmulVariant::*;
+    use WeightDtype::*;
+    if coopmat {
+        return matmul_cm(dt, variant);
+    }
+    match (variant, dt) {
+        (Plain, F16) => &crate::MATMUL_F16,
+        (Plain, Bf16) => &crate::MATMUL_BF16,
+        (Plain, F32) => &crate::MATMUL_F32,
+        (Norm, F16) => &crate::MATMUL_NORM_F16,
+        (Norm, Bf16) => &crate::MATMUL_NORM_BF16,
+        (Norm, F32) => &crate::MATMUL_NORM_F32,
+        (Silu, F16) => &crate::MATMUL_SILU_F16,
+        (Silu, Bf16) => &crate::MATMUL_SILU_BF16,
+        (Silu, F32) => &crate::MATMUL_SILU_F32,
+        (SiluNorm, F16) => &crate::MATMUL_SILU_NORM_F16,
+        (SiluNorm, Bf16) => &crate::MATMUL_SILU_NORM_BF16,
+        (SiluNorm, F32) => &crate::MATMUL_SILU_NORM_F32,
+    }
+}
+
+/// Dispatch size of a matmul kernel for `rows` output rows and `tokens` tokens: one
+/// workgroup per output tile ([`MATMUL_TILE`] or [`MATMUL_CM_TILE`]).
+pub fn matmul_groups(rows: u32, tokens: u32, coopmat: bool) -> [u32; 3] {
+    let (tt, tr) = if coopmat { MATMUL_CM_TILE } else { MATMUL_TILE };
+    [rows.div_ceil(tr).max(1), tokens.div_ceil(tt).max(1), 1]
+}
+
+/// CPU reference of every matmul variant. `w`, `w_b` row-major `[rows, cols]` (unpadded,
+/// already rounded to the weight dtype), `x` tokens x `x_stride`, `y0` the previous y
+/// (tokens x `y_stride`, used by `accumulate`, copied elsewhere). Returns y.
+pub fn matmul_cpu(
+    variant: MatmulVariant,
+    p: &MatmulPush,
+    w: &[f32],
+    w_b: Option<&[f32]>,
+    norm_w: Option<&[f32]>,
+    x: &[f32],
+    y0: &[f32],
+) -> Vec<f32> {
+    let (rows, cols) = (p.rows as usize, p.cols as usize);
+    let mut y = y0.to_vec();
+    for t in 0..p.tokens as usize {
+        let xt = &x[t * p.x_stride as usize..][..cols];
+        let mut xn: Vec<f64> = xt.iter().map(|&v| v as f64).collect();
+        let mut inv = 1.0f64;
+        if variant.has_norm() {
+            let nw = norm_w.expect("norm weight");
+            let ms = xn.iter().map(|v| v * v).sum::<f64>() / cols as f64;
+            inv = 1.0 / (ms + p.eps as f64).sqrt();
+            for (v, &n) in xn.iter_mut().zip(nw) {
+                *v *= n as f64;
+            }
+        }
+        for r in 0..rows {
+            let dot = |m: &[f32]| -> f64 {
+                m[r * cols..(r + 1) * cols]
+                    .iter()
+                    .zip(&xn)
+                    .map(|(&a, &b)| a as f64 * b)
+                    .sum::<f64>()
+                    * inv
+            };
+            let g = dot(w);
+            let o = t * p.y_stride as usize + r;
+            y[o] = if variant.has_silu() {
+                let u = dot(w_b.expect("second matrix"));
+                (g / (1.0 + (-g).exp()) * u) as f32
+            } else if p.accumulate != 0 {
+                (y[o] as f64 + g) as f32
+            } else {
+                g as f32
+            };
+        }
+    }
+    y
+}
+
+fn matmul_cm(dt: WeightDtype, variant: MatmulVariant) -> &'static KernelDesc {
+    // Until the cooperative-matrix kernels exist every caller gets the portable ones.
+    matmul(dt, variant, false)
+}
+
+macro_rules! check_push {
+    ($($k:ident),*) => {
+        $(const _: () = assert!(
+            std::mem::size_of::<MatmulPush>() == crate::$k.push_constant_bytes as usize
+        );)*
+    };
+}
+check_push!(
+    MATMUL_F16,
+    MATMUL_BF16,
+    MATMUL_F32,
+    MATMUL_NORM_F16,
+    MATMUL_NORM_BF16,
+    MATMUL_NORM_F32,
+    MATMUL_SILU_F16,
+    MATMUL_SILU_BF16,
+    MATMUL_SILU_F32,
+    MATMUL_SILU_NORM_F16,
+    MATMUL_SILU_NORM_BF16,
+    MATMUL_SILU_NORM_F32
+);

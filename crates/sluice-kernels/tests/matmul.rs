@@ -1,0 +1,247 @@
+//! The matmul family and the flash-attention prefill kernel against CPU references at
+//! odd sizes (tokens 1, 3, 17, 64; rows and columns not multiples of the tiles), with
+//! synchronization validation on. The cooperative-matrix kernels run where the device
+//! has them (the H100); everywhere else the test checks that the selector falls back.
+//!
+//! Metric: NMSE = sum((gpu - ref)^2) / sum(ref^2), reference in f64 from the same
+//! dtype-rounded weights. Bounds: 1e-6 for the f32 tiled kernels; the cooperative-matrix
+//! kernels round x and weights to f16, so 1e-5 there (f16 has an 11-bit significand:
+//! relative error per product ~5e-4, NMSE of a long dot product ~1e-7..1e-6).
+
+use sluice::testing::{test_device, ValidationGuard};
+use sluice::{Buffer, Device, ResourceClass};
+use sluice_kernels::*;
+
+const NMSE_MAX: f64 = 1e-6;
+#[allow(dead_code)] // used by the cooperative-matrix test
+const NMSE_MAX_CM: f64 = 1e-5;
+const DTYPES: [WeightDtype; 3] = [WeightDtype::F16, WeightDtype::Bf16, WeightDtype::F32];
+
+/// xorshift64*: deterministic across runs and platforms.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next_u32(&mut self) -> u32 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32
+    }
+    /// Uniform in [-1, 1).
+    fn f32(&mut self) -> f32 {
+        (self.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+    }
+    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|_| self.f32() * scale).collect()
+    }
+}
+
+fn nmse(gpu: &[f32], reference: &[f32]) -> f64 {
+    assert_eq!(gpu.len(), reference.len());
+    let (mut num, mut den) = (0f64, 0f64);
+    for (&g, &r) in gpu.iter().zip(reference) {
+        num += (g as f64 - r as f64).powi(2);
+        den += (r as f64).powi(2);
+    }
+    if den == 0.0 && num == 0.0 {
+        0.0
+    } else {
+        num / den
+    }
+}
+
+#[track_caller]
+fn assert_close(what: &str, gpu: &[f32], reference: &[f32], max: f64) {
+    let e = nmse(gpu, reference);
+    assert!(
+        e <= max,
+        "{what}: NMSE {e:e} > {max:e}\n gpu[..4] {:?}\n ref[..4] {:?}",
+        &gpu[..gpu.len().min(4)],
+        &reference[..reference.len().min(4)]
+    );
+}
+
+fn f32_buffer(d: &Device, name: &str, data: &[f32], class: ResourceClass) -> Buffer {
+    let b = d
+        .create_buffer(name, (data.len().max(1) * 4) as u64, class)
+        .unwrap();
+    if !data.is_empty() {
+        b.write(0, data).unwrap();
+    }
+    b
+}
+
+#[allow(dead_code)] // the flash-attention test
+fn u32_buffer(d: &Device, name: &str, data: &[u32], class: ResourceClass) -> Buffer {
+    let b = d
+        .create_buffer(name, (data.len().max(1) * 4) as u64, class)
+        .unwrap();
+    b.write(0, data).unwrap();
+    b
+}
+
+fn weight_buffer(d: &Device, dtype: WeightDtype, rows: usize, cols: usize, w: &[f32]) -> Buffer {
+    let bytes = pack_weights(dtype, rows, cols, w);
+    let b = d
+        .create_buffer("w", bytes.len() as u64, ResourceClass::ReadOnlyWeight)
+        .unwrap();
+    b.write_bytes(0, &bytes).unwrap();
+    b
+}
+
+fn rounded(dtype: WeightDtype, w: &[f32]) -> Vec<f32> {
+    w.iter().map(|&v| round_to(dtype, v)).collect()
+}
+
+/// One matmul dispatch of `variant` on random data; returns (gpu, reference).
+#[allow(clippy::too_many_arguments)]
+fn run_matmul(
+    d: &Device,
+    rng: &mut Rng,
+    dt: WeightDtype,
+    variant: MatmulVariant,
+    coopmat: bool,
+    tokens: u32,
+    rows: u32,
+    cols: u32,
+    accumulate: bool,
+) -> (Vec<f32>, Vec<f32>) {
+    let (r, c) = (rows as usize, cols as usize);
+    let mut p = MatmulPush::new(rows, cols, tokens);
+    // Strides larger than the minimum: the kernel must honour them.
+    p.x_stride = cols.div_ceil(4) * 4 + 4;
+    p.y_stride = rows + 3;
+    p.accumulate = accumulate as u32;
+    p.eps = 1e-5;
+    let w = rng.vec(r * c, 1.0);
+    let wb = rng.vec(r * c, 1.0);
+    let nw = rng.vec(c, 1.5);
+    let x = rng.vec(tokens as usize * p.x_stride as usize, 2.0);
+    let y0 = rng.vec(tokens as usize * p.y_stride as usize, 1.0);
+    // y starts as NaN where nothing is accumulated: overwritten outputs must not read it,
+    // and the gaps between tokens' rows must stay NaN (nothing written there).
+    let y_init: Vec<f32> = if accumulate && !variant.has_silu() {
+        y0.clone()
+    } else {
+        vec![f32::NAN; y0.len()]
+    };
+    let k = d.pipeline(matmul(dt, variant, coopmat)).unwrap();
+    let wbuf = weight_buffer(d, dt, r, c, &w);
+    let wbbuf = weight_buffer(d, dt, r, c, &wb);
+    let xbuf = f32_buffer(d, "x", &x, ResourceClass::TokenScratch);
+    let nbuf = f32_buffer(d, "norm_w", &nw, ResourceClass::ReadOnlyWeight);
+    let ybuf = f32_buffer(d, "y", &y_init, ResourceClass::TokenScratch);
+    let slices = match variant {
+        MatmulVariant::Plain => vec![wbuf.slice(..), xbuf.slice(..), ybuf.slice(..)],
+        MatmulVariant::Norm => vec![
+            wbuf.slice(..),
+            xbuf.slice(..),
+            nbuf.slice(..),
+            ybuf.slice(..),
+        ],
+        MatmulVariant::Silu => vec![
+            wbuf.slice(..),
+            wbbuf.slice(..),
+            xbuf.slice(..),
+            ybuf.slice(..),
+        ],
+        MatmulVariant::SiluNorm => vec![
+            wbuf.slice(..),
+            wbbuf.slice(..),
+            xbuf.slice(..),
+            nbuf.slice(..),
+            ybuf.slice(..),
+        ],
+    };
+    let mut enc = d.encoder().unwrap();
+    enc.dispatch(&k, matmul_groups(rows, tokens, coopmat), &slices, &p)
+        .unwrap();
+    enc.submit().unwrap().wait().unwrap();
+    let got: Vec<f32> = ybuf.read(0, y0.len()).unwrap();
+
+    // Reference from the dtype-rounded weights. The cooperative-matrix path also rounds x
+    // (after the norm weight) and bf16/f32 weights to f16; its looser bound covers that.
+    let (wr, wbr) = (rounded(dt, &w), rounded(dt, &wb));
+    let want = matmul_cpu(
+        variant,
+        &p,
+        &wr,
+        Some(&wbr),
+        Some(&nw),
+        &x,
+        &y_init_or(&y0, &y_init),
+    );
+    // Compare only the written elements; the gaps must be untouched.
+    let (mut g, mut wv) = (Vec::new(), Vec::new());
+    for t in 0..tokens as usize {
+        let row = t * p.y_stride as usize;
+        g.extend_from_slice(&got[row..row + r]);
+        wv.extend_from_slice(&want[row..row + r]);
+        for i in row + r..row + p.y_stride as usize {
+            assert_eq!(
+                got[i].to_bits(),
+                y_init[i].to_bits(),
+                "gap element {i} written"
+            );
+        }
+    }
+    (g, wv)
+}
+
+fn y_init_or(y0: &[f32], y_init: &[f32]) -> Vec<f32> {
+    if y_init.iter().all(|v| v.is_nan()) {
+        vec![0.0; y0.len()]
+    } else {
+        y0.to_vec()
+    }
+}
+
+const SHAPES: [(u32, u32, u32); 5] = [
+    // (tokens, rows, cols): rows/cols not multiples of the tiles, cols not of 8.
+    (1, 37, 100),
+    (3, 70, 45),
+    (17, 129, 77),
+    (64, 65, 130),
+    (3, 16, 8),
+];
+
+#[test]
+fn tiled_matmul_matches_reference() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(11);
+    for (tokens, rows, cols) in SHAPES {
+        for dt in DTYPES {
+            for variant in MatmulVariant::ALL {
+                for accumulate in [false, true] {
+                    if accumulate && variant.has_silu() {
+                        continue;
+                    }
+                    let (got, want) = run_matmul(
+                        &d, &mut rng, dt, variant, false, tokens, rows, cols, accumulate,
+                    );
+                    assert_close(
+                        &format!("{variant:?} acc={accumulate} {dt:?} t{tokens} {rows}x{cols}"),
+                        &got,
+                        &want,
+                        NMSE_MAX,
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_groups_cover_the_output() {
+    assert_eq!(matmul_groups(65, 17, false), [2, 1, 1]);
+    assert_eq!(matmul_groups(64, 64, false), [1, 1, 1]);
+    assert_eq!(matmul_groups(1, 65, false), [1, 2, 1]);
+    assert_eq!(matmul_groups(151936, 512, false), [2374, 8, 1]);
+    assert_eq!(matmul_groups(129, 3, true), [2, 1, 1]);
+    let p = MatmulPush::new(70, 45, 3);
+    assert_eq!((p.stride8, p.x_stride, p.y_stride), (6, 48, 70));
+}

@@ -42,6 +42,7 @@ COMMON OPTIONS:
   --adapter NAME      use the first device whose name contains NAME
   --serial            a barrier between every two dispatches (A/B against Auto)
   --validate          enable the Khronos validation layer with synchronization validation
+  --no-coopmat        do not use cooperative matrices (matrix units) even where present
 ";
 
 fn options(args: &Args) -> Options {
@@ -57,6 +58,7 @@ fn options(args: &Args) -> Options {
         } else {
             Validation::Off
         },
+        no_coopmat: args.flag("no-coopmat"),
         ..Options::default()
     }
 }
@@ -87,6 +89,7 @@ fn run(raw: Vec<String>) -> Result<(), String> {
             "help",
             "no-fuse",
             "no-reorder",
+            "no-coopmat",
         ],
     );
     if args.flag("help") || cmd == "help" || cmd == "--help" || cmd == "-h" {

@@ -87,6 +87,14 @@ pub struct DeviceInfo {
     pub max_workgroup_count: [u32; 3],
     /// Queue family used for compute.
     pub queue_family: u32,
+    /// Cooperative-matrix shapes the device lists (VK_KHR_cooperative_matrix), as
+    /// "MxNxK A*B+C->R scope", e.g. "16x16x16 f16*f16+f32->f32 subgroup"; empty without
+    /// the extension.
+    pub coopmat_shapes: Vec<String>,
+    /// The cooperative-matrix kernels can run: VK_KHR_cooperative_matrix, the Vulkan memory
+    /// model with device scope, 16-bit floats, a 16x16x16 f16*f16+f32->f32 subgroup shape
+    /// and subgroups of 32 were all found and enabled, and `Options::no_coopmat` is off.
+    pub coopmat_f16_16x16: bool,
 }
 
 pub(crate) struct Extensions {
@@ -356,6 +364,7 @@ impl Device {
                 });
             }
             let memory_budget_ext = has_extension(&dev_exts, ash::ext::memory_budget::NAME);
+            let coopmat_ext = has_extension(&dev_exts, ash::khr::cooperative_matrix::NAME);
             let pageable_ext = has_extension(&dev_exts, ash::ext::memory_priority::NAME)
                 && has_extension(&dev_exts, ash::ext::pageable_device_local_memory::NAME);
             let mut enabled_exts = vec![ash::khr::push_descriptor::NAME.as_ptr()];
@@ -369,12 +378,16 @@ impl Device {
             let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
             let mut fprio = vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default();
             let mut fpage = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default();
+            let mut fcoop = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
             let mut f2 = vk::PhysicalDeviceFeatures2::default()
                 .push_next(&mut f11)
                 .push_next(&mut f12)
                 .push_next(&mut f13);
             if pageable_ext {
                 f2 = f2.push_next(&mut fprio).push_next(&mut fpage);
+            }
+            if coopmat_ext {
+                f2 = f2.push_next(&mut fcoop);
             }
             instance.get_physical_device_features2(physical, &mut f2);
             let shader_int64 = f2.features.shader_int64;
@@ -398,13 +411,43 @@ impl Device {
             let shader_f16 = f12.shader_float16 != 0
                 && f11.storage_buffer16_bit_access != 0
                 && f11.uniform_and_storage_buffer16_bit_access != 0;
+            // Cooperative matrices: the shapes are listed whenever the extension exists; the
+            // kernels are used only with everything they need (see DeviceInfo).
+            let coopmat_shapes = if coopmat_ext {
+                coopmat_shape_names(entry, instance, physical)
+            } else {
+                Vec::new()
+            };
+            let subgroup_size = {
+                let mut sg = vk::PhysicalDeviceSubgroupProperties::default();
+                let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut sg);
+                instance.get_physical_device_properties2(physical, &mut p2);
+                sg.subgroup_size
+            };
+            let coopmat = coopmat_ext
+                && !options.no_coopmat
+                && fcoop.cooperative_matrix != 0
+                && f12.vulkan_memory_model != 0
+                && f12.vulkan_memory_model_device_scope != 0
+                && shader_f16
+                && subgroup_size == 32
+                && coopmat_shapes
+                    .iter()
+                    .any(|s| s == "16x16x16 f16*f16+f32->f32 subgroup");
+            if coopmat {
+                enabled_exts.push(ash::khr::cooperative_matrix::NAME.as_ptr());
+            }
+            let mut ecoop =
+                vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
             let mut e11 = vk::PhysicalDeviceVulkan11Features::default()
                 .storage_buffer16_bit_access(shader_f16)
                 .uniform_and_storage_buffer16_bit_access(shader_f16);
             let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
                 .timeline_semaphore(true)
                 .host_query_reset(f12.host_query_reset != 0)
-                .shader_float16(shader_f16);
+                .shader_float16(shader_f16)
+                .vulkan_memory_model(coopmat)
+                .vulkan_memory_model_device_scope(coopmat);
             let mut e13 = vk::PhysicalDeviceVulkan13Features::default()
                 .synchronization2(true)
                 .subgroup_size_control(f13.subgroup_size_control != 0)
@@ -436,6 +479,11 @@ impl Device {
                 .push_next(&mut e13);
             let device_info = if pageable_ext {
                 device_info.push_next(&mut eprio).push_next(&mut epage)
+            } else {
+                device_info
+            };
+            let device_info = if coopmat {
+                device_info.push_next(&mut ecoop)
             } else {
                 device_info
             };
@@ -505,6 +553,8 @@ impl Device {
                 storage_offset_alignment: props.limits.min_storage_buffer_offset_alignment,
                 max_workgroup_count: props.limits.max_compute_work_group_count,
                 queue_family: family,
+                coopmat_shapes,
+                coopmat_f16_16x16: coopmat,
             };
 
             let cleanup = |raw: &ash::Device| raw.destroy_device(None);
@@ -632,6 +682,64 @@ impl Device {
             .map(|mut m| std::mem::take(&mut *m))
             .unwrap_or_default()
     }
+}
+
+fn component_name(t: vk::ComponentTypeKHR) -> String {
+    match t {
+        vk::ComponentTypeKHR::FLOAT16 => "f16".into(),
+        vk::ComponentTypeKHR::FLOAT32 => "f32".into(),
+        vk::ComponentTypeKHR::FLOAT64 => "f64".into(),
+        vk::ComponentTypeKHR::SINT8 => "s8".into(),
+        vk::ComponentTypeKHR::SINT16 => "s16".into(),
+        vk::ComponentTypeKHR::SINT32 => "s32".into(),
+        vk::ComponentTypeKHR::SINT64 => "s64".into(),
+        vk::ComponentTypeKHR::UINT8 => "u8".into(),
+        vk::ComponentTypeKHR::UINT16 => "u16".into(),
+        vk::ComponentTypeKHR::UINT32 => "u32".into(),
+        vk::ComponentTypeKHR::UINT64 => "u64".into(),
+        other => format!("type{}", other.as_raw()),
+    }
+}
+
+/// The cooperative-matrix shapes of `physical` as "MxNxK A*B+C->R scope"; empty when the
+/// query fails (the kernels are then not used).
+fn coopmat_shape_names(
+    entry: &ash::Entry,
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+) -> Vec<String> {
+    let coop = ash::khr::cooperative_matrix::Instance::new(entry, instance);
+    // SAFETY: the device lists VK_KHR_cooperative_matrix (checked by the caller), so the
+    // instance-level entry point exists; `physical` belongs to `instance`.
+    let props = unsafe { coop.get_physical_device_cooperative_matrix_properties(physical) };
+    props
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            let scope = match p.scope {
+                vk::ScopeKHR::SUBGROUP => "subgroup".to_string(),
+                vk::ScopeKHR::WORKGROUP => "workgroup".to_string(),
+                vk::ScopeKHR::DEVICE => "device".to_string(),
+                vk::ScopeKHR::QUEUE_FAMILY => "queue-family".to_string(),
+                other => format!("scope{}", other.as_raw()),
+            };
+            format!(
+                "{}x{}x{} {}*{}+{}->{} {scope}{}",
+                p.m_size,
+                p.n_size,
+                p.k_size,
+                component_name(p.a_type),
+                component_name(p.b_type),
+                component_name(p.c_type),
+                component_name(p.result_type),
+                if p.saturating_accumulation != 0 {
+                    " saturating"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect()
 }
 
 fn heap_infos(

@@ -178,8 +178,22 @@ pub fn matmul_cpu(
 }
 
 fn matmul_cm(dt: WeightDtype, variant: MatmulVariant) -> &'static KernelDesc {
-    // Until the cooperative-matrix kernels exist every caller gets the portable ones.
-    matmul(dt, variant, false)
+    use MatmulVariant::*;
+    use WeightDtype::*;
+    match (variant, dt) {
+        (Plain, F16) => &crate::MATMUL_CM_F16,
+        (Plain, Bf16) => &crate::MATMUL_CM_BF16,
+        (Plain, F32) => &crate::MATMUL_CM_F32,
+        (Norm, F16) => &crate::MATMUL_CM_NORM_F16,
+        (Norm, Bf16) => &crate::MATMUL_CM_NORM_BF16,
+        (Norm, F32) => &crate::MATMUL_CM_NORM_F32,
+        (Silu, F16) => &crate::MATMUL_CM_SILU_F16,
+        (Silu, Bf16) => &crate::MATMUL_CM_SILU_BF16,
+        (Silu, F32) => &crate::MATMUL_CM_SILU_F32,
+        (SiluNorm, F16) => &crate::MATMUL_CM_SILU_NORM_F16,
+        (SiluNorm, Bf16) => &crate::MATMUL_CM_SILU_NORM_BF16,
+        (SiluNorm, F32) => &crate::MATMUL_CM_SILU_NORM_F32,
+    }
 }
 
 macro_rules! check_push {
@@ -201,5 +215,17 @@ check_push!(
     MATMUL_SILU_F32,
     MATMUL_SILU_NORM_F16,
     MATMUL_SILU_NORM_BF16,
-    MATMUL_SILU_NORM_F32
+    MATMUL_SILU_NORM_F32,
+    MATMUL_CM_F16,
+    MATMUL_CM_BF16,
+    MATMUL_CM_F32,
+    MATMUL_CM_NORM_F16,
+    MATMUL_CM_NORM_BF16,
+    MATMUL_CM_NORM_F32,
+    MATMUL_CM_SILU_F16,
+    MATMUL_CM_SILU_BF16,
+    MATMUL_CM_SILU_F32,
+    MATMUL_CM_SILU_NORM_F16,
+    MATMUL_CM_SILU_NORM_BF16,
+    MATMUL_CM_SILU_NORM_F32
 );

@@ -13,7 +13,6 @@ use sluice::{Buffer, Device, ResourceClass};
 use sluice_kernels::*;
 
 const NMSE_MAX: f64 = 1e-6;
-#[allow(dead_code)] // used by the cooperative-matrix test
 const NMSE_MAX_CM: f64 = 1e-5;
 const DTYPES: [WeightDtype; 3] = [WeightDtype::F16, WeightDtype::Bf16, WeightDtype::F32];
 
@@ -244,4 +243,197 @@ fn matmul_groups_cover_the_output() {
     assert_eq!(matmul_groups(129, 3, true), [2, 1, 1]);
     let p = MatmulPush::new(70, 45, 3);
     assert_eq!((p.stride8, p.x_stride, p.y_stride), (6, 48, 70));
+}
+
+/// A device for the cooperative-matrix tests: no validation layer (the Khronos layer
+/// installed here, 1.3.239, predates VK_KHR_cooperative_matrix, and the GPU machine has
+/// none).
+fn coopmat_device() -> Device {
+    Device::new(sluice::Options::default()).expect("a Vulkan device")
+}
+
+#[test]
+fn coopmat_matmul_matches_reference() {
+    let d = coopmat_device();
+    let info = d.info();
+    if !info.coopmat_f16_16x16 {
+        // lavapipe (CI): no matrix units. The flag must then be explained by the device.
+        let shape = info
+            .coopmat_shapes
+            .iter()
+            .any(|s| s == "16x16x16 f16*f16+f32->f32 subgroup");
+        assert!(
+            !shape || info.subgroup_size != 32 || !info.shader_f16,
+            "{} lists 16x16x16 f16 tiles with subgroups of 32 but coopmat is off",
+            info.name
+        );
+        eprintln!(
+            "{}: no cooperative matrices; only the selector is checked",
+            info.name
+        );
+        assert_ne!(
+            matmul(WeightDtype::F16, MatmulVariant::Plain, true).name,
+            matmul(WeightDtype::F16, MatmulVariant::Plain, false).name
+        );
+        return;
+    }
+    let off = Device::new(sluice::Options {
+        no_coopmat: true,
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(!off.info().coopmat_f16_16x16, "no_coopmat must turn it off");
+    drop(off);
+    let mut rng = Rng::new(12);
+    let mut failures = Vec::new();
+    let shapes = [
+        (1, 37, 100),
+        (3, 70, 45),
+        (17, 129, 77),
+        (64, 65, 130),
+        (3, 16, 8),
+        (100, 300, 520),
+    ];
+    for (tokens, rows, cols) in shapes {
+        for dt in DTYPES {
+            for variant in MatmulVariant::ALL {
+                for accumulate in [false, true] {
+                    if accumulate && variant.has_silu() {
+                        continue;
+                    }
+                    let (got, want) = run_matmul(
+                        &d, &mut rng, dt, variant, true, tokens, rows, cols, accumulate,
+                    );
+                    let e = nmse(&got, &want);
+                    let what =
+                        format!("cm {variant:?} acc={accumulate} {dt:?} t{tokens} {rows}x{cols}");
+                    println!("{what}: NMSE {e:e}");
+                    if e > NMSE_MAX_CM {
+                        failures.push(format!("{what}: NMSE {e:e} > {NMSE_MAX_CM:e}"));
+                    }
+                }
+            }
+        }
+    }
+    if !failures.is_empty() {
+        print_identity_probe(&d);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Diagnostic for a failing cooperative-matrix kernel: W = identity (16 x 16), x[t, c] =
+/// 100 t + c, so y[t, r] must be 100 t + r; prints what came back.
+fn print_identity_probe(d: &Device) {
+    let n = 16u32;
+    let w: Vec<f32> = (0..n * n).map(|i| (i / n == i % n) as u32 as f32).collect();
+    let x: Vec<f32> = (0..n * n).map(|i| (100 * (i / n) + i % n) as f32).collect();
+    let wb = weight_buffer(d, WeightDtype::F16, n as usize, n as usize, &w);
+    let xb = f32_buffer(d, "x", &x, ResourceClass::TokenScratch);
+    let yb = f32_buffer(
+        d,
+        "y",
+        &vec![f32::NAN; (n * n) as usize],
+        ResourceClass::TokenScratch,
+    );
+    let k = d
+        .pipeline(matmul(WeightDtype::F16, MatmulVariant::Plain, true))
+        .unwrap();
+    let mut enc = d.encoder().unwrap();
+    enc.dispatch(
+        &k,
+        matmul_groups(n, n, true),
+        &[wb.slice(..), xb.slice(..), yb.slice(..)],
+        &MatmulPush::new(n, n, n),
+    )
+    .unwrap();
+    enc.submit().unwrap().wait().unwrap();
+    let y: Vec<f32> = yb.read(0, (n * n) as usize).unwrap();
+    for t in 0..n as usize {
+        println!("identity probe y[{t}] = {:?}", &y[t * 16..t * 16 + 16]);
+    }
+}
+
+/// Speed probe (run by hand on a GPU: `--ignored --nocapture`): TFLOP/s of the matmul
+/// kernels at M = 512 tokens for the Qwen3-0.6B / 4B projection shapes.
+#[test]
+#[ignore]
+fn matmul_speed_probe() {
+    let d = coopmat_device();
+    let cm = d.info().coopmat_f16_16x16;
+    println!("device {} coopmat {cm}", d.info().name);
+    let m = 512u32;
+    for (n, k) in [
+        (1024u32, 1024u32),
+        (3072, 1024),
+        (1024, 3072),
+        (2560, 2560),
+        (9728, 2560),
+        (2560, 9728),
+    ] {
+        let wb = weight_buffer(
+            &d,
+            WeightDtype::F16,
+            n as usize,
+            k as usize,
+            &vec![0.01; (n * k) as usize],
+        );
+        let xb = f32_buffer(
+            &d,
+            "x",
+            &vec![0.5; (m * k) as usize],
+            ResourceClass::TokenScratch,
+        );
+        let yb = f32_buffer(
+            &d,
+            "y",
+            &vec![0.0; (m * n) as usize],
+            ResourceClass::TokenScratch,
+        );
+        let p = MatmulPush::new(n, k, m);
+        let mut line = format!("M={m} N={n} K={k}");
+        for coop in [true, false] {
+            if coop && !cm {
+                continue;
+            }
+            let kern = d
+                .pipeline(matmul(WeightDtype::F16, MatmulVariant::Plain, coop))
+                .unwrap();
+            let groups = matmul_groups(n, m, coop);
+            let reps = 50;
+            let mut best = f64::MAX;
+            let mut times = Vec::new();
+            for _ in 0..5 {
+                let mut enc = d.encoder().unwrap();
+                for _ in 0..reps {
+                    enc.dispatch(
+                        &kern,
+                        groups,
+                        &[wb.slice(..), xb.slice(..), yb.slice(..)],
+                        &p,
+                    )
+                    .unwrap();
+                }
+                let t = std::time::Instant::now();
+                enc.submit().unwrap().wait().unwrap();
+                let s = t.elapsed().as_secs_f64() / reps as f64;
+                best = best.min(s);
+                times.push(s);
+            }
+            times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let flops = 2.0 * m as f64 * n as f64 * k as f64;
+            line += &format!(
+                " | {}: median {:.1} TFLOP/s, best {:.1} ({:.1} us)",
+                if coop { "coopmat" } else { "tiled" },
+                flops / times[2] / 1e12,
+                flops / best / 1e12,
+                best * 1e6
+            );
+            let y: Vec<f32> = yb.read(0, 4).unwrap();
+            let want = 0.5 * round_to(WeightDtype::F16, 0.01) * k as f32;
+            if (y[0] - want).abs() > 1e-2 * want {
+                line += &format!(" WRONG RESULT {} vs {want}", y[0]);
+            }
+        }
+        println!("{line}");
+    }
 }

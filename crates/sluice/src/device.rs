@@ -91,9 +91,10 @@ pub struct DeviceInfo {
     /// "MxNxK A*B+C->R scope", e.g. "16x16x16 f16*f16+f32->f32 subgroup"; empty without
     /// the extension.
     pub coopmat_shapes: Vec<String>,
-    /// The cooperative-matrix kernels can run: VK_KHR_cooperative_matrix, the Vulkan memory
-    /// model with device scope, 16-bit floats, a 16x16x16 f16*f16+f32->f32 subgroup shape
-    /// and subgroups of 32 were all found and enabled, and `Options::no_coopmat` is off.
+    /// The cooperative-matrix kernels can run: VK_KHR_cooperative_matrix (with the Vulkan
+    /// memory model where present), 16-bit floats, a 16x16x16 f16*f16+f32->f32 subgroup
+    /// shape and subgroups of 32 were all found and enabled, and `Options::no_coopmat` is
+    /// off.
     pub coopmat_f16_16x16: bool,
 }
 
@@ -427,8 +428,6 @@ impl Device {
             let coopmat = coopmat_ext
                 && !options.no_coopmat
                 && fcoop.cooperative_matrix != 0
-                && f12.vulkan_memory_model != 0
-                && f12.vulkan_memory_model_device_scope != 0
                 && shader_f16
                 && subgroup_size == 32
                 && coopmat_shapes
@@ -446,8 +445,10 @@ impl Device {
                 .timeline_semaphore(true)
                 .host_query_reset(f12.host_query_reset != 0)
                 .shader_float16(shader_f16)
-                .vulkan_memory_model(coopmat)
-                .vulkan_memory_model_device_scope(coopmat);
+                .vulkan_memory_model(coopmat && f12.vulkan_memory_model != 0)
+                .vulkan_memory_model_device_scope(
+                    coopmat && f12.vulkan_memory_model_device_scope != 0,
+                );
             let mut e13 = vk::PhysicalDeviceVulkan13Features::default()
                 .synchronization2(true)
                 .subgroup_size_control(f13.subgroup_size_control != 0)
@@ -697,6 +698,8 @@ fn component_name(t: vk::ComponentTypeKHR) -> String {
         vk::ComponentTypeKHR::UINT16 => "u16".into(),
         vk::ComponentTypeKHR::UINT32 => "u32".into(),
         vk::ComponentTypeKHR::UINT64 => "u64".into(),
+        // VK_KHR_shader_bfloat16 (newer than these headers).
+        t if t.as_raw() == 1_000_141_000 => "bf16".into(),
         other => format!("type{}", other.as_raw()),
     }
 }

@@ -229,3 +229,86 @@ check_push!(
     MATMUL_CM_SILU_NORM_BF16,
     MATMUL_CM_SILU_NORM_F32
 );
+
+/// Push constants of [`crate::ATTENTION_PREFILL`] (flash attention over a prefill chunk).
+/// Bindings: 0 params `{token, pos, seq_len, pad}` (read; `seq_len = pos + 1` for the
+/// chunk's first token), 1 q f32 (read), 2 kcache, 3 vcache (read; f16 pairs,
+/// `[kv_heads, capacity, head_dim]`, the chunk's keys/values already appended), 4 out f32
+/// (read-write). Query t (position `pos + t`) attends causally to positions
+/// `[0, min(seq_len + t, capacity))`; its q is at float `t * q_stride + h * head_dim`, its
+/// output at `t * o_stride + h * head_dim`. Dispatch [`attention_prefill_groups`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttnPrefillPush {
+    /// Query heads.
+    pub heads: u32,
+    /// Key/value heads (divides `heads`).
+    pub kv_heads: u32,
+    /// Head dimension (even, <= 256).
+    pub head_dim: u32,
+    /// KV-cache capacity in positions.
+    pub capacity: u32,
+    /// Tokens in the chunk.
+    pub tokens: u32,
+    /// Floats between consecutive tokens' q (usually `heads * head_dim`).
+    pub q_stride: u32,
+    /// Floats between consecutive tokens' output (usually `heads * head_dim`).
+    pub o_stride: u32,
+    /// Score scale, usually `1 / sqrt(head_dim)`.
+    pub scale: f32,
+}
+// SAFETY: repr(C), eight 4-byte fields, no padding, any bit pattern valid.
+unsafe impl Pod for AttnPrefillPush {}
+const _: () = assert!(
+    std::mem::size_of::<AttnPrefillPush>() == crate::ATTENTION_PREFILL.push_constant_bytes as usize
+);
+
+/// Queries per workgroup of [`crate::ATTENTION_PREFILL`].
+pub const ATTENTION_PREFILL_QUERIES: u32 = 16;
+
+/// Dispatch size of [`crate::ATTENTION_PREFILL`]: `[ceil(tokens / 16), heads, 1]`.
+pub fn attention_prefill_groups(tokens: u32, heads: u32) -> [u32; 3] {
+    [tokens.div_ceil(ATTENTION_PREFILL_QUERIES).max(1), heads, 1]
+}
+
+/// CPU reference of [`crate::ATTENTION_PREFILL`] (f64 softmax): `q` tokens x `q_stride`,
+/// caches as f32 `[kv_heads, capacity, head_dim]`, `seq_len` of the first token; returns
+/// `tokens * o_stride` floats (zero where nothing is written).
+pub fn attention_prefill_cpu(
+    p: &AttnPrefillPush,
+    seq_len: u32,
+    q: &[f32],
+    kcache: &[f32],
+    vcache: &[f32],
+) -> Vec<f32> {
+    let hd = p.head_dim as usize;
+    let mut out = vec![0.0f32; p.tokens as usize * p.o_stride as usize];
+    let group = (p.heads / p.kv_heads) as usize;
+    for t in 0..p.tokens as usize {
+        let seq = (seq_len as usize + t).min(p.capacity as usize);
+        for h in 0..p.heads as usize {
+            let qh = &q[t * p.q_stride as usize + h * hd..][..hd];
+            let base = (h / group) * p.capacity as usize * hd;
+            let scores: Vec<f64> = (0..seq)
+                .map(|s| {
+                    let k = &kcache[base + s * hd..][..hd];
+                    qh.iter()
+                        .zip(k)
+                        .map(|(&a, &b)| a as f64 * b as f64)
+                        .sum::<f64>()
+                        * p.scale as f64
+                })
+                .collect();
+            let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = scores.iter().map(|s| (s - mx).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            for d in 0..hd {
+                let v: f64 = (0..seq)
+                    .map(|s| e[s] * vcache[base + s * hd + d] as f64)
+                    .sum();
+                out[t * p.o_stride as usize + h * hd + d] = (v / sum) as f32;
+            }
+        }
+    }
+    out
+}

@@ -73,7 +73,6 @@ fn f32_buffer(d: &Device, name: &str, data: &[f32], class: ResourceClass) -> Buf
     b
 }
 
-#[allow(dead_code)] // the flash-attention test
 fn u32_buffer(d: &Device, name: &str, data: &[u32], class: ResourceClass) -> Buffer {
     let b = d
         .create_buffer(name, (data.len().max(1) * 4) as u64, class)
@@ -435,5 +434,84 @@ fn matmul_speed_probe() {
             }
         }
         println!("{line}");
+    }
+}
+
+#[test]
+fn attention_prefill_matches_causal_reference() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let k = d.pipeline(&ATTENTION_PREFILL).unwrap();
+    let mut rng = Rng::new(21);
+    let capacity = 80u32;
+    // (heads, kv_heads, head_dim, first position, tokens): GQA and MHA, positions > 0,
+    // odd lengths, a chunk that reaches the capacity.
+    for (heads, kv_heads, hd, pos, tokens) in [
+        (4u32, 2u32, 64u32, 0u32, 17u32),
+        (6, 2, 128, 5, 3),
+        (2, 1, 32, 30, 1),
+        (3, 3, 256, 11, 33),
+        (4, 1, 22, 63, 17),
+    ] {
+        let cache_len = (kv_heads * capacity * hd) as usize;
+        // The whole cache is random: positions beyond each query's reach must be ignored.
+        let kc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
+        let vc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
+        let (kc_f, vc_f) = (unpack_f16_pairs(&kc_words), unpack_f16_pairs(&vc_words));
+        let kc = u32_buffer(&d, "kc", &kc_words, ResourceClass::AppendOnlyKv);
+        let vc = u32_buffer(&d, "vc", &vc_words, ResourceClass::AppendOnlyKv);
+        let q_stride = heads * hd + 2;
+        let o_stride = heads * hd + 1;
+        let p = AttnPrefillPush {
+            heads,
+            kv_heads,
+            head_dim: hd,
+            capacity,
+            tokens,
+            q_stride,
+            o_stride,
+            scale: 1.0 / (hd as f32).sqrt(),
+        };
+        let q = rng.vec((tokens * q_stride) as usize, 3.0);
+        let qb = f32_buffer(&d, "q", &q, ResourceClass::TokenScratch);
+        let params = u32_buffer(&d, "params", &[0, pos, pos + 1, 0], ResourceClass::Generic);
+        let n_out = (tokens * o_stride) as usize;
+        let ob = f32_buffer(
+            &d,
+            "out",
+            &vec![f32::NAN; n_out],
+            ResourceClass::TokenScratch,
+        );
+        let mut enc = d.encoder().unwrap();
+        enc.dispatch(
+            &k,
+            attention_prefill_groups(tokens, heads),
+            &[
+                params.slice(..),
+                qb.slice(..),
+                kc.slice(..),
+                vc.slice(..),
+                ob.slice(..),
+            ],
+            &p,
+        )
+        .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let got: Vec<f32> = ob.read(0, n_out).unwrap();
+        let want = attention_prefill_cpu(&p, pos + 1, &q, &kc_f, &vc_f);
+        let (mut g, mut w) = (Vec::new(), Vec::new());
+        for t in 0..tokens as usize {
+            let row = t * o_stride as usize;
+            let n = (heads * hd) as usize;
+            g.extend_from_slice(&got[row..row + n]);
+            w.extend_from_slice(&want[row..row + n]);
+            assert!(got[row + n].is_nan(), "gap after token {t} written");
+        }
+        assert_close(
+            &format!("attention_prefill {heads}/{kv_heads} hd {hd} pos {pos} tokens {tokens}"),
+            &g,
+            &w,
+            NMSE_MAX,
+        );
     }
 }

@@ -286,10 +286,10 @@ fn vulkan_memory_model_fixup(words: Vec<u32>) -> Vec<u32> {
     let mut bound = words[3];
     let mut new_sem: HashMap<u32, u32> = HashMap::new();
     for s in semantics {
-        if !new_sem.contains_key(&s) {
-            new_sem.insert(s, bound);
+        new_sem.entry(s).or_insert_with(|| {
             bound += 1;
-        }
+            bound - 1
+        });
     }
     let shared = |id: u32| {
         matches!(

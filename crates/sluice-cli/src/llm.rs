@@ -171,53 +171,73 @@ pub fn generate(args: &Args, device: &Device) -> Result<(), String> {
     Ok(())
 }
 
-/// `sluice bench`.
+/// `sluice bench`: llama-bench-like `pp` (with `-p N`) and `tg` (`-n N`) rows, mean ±
+/// standard deviation over `--repeat` runs.
 pub fn bench(args: &Args, device: &Device) -> Result<(), String> {
     let json = args.flag("json");
     let n: usize = args.parsed("n", 128)?;
+    let prompt: usize = args.parsed("p", 0)?;
     let depth: usize = args.parsed("depth", 0)?;
-    let repeats: usize = args.parsed("repeat", 1)?;
-    let m = model_args(args, device, depth + n + 64)?;
+    let repeat: usize = args.parsed("repeat", 1)?;
+    let context = depth
+        .checked_add(n.max(prompt))
+        .and_then(|c| c.checked_add(64))
+        .ok_or("--depth, -n, -p: too large")?;
+    let m = model_args(args, device, context)?;
     args.finish()?;
     let loaded = open_model(device, &m.model, &m.load, progress(json)).map_err(err)?;
     let decoder = Decoder::new(&loaded.model, m.mode, m.graph).map_err(err)?;
-    let mut reports = Vec::new();
-    for _ in 0..repeats.max(1) {
-        reports.push(
-            sluice_llm::run::bench(&decoder, &m.model, &loaded.dtype, depth, n).map_err(err)?,
-        );
-    }
-    reports.sort_by(|a, b| a.decode_tok_s.total_cmp(&b.decode_tok_s));
-    let r = &reports[reports.len() / 2];
+    let params = sluice_llm::bench::BenchParams {
+        prompt,
+        n,
+        depth,
+        repeat: repeat.max(1),
+    };
+    let s =
+        sluice_llm::bench::bench_suite(&decoder, &m.model, &loaded.dtype, &params).map_err(err)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(r).map_err(err)?);
+        println!("{}", serde_json::to_string_pretty(&s).map_err(err)?);
         return Ok(());
     }
-    println!("| model | device | dtype | mode | test | tok/s | ms/tok | disp/tok | barriers/tok | waits/tok | weights GB | GB/s | CPU µs/tok |");
+    println!("| model | device | dtype | mode | test | t/s | ms/tok | disp/tok | barriers/tok | waits/tok | weights GB | GB/s | CPU µs/tok |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    println!(
-        "| {} | {} | {} | {:?} | tg{}{} | {:.1} | {:.3} | {:.0} | {:.0} | {:.2} | {:.3} | {:.0} | {:.1} |",
-        r.model,
-        r.device,
-        r.dtype,
-        r.mode,
-        r.n,
-        if r.depth > 0 { format!(" @ d{}", r.depth) } else { String::new() },
-        r.decode_tok_s,
-        r.ms_per_token,
-        r.dispatches_per_token,
-        r.barriers_per_token,
-        r.host_waits_per_token,
-        r.weight_bytes as f64 / 1e9,
-        r.weight_gb_s,
-        r.cpu_record_submit_us_per_token
-    );
-    if repeats > 1 {
-        let all: Vec<String> = reports
-            .iter()
-            .map(|r| format!("{:.1}", r.decode_tok_s))
-            .collect();
-        println!("(median of {} runs: {})", repeats, all.join(", "));
+    let mode = s
+        .decode
+        .as_ref()
+        .map(|d| format!("{:?}", d.mode))
+        .unwrap_or_else(|| format!("{:?}", m.mode));
+    for row in &s.rows {
+        let ts = format!("{:.2} ± {:.2}", row.avg_ts, row.stddev_ts);
+        match (&s.decode, row.n_gen > 0) {
+            (Some(r), true) => println!(
+                "| {} | {} | {} | {mode} | {} | {ts} | {:.3} | {:.0} | {:.0} | {:.2} | {:.3} | {:.0} | {:.1} |",
+                s.model,
+                s.device,
+                s.dtype,
+                row.test,
+                r.ms_per_token,
+                r.dispatches_per_token,
+                r.barriers_per_token,
+                r.host_waits_per_token,
+                r.weight_bytes as f64 / 1e9,
+                r.weight_gb_s,
+                r.cpu_record_submit_us_per_token
+            ),
+            _ => println!(
+                "| {} | {} | {} | {mode} | {} | {ts} | {:.3} | | | | | | |",
+                s.model,
+                s.device,
+                s.dtype,
+                row.test,
+                1e3 / row.avg_ts
+            ),
+        }
+    }
+    if repeat > 1 {
+        for row in &s.rows {
+            let all: Vec<String> = row.samples_ts.iter().map(|v| format!("{v:.1}")).collect();
+            println!("({} over {} runs: {})", row.test, repeat, all.join(", "));
+        }
     }
     Ok(())
 }

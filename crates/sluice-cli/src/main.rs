@@ -20,7 +20,8 @@ USAGE:
   sluice microbench sync [--json]            host wait costs
   sluice generate [--model M] (--prompt TEXT | --prompt-ids 1,2,3) [-n 32]
                   [--temperature T --top-k K --top-p P --seed S] [--json] [--logits-out FILE]
-  sluice bench [--model M] [-n 128] [--depth D] [--repeat R] [--json]
+  sluice bench [--model M] [-p 0] [-n 128] [--depth D] [--repeat R] [--json]
+                  (-p N adds a pp<N> prompt-processing row; rows are mean ± stddev)
   sluice graph [--model M] [--dump text|json]
   sluice profile [--model M] [-n 16] [--out DIR]
 

@@ -312,3 +312,94 @@ pub fn attention_prefill_cpu(
     }
     out
 }
+
+/// Checks the cooperative-matrix kernels on this device against the portable ones
+/// (plain and RMSNorm + gate/up + SiLU, f16 weights, odd sizes, three rounds): true when
+/// the device has them and every result agrees (NMSE <= 1e-4); false without matrix
+/// units or on any disagreement. Call once after making the device and pass the answer
+/// as `coopmat` to [`matmul`] / [`matmul_groups`]: a driver whose matrix path misbehaves
+/// then costs speed, not correctness.
+pub fn coopmat_self_test(device: &sluice::Device) -> sluice::Result<bool> {
+    use sluice::ResourceClass;
+    if !device.info().coopmat_f16_16x16 {
+        return Ok(false);
+    }
+    let (tokens, rows, cols) = (77u32, 200u32, 300u32);
+    let (t, r, c) = (tokens as usize, rows as usize, cols as usize);
+    // Deterministic values in [-1, 1).
+    let mut state = 0x2545_f491_u32;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+    };
+    let mut vals = |n: usize| (0..n).map(|_| next()).collect::<Vec<f32>>();
+    let wbytes = |v: &[f32]| crate::pack_weights(WeightDtype::F16, r, c, v);
+    let upload = |name: &str, bytes: &[u8], class| -> sluice::Result<sluice::Buffer> {
+        let b = device.create_buffer(name, bytes.len() as u64, class)?;
+        b.write_bytes(0, bytes)?;
+        Ok(b)
+    };
+    let f32_bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let p = MatmulPush {
+        eps: 1e-5,
+        ..MatmulPush::new(rows, cols, tokens)
+    };
+    for _round in 0..3 {
+        let w = upload(
+            "selftest.w",
+            &wbytes(&vals(r * c)),
+            ResourceClass::ReadOnlyWeight,
+        )?;
+        let wb = upload(
+            "selftest.w_b",
+            &wbytes(&vals(r * c)),
+            ResourceClass::ReadOnlyWeight,
+        )?;
+        let nw = upload(
+            "selftest.norm",
+            &f32_bytes(&vals(c)),
+            ResourceClass::ReadOnlyWeight,
+        )?;
+        let x = upload(
+            "selftest.x",
+            &f32_bytes(&vals(t * p.x_stride as usize)),
+            ResourceClass::TokenScratch,
+        )?;
+        for variant in [MatmulVariant::Plain, MatmulVariant::SiluNorm] {
+            let mut out = Vec::new();
+            for coop in [false, true] {
+                let y = device.create_buffer(
+                    "selftest.y",
+                    (t * r * 4) as u64,
+                    ResourceClass::TokenScratch,
+                )?;
+                let k = device.pipeline(matmul(WeightDtype::F16, variant, coop))?;
+                let slices = match variant {
+                    MatmulVariant::Plain => vec![w.slice(..), x.slice(..), y.slice(..)],
+                    _ => vec![
+                        w.slice(..),
+                        wb.slice(..),
+                        x.slice(..),
+                        nw.slice(..),
+                        y.slice(..),
+                    ],
+                };
+                let mut enc = device.encoder()?;
+                enc.dispatch(&k, matmul_groups(rows, tokens, coop), &slices, &p)?;
+                enc.submit()?.wait()?;
+                out.push(y.read::<f32>(0, t * r)?);
+            }
+            let (mut num, mut den) = (0f64, 0f64);
+            for (a, b) in out[0].iter().zip(&out[1]) {
+                num += (*a as f64 - *b as f64).powi(2);
+                den += (*a as f64).powi(2);
+            }
+            if num.is_nan() || num > 1e-4 * den {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}

@@ -266,6 +266,10 @@ fn coopmat_matmul_matches_reference() {
             "{} lists 16x16x16 f16 tiles with subgroups of 32 but coopmat is off",
             info.name
         );
+        assert!(
+            !coopmat_self_test(&d).unwrap(),
+            "self-test without matrix units"
+        );
         eprintln!(
             "{}: no cooperative matrices; only the selector is checked",
             info.name
@@ -283,8 +287,13 @@ fn coopmat_matmul_matches_reference() {
     .unwrap();
     assert!(!off.info().coopmat_f16_16x16, "no_coopmat must turn it off");
     drop(off);
+    let self_test = coopmat_self_test(&d).unwrap();
+    println!("coopmat self-test: {self_test}");
     let mut rng = Rng::new(12);
     let mut failures = Vec::new();
+    if !self_test {
+        failures.push("coopmat_self_test: the matrix path disagrees with the tiled one".into());
+    }
     let shapes = [
         (1, 37, 100),
         (3, 70, 45),

@@ -11,7 +11,5 @@ enable wgpu_cooperative_matrix;
 var<immediate> pc: Push;
 const NORM: bool = true;
 const SILU: bool = false;
-const WB_LEN: u32 = 1u;
-const CB_LEN: u32 = 1u;
 fn load_b8(i: u32) -> W8 { return W8(vec4<f32>(0.0), vec4<f32>(0.0)); }
 fn norm1(c: u32) -> f32 { return select(0.0, norm_w.d[min(c, pc.cols - 1u)], c < pc.cols); }

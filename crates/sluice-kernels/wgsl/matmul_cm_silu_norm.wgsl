@@ -12,7 +12,5 @@ enable wgpu_cooperative_matrix;
 var<immediate> pc: Push;
 const NORM: bool = true;
 const SILU: bool = true;
-const WB_LEN: u32 = 5120u;
-const CB_LEN: u32 = 2048u;
 fn load_b8(i: u32) -> W8 { return decode_w8(w_b.d[i], w_b.d[i + W_VEC4S - 1u]); }
 fn norm1(c: u32) -> f32 { return select(0.0, norm_w.d[min(c, pc.cols - 1u)], c < pc.cols); }

@@ -1,8 +1,7 @@
 // The cooperative-matrix matmul family (matmul_cm, matmul_cm_norm, matmul_cm_silu,
 // matmul_cm_silu_norm): what the portable family computes (include/matmul_body.wgsl:
 // same bindings, push constants and epilogues) on the matrix units. Each kernel file
-// declares its bindings, NORM, SILU, WB_LEN / CB_LEN (second-matrix staging sizes: used
-// with SILU, 1 otherwise), `fn load_b8(i)` and `fn norm1(c)`.
+// declares its bindings, NORM, SILU, `fn load_b8(i)` and `fn norm1(c)`.
 //
 // A workgroup of 256 invocations = 8 subgroups of 32 (the device flag
 // coopmat_f16_16x16 requires subgroups of 32) computes a TT x TR = 64 tokens x 128 rows
@@ -26,9 +25,11 @@ const KP: u32 = 40u;
 
 var<workgroup> xs: array<f16, 2560>; // TT * KP
 var<workgroup> ws: array<f16, 5120>; // TR * KP
-var<workgroup> wsb: array<f16, WB_LEN>; // TR * KP with SILU
+var<workgroup> wsb: array<f16, 5120>; // TR * KP, the second matrix (SILU)
 var<workgroup> cs: array<f32, 2048>; // 8 subgroups x 16 x 16
-var<workgroup> csb: array<f32, CB_LEN>; // the same for the second matrix (SILU)
+// The same for the second matrix (SILU). Full size in every variant: the non-SILU kernels
+// keep (never executed) cooperative loads/stores of these arrays in their SPIR-V.
+var<workgroup> csb: array<f32, 2048>;
 var<workgroup> red: array<f32, 512>;
 var<workgroup> inv_s: array<f32, 64>;
 
@@ -72,14 +73,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let xv = li % 8u;
     let cols4 = (pc.cols + 3u) / 4u;
     var ss = vec2<f32>(0.0);
-    var c00 = coop_mat16x16<f32, C>();
-    var c01 = coop_mat16x16<f32, C>();
-    var c10 = coop_mat16x16<f32, C>();
-    var c11 = coop_mat16x16<f32, C>();
-    var d00 = coop_mat16x16<f32, C>();
-    var d01 = coop_mat16x16<f32, C>();
-    var d10 = coop_mat16x16<f32, C>();
-    var d11 = coop_mat16x16<f32, C>();
+    // Accumulators start as zeros loaded from shared memory (not the zero-value
+    // constructor, which naga emits as an OpConstantNull variable initializer).
+    let slot = sg * 256u;
+    for (var e = lane; e < 256u; e += 32u) {
+        cs[slot + e] = 0.0;
+    }
+    workgroupBarrier();
+    var c00 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var c01 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var c10 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var c11 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var d00 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var d01 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var d10 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var d11 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
     for (var k0 = 0u; k0 < pc.cols; k0 += TK) {
         stage_w(r0, k0, li);
         // Activations: 64 tokens x 8 vec4s, two per invocation, masked beyond cols.
@@ -143,7 +151,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     // Epilogue: tile (i, j) of every subgroup through its 16 x 16 slot of cs (naga 30.0.1
     // needs the stored value and the pointer bound to lets).
-    let slot = sg * 256u;
     workgroupBarrier();
     {
         let r = c00;

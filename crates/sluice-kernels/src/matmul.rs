@@ -47,8 +47,9 @@ impl MatmulVariant {
 /// Bindings (the matvec family's order): `Plain` 0 w, 1 x (read), 2 y (read-write);
 /// `Norm` 0 w, 1 x, 2 norm_w f32 `[cols]` (read), 3 y; `Silu` 0 w_gate, 1 w_up, 2 x
 /// (read), 3 y; `SiluNorm` 0 w_gate, 1 w_up, 2 x, 3 norm_w (read), 4 y.
-/// Weights row-major `[rows, cols]` padded to [`crate::stride8`]`(cols) * 8` elements
-/// ([`crate::pack_weights`]); x f32, token t's row at float `t * x_stride`; y f32, token
+/// Weights row-major `[rows, cols]` in the GPU layout of their dtype ([`crate::pack_weights`];
+/// float dtypes padded to [`crate::stride8`]`(cols) * 8` elements, block formats with
+/// `cols` a multiple of the block); x f32, token t's row at float `t * x_stride`; y f32, token
 /// t's row at float `t * y_stride`. Dispatch [`matmul_groups`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -57,7 +58,8 @@ pub struct MatmulPush {
     pub rows: u32,
     /// Input columns.
     pub cols: u32,
-    /// Padded row stride of the weights in 8-element chunks, [`crate::stride8`]`(cols)`.
+    /// Row stride of the weights: 8-element chunks for float dtypes, vec4s for block
+    /// formats ([`crate::row_stride_field`]`(dtype, cols)`, as in [`crate::MatvecPush`]).
     pub stride8: u32,
     /// Tokens (rows of x and y).
     pub tokens: u32,
@@ -74,8 +76,9 @@ pub struct MatmulPush {
 unsafe impl Pod for MatmulPush {}
 
 impl MatmulPush {
-    /// Push constants for `tokens` x `[rows, cols]` with densely packed x and y
-    /// (`x_stride = cols` rounded up to 4, `y_stride = rows`), overwriting y.
+    /// Push constants for `tokens` x `[rows, cols]` weights of a float dtype with densely
+    /// packed x and y (`x_stride = cols` rounded up to 4, `y_stride = rows`), overwriting
+    /// y; for block formats use [`MatmulPush::for_dtype`].
     pub fn new(rows: u32, cols: u32, tokens: u32) -> MatmulPush {
         MatmulPush {
             rows,
@@ -90,6 +93,16 @@ impl MatmulPush {
     }
 }
 
+impl MatmulPush {
+    /// Like [`MatmulPush::new`] with the row stride of `dt`'s GPU layout.
+    pub fn for_dtype(dt: WeightDtype, rows: u32, cols: u32, tokens: u32) -> MatmulPush {
+        MatmulPush {
+            stride8: crate::row_stride_field(dt, cols),
+            ..MatmulPush::new(rows, cols, tokens)
+        }
+    }
+}
+
 /// Output tile (tokens, rows) of the portable kernels.
 pub const MATMUL_TILE: (u32, u32) = (64, 64);
 /// Output tile (tokens, rows) of the cooperative-matrix kernels.
@@ -99,25 +112,17 @@ pub const MATMUL_CM_TILE: (u32, u32) = (64, 128);
 /// cooperative-matrix implementation (only on a device whose
 /// `DeviceInfo::coopmat_f16_16x16` is true).
 pub fn matmul(dt: WeightDtype, variant: MatmulVariant, coopmat: bool) -> &'static KernelDesc {
-    use MatmulVariant::*;
-    use WeightDtype::*;
-    if coopmat {
-        return matmul_cm(dt, variant);
-    }
-    match (variant, dt) {
-        (Plain, F16) => &crate::MATMUL_F16,
-        (Plain, Bf16) => &crate::MATMUL_BF16,
-        (Plain, F32) => &crate::MATMUL_F32,
-        (Norm, F16) => &crate::MATMUL_NORM_F16,
-        (Norm, Bf16) => &crate::MATMUL_NORM_BF16,
-        (Norm, F32) => &crate::MATMUL_NORM_F32,
-        (Silu, F16) => &crate::MATMUL_SILU_F16,
-        (Silu, Bf16) => &crate::MATMUL_SILU_BF16,
-        (Silu, F32) => &crate::MATMUL_SILU_F32,
-        (SiluNorm, F16) => &crate::MATMUL_SILU_NORM_F16,
-        (SiluNorm, Bf16) => &crate::MATMUL_SILU_NORM_BF16,
-        (SiluNorm, F32) => &crate::MATMUL_SILU_NORM_F32,
-    }
+    let stem = match (coopmat, variant) {
+        (false, MatmulVariant::Plain) => "matmul",
+        (false, MatmulVariant::Norm) => "matmul_norm",
+        (false, MatmulVariant::Silu) => "matmul_silu",
+        (false, MatmulVariant::SiluNorm) => "matmul_silu_norm",
+        (true, MatmulVariant::Plain) => "matmul_cm",
+        (true, MatmulVariant::Norm) => "matmul_cm_norm",
+        (true, MatmulVariant::Silu) => "matmul_cm_silu",
+        (true, MatmulVariant::SiluNorm) => "matmul_cm_silu_norm",
+    };
+    crate::by_dtype(dt, stem)
 }
 
 /// Dispatch size of a matmul kernel for `rows` output rows and `tokens` tokens: one
@@ -177,25 +182,6 @@ pub fn matmul_cpu(
     y
 }
 
-fn matmul_cm(dt: WeightDtype, variant: MatmulVariant) -> &'static KernelDesc {
-    use MatmulVariant::*;
-    use WeightDtype::*;
-    match (variant, dt) {
-        (Plain, F16) => &crate::MATMUL_CM_F16,
-        (Plain, Bf16) => &crate::MATMUL_CM_BF16,
-        (Plain, F32) => &crate::MATMUL_CM_F32,
-        (Norm, F16) => &crate::MATMUL_CM_NORM_F16,
-        (Norm, Bf16) => &crate::MATMUL_CM_NORM_BF16,
-        (Norm, F32) => &crate::MATMUL_CM_NORM_F32,
-        (Silu, F16) => &crate::MATMUL_CM_SILU_F16,
-        (Silu, Bf16) => &crate::MATMUL_CM_SILU_BF16,
-        (Silu, F32) => &crate::MATMUL_CM_SILU_F32,
-        (SiluNorm, F16) => &crate::MATMUL_CM_SILU_NORM_F16,
-        (SiluNorm, Bf16) => &crate::MATMUL_CM_SILU_NORM_BF16,
-        (SiluNorm, F32) => &crate::MATMUL_CM_SILU_NORM_F32,
-    }
-}
-
 macro_rules! check_push {
     ($($k:ident),*) => {
         $(const _: () = assert!(
@@ -227,7 +213,9 @@ check_push!(
     MATMUL_CM_SILU_F32,
     MATMUL_CM_SILU_NORM_F16,
     MATMUL_CM_SILU_NORM_BF16,
-    MATMUL_CM_SILU_NORM_F32
+    MATMUL_CM_SILU_NORM_F32,
+    MATMUL_Q4_K,
+    MATMUL_CM_SILU_NORM_Q6_K
 );
 
 /// Push constants of [`crate::ATTENTION_PREFILL`] (flash attention over a prefill chunk).

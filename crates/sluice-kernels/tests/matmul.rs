@@ -108,7 +108,7 @@ fn run_matmul(
     accumulate: bool,
 ) -> (Vec<f32>, Vec<f32>) {
     let (r, c) = (rows as usize, cols as usize);
-    let mut p = MatmulPush::new(rows, cols, tokens);
+    let mut p = MatmulPush::for_dtype(dt, rows, cols, tokens);
     // Strides larger than the minimum: the kernel must honour them.
     p.x_stride = cols.div_ceil(4) * 4 + 4;
     p.y_stride = rows + 3;
@@ -162,7 +162,14 @@ fn run_matmul(
 
     // Reference from the dtype-rounded weights. The cooperative-matrix path also rounds x
     // (after the norm weight) and bf16/f32 weights to f16; its looser bound covers that.
-    let (wr, wbr) = (rounded(dt, &w), rounded(dt, &wb));
+    let exact = |v: &[f32]| {
+        if dt.is_quantized() {
+            dequantize(dt, r, c, &quantize(dt, r, c, v))
+        } else {
+            rounded(dt, v)
+        }
+    };
+    let (wr, wbr) = (exact(&w), exact(&wb));
     let want = matmul_cpu(
         variant,
         &p,
@@ -228,6 +235,33 @@ fn tiled_matmul_matches_reference() {
                         NMSE_MAX,
                     );
                 }
+            }
+        }
+    }
+}
+
+#[test]
+fn tiled_matmul_decodes_block_formats() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(13);
+    for dt in sluice_kernels::quant::QUANT_DTYPES {
+        // Columns: whole blocks (256 for the K-quants), more than one K step of 32.
+        let cols = (dt.block_elems() as u32).max(64) * 2;
+        // One shape per format keeps this quick on lavapipe (the per-element decode makes
+        // big shaders); the tiling itself is covered by tiled_matmul_matches_reference.
+        for (tokens, rows) in [(1u32, 37u32), (17, 65)] {
+            for variant in MatmulVariant::ALL {
+                let accumulate = variant == MatmulVariant::Norm;
+                let (got, want) = run_matmul(
+                    &d, &mut rng, dt, variant, false, tokens, rows, cols, accumulate,
+                );
+                assert_close(
+                    &format!("{variant:?} acc={accumulate} {dt:?} t{tokens} {rows}x{cols}"),
+                    &got,
+                    &want,
+                    NMSE_MAX,
+                );
             }
         }
     }

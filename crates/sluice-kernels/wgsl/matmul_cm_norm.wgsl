@@ -1,5 +1,6 @@
-//! variants: f16 bf16 f32
+//! variants: f16 bf16 f32 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k
 //! include: matmul_cm_body
+//! include: matmul_load_float
 enable f16;
 enable wgpu_cooperative_matrix;
 // Cooperative-matrix (matrix units) version of the tiled matmul with RMSNorm folded on the input: y[t, r] = (accumulate ? y[t, r] : 0) +
@@ -11,5 +12,5 @@ enable wgpu_cooperative_matrix;
 var<immediate> pc: Push;
 const NORM: bool = true;
 const SILU: bool = false;
-fn load_b8(i: u32) -> W8 { return W8(vec4<f32>(0.0), vec4<f32>(0.0)); }
+fn wb_raw(i: u32) -> vec4<u32> { return vec4<u32>(0u); }
 fn norm1(c: u32) -> f32 { return select(0.0, norm_w.d[min(c, pc.cols - 1u)], c < pc.cols); }

@@ -1,5 +1,6 @@
-//! variants: f16 bf16 f32
+//! variants: f16 bf16 f32 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k
 //! include: matmul_cm_body
+//! include: matmul_load_float
 enable f16;
 enable wgpu_cooperative_matrix;
 // Cooperative-matrix (matrix units) version of the tiled gate/up matmul with SiLU: y[t, r] = silu(Wg[r] . x[t]) * (Wu[r] . x[t]).
@@ -11,5 +12,5 @@ enable wgpu_cooperative_matrix;
 var<immediate> pc: Push;
 const NORM: bool = false;
 const SILU: bool = true;
-fn load_b8(i: u32) -> W8 { return decode_w8(w_b.d[i], w_b.d[i + W_VEC4S - 1u]); }
+fn wb_raw(i: u32) -> vec4<u32> { return w_b.d[i]; }
 fn norm1(c: u32) -> f32 { return 1.0; }

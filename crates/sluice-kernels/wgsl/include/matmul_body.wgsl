@@ -1,13 +1,14 @@
 // The tiled matmul family (matmul, matmul_norm, matmul_silu, matmul_silu_norm) shares this
 // body; each kernel file declares its bindings, the constants NORM and SILU, WB_LEN (the
-// size of the second weight tile: TK * TRP with SILU, 1 otherwise), `fn load_b8(i)`
-// (chunk i of the second matrix, SILU) and `fn norm1(c)` (norm weight c, NORM).
+// size of the second weight tile: TK * TRP with SILU, 1 otherwise), `fn wb_raw(i)` (vec4 i of the second matrix, SILU)
+// and `fn norm1(c)` (norm weight c, NORM).
 //
 // Y[t, r] = epilogue(inv_t * sum_c W[r, c] * x'[t, c]), x' = x * norm_w and
 // inv_t = 1/sqrt(mean(x_t^2) + eps) with NORM (else x' = x, inv_t = 1). Epilogue: SILU
 // silu(g) * (W_b . x'); else y = g, or y += g when `accumulate`.
 // x of token t starts at float t * x_stride (x_stride a multiple of 4, >= cols), y at
-// t * y_stride. Weights row-major with rows padded to stride8 * 8 elements.
+// t * y_stride. Weights row-major: float dtypes with rows padded to stride8 * 8 elements,
+// block formats in their GPU layout (stride8 = row stride in vec4s; include/matmul_load_*).
 //
 // A workgroup (256 threads) computes a TT x TR (tokens x rows) output tile, stepping
 // over the columns TK at a time through shared memory; each thread owns a 4 x 4 block
@@ -57,11 +58,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let chunk = k0 / 8u + wc;
         var wa = W8(vec4<f32>(0.0), vec4<f32>(0.0));
         var wb = W8(vec4<f32>(0.0), vec4<f32>(0.0));
-        if (row < pc.rows && chunk < pc.stride8) {
-            let i = (row * pc.stride8 + chunk) * W_VEC4S;
-            wa = decode_w8(w.d[i], w.d[i + W_VEC4S - 1u]);
+        if (row < pc.rows && chunk * 8u < pc.cols) {
+            wa = stage8(false, row, chunk);
             if (SILU) {
-                wb = load_b8(i);
+                wb = stage8(true, row, chunk);
             }
         }
         let kb = wc * 8u;

@@ -1,7 +1,7 @@
 // The cooperative-matrix matmul family (matmul_cm, matmul_cm_norm, matmul_cm_silu,
 // matmul_cm_silu_norm): what the portable family computes (include/matmul_body.wgsl:
 // same bindings, push constants and epilogues) on the matrix units. Each kernel file
-// declares its bindings, NORM, SILU, `fn load_b8(i)` and `fn norm1(c)`.
+// declares its bindings, NORM, SILU, `fn wb_raw(i)` (vec4 i of the second matrix, SILU) and `fn norm1(c)`.
 //
 // A workgroup of 256 invocations = 8 subgroups of 32 (the device flag
 // coopmat_f16_16x16 requires subgroups of 32) computes a TT x TR = 64 tokens x 128 rows
@@ -43,11 +43,10 @@ fn stage_w(r0: u32, k0: u32, li: u32) {
         let chunk = k0 / 8u + wc;
         var wa = W8(vec4<f32>(0.0), vec4<f32>(0.0));
         var wb = W8(vec4<f32>(0.0), vec4<f32>(0.0));
-        if (row < pc.rows && chunk < pc.stride8) {
-            let i = (row * pc.stride8 + chunk) * W_VEC4S;
-            wa = decode_w8(w.d[i], w.d[i + W_VEC4S - 1u]);
+        if (row < pc.rows && chunk * 8u < pc.cols) {
+            wa = stage8(false, row, chunk);
             if (SILU) {
-                wb = load_b8(i);
+                wb = stage8(true, row, chunk);
             }
         }
         let o = rl * KP + wc * 8u;

@@ -149,6 +149,71 @@ impl Drop for DeviceHandle {
     }
 }
 
+/// A physical device with its properties and name.
+type Adapter = (vk::PhysicalDevice, vk::PhysicalDeviceProperties, String);
+
+/// What [`Device::new`]'s device step makes.
+struct DeviceParts {
+    raw: ash::Device,
+    ext: Extensions,
+    info: DeviceInfo,
+    queue: QueueState,
+    cache: vk::PipelineCache,
+}
+
+/// Holds a value made by one step of [`Device::new`] and frees it with `destroy` when
+/// dropped, unless [`Guard::disarm`]ed: a failure in a later step then frees what the
+/// earlier steps made (younger guards first, by drop order).
+struct Guard<T, F: FnOnce(&mut T)> {
+    value: Option<T>,
+    destroy: Option<F>,
+}
+
+impl<T, F: FnOnce(&mut T)> Guard<T, F> {
+    fn new(value: T, destroy: F) -> Self {
+        Guard {
+            value: Some(value),
+            destroy: Some(destroy),
+        }
+    }
+
+    /// The value, no longer freed by the guard.
+    fn disarm(mut self) -> T {
+        self.destroy = None;
+        self.value
+            .take()
+            .expect("guard holds its value until disarmed")
+    }
+}
+
+impl<T, F: FnOnce(&mut T)> std::ops::Deref for Guard<T, F> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.value
+            .as_ref()
+            .expect("guard holds its value until disarmed")
+    }
+}
+
+impl<T, F: FnOnce(&mut T)> Drop for Guard<T, F> {
+    fn drop(&mut self) {
+        if let (Some(v), Some(f)) = (self.value.as_mut(), self.destroy.take()) {
+            f(v);
+        }
+    }
+}
+
+/// Destroys the debug messenger of `ext`, if one was made.
+fn destroy_messenger(ext: &Extensions) {
+    if let Some(du) = &ext.debug_utils {
+        if ext.messenger != vk::DebugUtilsMessengerEXT::null() {
+            // SAFETY: the messenger was made from this instance's debug utils and nothing
+            // uses it after this call (the device's last step or a failed creation).
+            unsafe { du.destroy_debug_utils_messenger(ext.messenger, None) };
+        }
+    }
+}
+
 fn vendor_name(id: u32) -> &'static str {
     match id {
         0x10de => "NVIDIA",
@@ -195,7 +260,80 @@ impl Device {
         // use ash without linking at build time.
         let entry = unsafe { ash::Entry::load() }.map_err(|e| Error::Loader(e.to_string()))?;
         let validation_log = Box::<ValidationLog>::default();
+        // Each step returns what it made under a guard that frees it if a later step
+        // fails; the guards are disarmed once everything exists.
+        let (instance, want_validation, debug_utils_present) =
+            Self::create_instance(&entry, &options, &validation_log)?;
+        let instance = Guard::new(instance, |i: &mut ash::Instance| {
+            // SAFETY: reached only when a later step failed: nothing made from the
+            // instance survives (their guards ran first, being younger).
+            unsafe { i.destroy_instance(None) }
+        });
+        let adapter = Self::pick_adapter(&instance, &options)?;
+        let physical = adapter.0;
+        let parts = Self::create_device(
+            &entry,
+            &instance,
+            adapter,
+            &options,
+            &validation_log,
+            want_validation,
+            debug_utils_present,
+        )?;
+        let allocator = Allocator::new(&AllocatorCreateDesc {
+            instance: (*instance).clone(),
+            device: parts.raw.clone(),
+            physical_device: physical,
+            debug_settings: Default::default(),
+            buffer_device_address: false,
+            allocation_sizes: Default::default(),
+        })
+        .map_err(|e| Error::Allocation {
+            requested: 0,
+            what: "allocator".into(),
+            reason: e.to_string(),
+        })?;
+        let DeviceParts {
+            raw,
+            ext,
+            info,
+            queue,
+            cache,
+        } = parts.disarm();
+        let shared = DeviceShared {
+            id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+            _entry: entry,
+            instance: instance.disarm(),
+            physical,
+            raw,
+            ext,
+            info,
+            options,
+            allocator: ManuallyDrop::new(Mutex::new(allocator)),
+            queue,
+            pipeline_cache: cache,
+            pipelines: Mutex::new(HashMap::new()),
+            counters: AtomicCounters::default(),
+            next_buffer_id: AtomicU64::new(1),
+            validation_log,
+            waiter: Default::default(),
+            deferred_writes: Mutex::new(Vec::new()),
+            residency: Default::default(),
+        };
+        Ok(Device {
+            handle: Arc::new(DeviceHandle {
+                shared: Arc::new(shared),
+            }),
+        })
+    }
 
+    /// Step 1: the instance (validation layer and debug utils as `options` say). Returns
+    /// it with (validation wanted, debug utils enabled).
+    fn create_instance(
+        entry: &ash::Entry,
+        options: &Options,
+        validation_log: &ValidationLog,
+    ) -> Result<(ash::Instance, bool, bool)> {
         // --- instance ---
         let app = vk::ApplicationInfo::default()
             .application_name(c"sluice")
@@ -233,7 +371,7 @@ impl Device {
         let enabled_features = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
         let mut validation_features =
             vk::ValidationFeaturesEXT::default().enabled_validation_features(&enabled_features);
-        let mut messenger_info = validation::messenger_info(&validation_log);
+        let mut messenger_info = validation::messenger_info(validation_log);
         let mut instance_info = vk::InstanceCreateInfo::default()
             .application_info(&app)
             .enabled_layer_names(&layers)
@@ -248,81 +386,13 @@ impl Device {
         let instance =
             unsafe { entry.create_instance(&instance_info, None) }.vk("vkCreateInstance")?;
 
-        // From here on, failures must destroy the instance.
-        let built = Self::build(
-            &entry,
-            &instance,
-            &options,
-            &validation_log,
-            want_validation,
-            debug_utils_present,
-        );
-        match built {
-            Ok((physical, raw, ext, info, queue, cache)) => {
-                let allocator = Allocator::new(&AllocatorCreateDesc {
-                    instance: instance.clone(),
-                    device: raw.clone(),
-                    physical_device: physical,
-                    debug_settings: Default::default(),
-                    buffer_device_address: false,
-                    allocation_sizes: Default::default(),
-                })
-                .map_err(|e| Error::Allocation {
-                    requested: 0,
-                    what: "allocator".into(),
-                    reason: e.to_string(),
-                })?;
-                let shared = DeviceShared {
-                    id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
-                    _entry: entry,
-                    instance,
-                    physical,
-                    raw,
-                    ext,
-                    info,
-                    options,
-                    allocator: ManuallyDrop::new(Mutex::new(allocator)),
-                    queue,
-                    pipeline_cache: cache,
-                    pipelines: Mutex::new(HashMap::new()),
-                    counters: AtomicCounters::default(),
-                    next_buffer_id: AtomicU64::new(1),
-                    validation_log,
-                    waiter: Default::default(),
-                    deferred_writes: Mutex::new(Vec::new()),
-                    residency: Default::default(),
-                };
-                Ok(Device {
-                    handle: Arc::new(DeviceHandle {
-                        shared: Arc::new(shared),
-                    }),
-                })
-            }
-            Err(e) => {
-                // SAFETY: nothing made from the instance survives a failed build.
-                unsafe { instance.destroy_instance(None) };
-                Err(e)
-            }
-        }
+        Ok((instance, want_validation, debug_utils_present))
     }
 
-    #[allow(clippy::type_complexity)]
-    fn build(
-        entry: &ash::Entry,
-        instance: &ash::Instance,
-        options: &Options,
-        log: &ValidationLog,
-        want_validation: bool,
-        debug_utils_present: bool,
-    ) -> Result<(
-        vk::PhysicalDevice,
-        ash::Device,
-        Extensions,
-        DeviceInfo,
-        QueueState,
-        vk::PipelineCache,
-    )> {
-        // SAFETY: instance is valid; all structs passed live across each call.
+    /// Step 2: the physical device `options` ask for (name filter, Vulkan 1.3, discrete
+    /// first). Creates nothing.
+    fn pick_adapter(instance: &ash::Instance, options: &Options) -> Result<Adapter> {
+        // SAFETY: instance is valid; these calls only enumerate and query.
         unsafe {
             let physicals = instance
                 .enumerate_physical_devices()
@@ -349,11 +419,30 @@ impl Device {
                 candidates.retain(|c| c.2.to_lowercase().contains(&w));
             }
             candidates.sort_by_key(|c| type_rank(c.1.device_type));
-            let (physical, props, name) = candidates.into_iter().next().ok_or(Error::NoDevice {
+            candidates.into_iter().next().ok_or(Error::NoDevice {
                 wanted: options.adapter.clone(),
                 seen,
-            })?;
+            })
+        }
+    }
 
+    /// Step 3: the logical device with its extensions and features, the debug messenger,
+    /// the queue and the pipeline cache, under one guard (freed together if a later step
+    /// fails); inside, each object is guarded until the next one exists.
+    #[allow(clippy::too_many_arguments)]
+    fn create_device(
+        entry: &ash::Entry,
+        instance: &ash::Instance,
+        adapter: Adapter,
+        options: &Options,
+        log: &ValidationLog,
+        want_validation: bool,
+        debug_utils_present: bool,
+    ) -> Result<Guard<DeviceParts, impl FnOnce(&mut DeviceParts)>> {
+        let (physical, props, name) = adapter;
+        // SAFETY: instance and physical are valid; all structs passed live across each call;
+        // every object made here is destroyed by its guard unless all steps succeed.
+        unsafe {
             // Extensions.
             let dev_exts = instance
                 .enumerate_device_extension_properties(physical)
@@ -558,16 +647,13 @@ impl Device {
                 coopmat_f16_16x16: coopmat,
             };
 
-            let cleanup = |raw: &ash::Device| raw.destroy_device(None);
+            let raw = Guard::new(raw, |d: &mut ash::Device| d.destroy_device(None));
             let messenger = if want_validation {
                 let du = ash::ext::debug_utils::Instance::new(entry, instance);
-                match du.create_debug_utils_messenger(&validation::messenger_info(log), None) {
-                    Ok(m) => (Some(du), m),
-                    Err(e) => {
-                        cleanup(&raw);
-                        return Err(Error::vk("vkCreateDebugUtilsMessengerEXT", e));
-                    }
-                }
+                let m = du
+                    .create_debug_utils_messenger(&validation::messenger_info(log), None)
+                    .vk("vkCreateDebugUtilsMessengerEXT")?;
+                (Some(du), m)
             } else if debug_utils_present {
                 (
                     Some(ash::ext::debug_utils::Instance::new(entry, instance)),
@@ -576,35 +662,43 @@ impl Device {
             } else {
                 (None, vk::DebugUtilsMessengerEXT::null())
             };
-            let ext = Extensions {
-                push_descriptor: ash::khr::push_descriptor::Device::new(instance, &raw),
-                pageable: pageable_ext
-                    .then(|| ash::ext::pageable_device_local_memory::Device::new(instance, &raw)),
-                labels: messenger
-                    .0
-                    .as_ref()
-                    .map(|_| ash::ext::debug_utils::Device::new(instance, &raw)),
-                debug_utils: messenger.0,
-                messenger: messenger.1,
-            };
-            let queue = match QueueState::new(&raw, family) {
-                Ok(q) => q,
-                Err(e) => {
-                    if let Some(du) = &ext.debug_utils {
-                        if ext.messenger != vk::DebugUtilsMessengerEXT::null() {
-                            du.destroy_debug_utils_messenger(ext.messenger, None);
-                        }
-                    }
-                    cleanup(&raw);
-                    return Err(e);
-                }
-            };
+            let ext = Guard::new(
+                Extensions {
+                    push_descriptor: ash::khr::push_descriptor::Device::new(instance, &raw),
+                    pageable: pageable_ext.then(|| {
+                        ash::ext::pageable_device_local_memory::Device::new(instance, &raw)
+                    }),
+                    labels: messenger
+                        .0
+                        .as_ref()
+                        .map(|_| ash::ext::debug_utils::Device::new(instance, &raw)),
+                    debug_utils: messenger.0,
+                    messenger: messenger.1,
+                },
+                |e: &mut Extensions| destroy_messenger(e),
+            );
+            let device = (*raw).clone();
+            let queue = Guard::new(QueueState::new(&raw, family)?, move |q: &mut QueueState| {
+                q.destroy(&device)
+            });
             let cache = raw
                 .create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
                 .vk("vkCreatePipelineCache")?;
             let mut info = info;
             info.heaps = heap_infos(instance, physical, memory_budget_ext);
-            Ok((physical, raw, ext, info, queue, cache))
+            let parts = DeviceParts {
+                queue: queue.disarm(),
+                ext: ext.disarm(),
+                raw: raw.disarm(),
+                info,
+                cache,
+            };
+            Ok(Guard::new(parts, |p: &mut DeviceParts| {
+                p.raw.destroy_pipeline_cache(p.cache, None);
+                p.queue.destroy(&p.raw);
+                destroy_messenger(&p.ext);
+                p.raw.destroy_device(None);
+            }))
         }
     }
 

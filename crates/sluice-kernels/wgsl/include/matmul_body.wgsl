@@ -46,6 +46,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let xv = li % 8u;
     let cols4 = (pc.cols + 3u) / 4u;
     var ss = vec2<f32>(0.0);
+    // Token blocks j (tokens t0 + ty + 16j) of this invocation that exist.
+    var jn = 0u;
+    if (t0 + ty < pc.tokens) {
+        jn = min((pc.tokens - t0 - ty + 15u) / 16u, 4u);
+    }
     var acc: array<vec4<f32>, 4>;
     var accb: array<vec4<f32>, 4>;
     for (var j = 0u; j < 4u; j++) {
@@ -97,6 +102,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
         workgroupBarrier();
+        // Small token counts (batched decode): invocations whose tokens all lie beyond
+        // pc.tokens skip the arithmetic (whole subgroups do when ty >= tokens).
+        if (t0 + ty < pc.tokens) {
         for (var k = 0u; k < TK; k++) {
             let wo = k * TRP + tx;
             let a = vec4<f32>(ws[wo], ws[wo + 16u], ws[wo + 32u], ws[wo + 48u]);
@@ -106,12 +114,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
             let xo = k * TTP + ty;
             for (var j = 0u; j < 4u; j++) {
-                let b = xs[xo + 16u * j];
-                acc[j] += a * b;
-                if (SILU) {
-                    accb[j] += ab * b;
+                if (j < jn) {
+                    let b = xs[xo + 16u * j];
+                    acc[j] += a * b;
+                    if (SILU) {
+                        accb[j] += ab * b;
+                    }
                 }
             }
+        }
         }
         workgroupBarrier();
     }

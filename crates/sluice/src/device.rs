@@ -925,3 +925,28 @@ impl PipelineKey {
         }
     }
 }
+
+#[cfg(test)]
+mod guard_tests {
+    use super::Guard;
+    use std::cell::RefCell;
+
+    #[test]
+    fn guards_free_younger_first_unless_disarmed() {
+        let log = RefCell::new(Vec::new());
+        {
+            let _a = Guard::new("instance", |v: &mut &str| log.borrow_mut().push(*v));
+            let _b = Guard::new("device", |v: &mut &str| log.borrow_mut().push(*v));
+            // A later step fails here: both are freed, the younger first.
+        }
+        assert_eq!(*log.borrow(), ["device", "instance"]);
+        log.borrow_mut().clear();
+        {
+            let a = Guard::new("instance", |v: &mut &str| log.borrow_mut().push(*v));
+            let b = Guard::new("device", |v: &mut &str| log.borrow_mut().push(*v));
+            assert_eq!(*b, "device");
+            assert_eq!((b.disarm(), a.disarm()), ("device", "instance"));
+        }
+        assert!(log.borrow().is_empty(), "disarmed guards free nothing");
+    }
+}

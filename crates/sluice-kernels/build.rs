@@ -8,7 +8,9 @@
 //! appends `wgsl/include/NAME.wgsl`; a dtype snippet may add includes the same way and
 //! swap one of the kernel's for another (`//! replaces: matvec_body matvec_q_body`: the
 //! block formats use their own matvec body). Files under `wgsl/dtype/` and
-//! `wgsl/include/` are not kernels themselves.
+//! `wgsl/include/` are not kernels themselves. A module with
+//! `enable wgpu_cooperative_matrix;` is validated with the COOPERATIVE_MATRIX capability
+//! (only those modules); such kernels run only where `DeviceInfo::coopmat_f16_16x16` holds.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -173,11 +175,16 @@ struct Reflected {
 
 fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
     let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
-    let caps = Capabilities::IMMEDIATES
+    let mut caps = Capabilities::IMMEDIATES
         | Capabilities::SUBGROUP
         | Capabilities::SHADER_FLOAT16
         | Capabilities::SHADER_FLOAT16_IN_FLOAT32
         | Capabilities::SHADER_INT64;
+    // Only modules that ask for matrix units get the capability (their SPIR-V declares
+    // CooperativeMatrixKHR and the Vulkan memory model, which other devices lack).
+    if source.contains("enable wgpu_cooperative_matrix;") {
+        caps |= Capabilities::COOPERATIVE_MATRIX;
+    }
     let info = Validator::new(ValidationFlags::all(), caps)
         .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
         .subgroup_operations(naga::valid::SubgroupOperationSet::all())
@@ -246,6 +253,11 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
     };
     let words =
         spv::write_vec(&module, &info, &options, Some(&pipeline)).map_err(|e| e.to_string())?;
+    let words = if caps.contains(Capabilities::COOPERATIVE_MATRIX) {
+        vulkan_memory_model_fixup(words)
+    } else {
+        words
+    };
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
     std::fs::write(spv_out, bytes).map_err(|e| e.to_string())?;
     Ok(Reflected {
@@ -253,4 +265,153 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
         push_bytes,
         workgroup: entry.workgroup_size,
     })
+}
+
+/// naga declares the Vulkan memory model for modules with cooperative matrices (the
+/// extension requires the VulkanMemoryModel capability) but emits loads, stores and
+/// barriers as for GLSL450: no `NonPrivatePointer` memory operands and no
+/// `MakeAvailable`/`MakeVisible` barrier semantics. Under the Vulkan model such accesses
+/// are private, so a barrier does not order the shared-memory staging of a tiled kernel
+/// (wrong results on the H100). This pass adds `NonPrivatePointer` to every load and
+/// store (plain and cooperative-matrix) through a Workgroup or StorageBuffer pointer and
+/// `MakeAvailable | MakeVisible` to every barrier's semantics (new constants). It also
+/// drops the ArrayStride naga puts on fixed-size arrays (only workgroup and function
+/// arrays here; buffers use runtime arrays), which VUID-StandaloneSpirv-None-10684 forbids.
+fn vulkan_memory_model_fixup(words: Vec<u32>) -> Vec<u32> {
+    use std::collections::HashMap;
+    const OP_DECORATE: u32 = 71;
+    const OP_TYPE_ARRAY: u32 = 28;
+    const DECORATION_ARRAY_STRIDE: u32 = 6;
+    const OP_TYPE_POINTER: u32 = 32;
+    const OP_CONSTANT: u32 = 43;
+    const OP_VARIABLE: u32 = 59;
+    const OP_LOAD: u32 = 61;
+    const OP_STORE: u32 = 62;
+    const OP_ACCESS_CHAIN: u32 = 65;
+    const OP_IN_BOUNDS_ACCESS_CHAIN: u32 = 66;
+    const OP_PTR_ACCESS_CHAIN: u32 = 67;
+    const OP_CONTROL_BARRIER: u32 = 224;
+    const OP_MEMORY_BARRIER: u32 = 225;
+    const OP_COOP_LOAD: u32 = 4457;
+    const OP_COOP_STORE: u32 = 4458;
+    const SC_WORKGROUP: u32 = 4;
+    const SC_STORAGE_BUFFER: u32 = 12;
+    const NON_PRIVATE_POINTER: u32 = 0x20;
+    const MAKE_AVAILABLE_VISIBLE: u32 = 0x2000 | 0x4000;
+
+    // Pass 1: pointer types, pointer-valued ids, constants and barrier semantics ids.
+    let mut insts: Vec<Vec<u32>> = Vec::new();
+    let mut i = 5;
+    while i < words.len() {
+        let count = (words[i] >> 16) as usize;
+        assert!(count > 0 && i + count <= words.len(), "malformed SPIR-V");
+        insts.push(words[i..i + count].to_vec());
+        i += count;
+    }
+    let mut ptr_class: HashMap<u32, u32> = HashMap::new(); // pointer type -> class
+    let mut id_class: HashMap<u32, u32> = HashMap::new(); // pointer id -> class
+    let mut constants: HashMap<u32, (u32, u32)> = HashMap::new(); // id -> (type, value)
+    let mut semantics: Vec<u32> = Vec::new();
+    let mut fixed_arrays: std::collections::HashSet<u32> = Default::default();
+    for inst in &insts {
+        match inst[0] & 0xffff {
+            OP_TYPE_ARRAY => {
+                fixed_arrays.insert(inst[1]);
+            }
+            OP_TYPE_POINTER => {
+                ptr_class.insert(inst[1], inst[2]);
+            }
+            OP_CONSTANT if inst.len() == 4 => {
+                constants.insert(inst[2], (inst[1], inst[3]));
+            }
+            OP_VARIABLE | OP_ACCESS_CHAIN | OP_IN_BOUNDS_ACCESS_CHAIN | OP_PTR_ACCESS_CHAIN => {
+                if let Some(&c) = ptr_class.get(&inst[1]) {
+                    id_class.insert(inst[2], c);
+                }
+            }
+            OP_CONTROL_BARRIER => semantics.push(inst[3]),
+            OP_MEMORY_BARRIER => semantics.push(inst[2]),
+            _ => {}
+        }
+    }
+    // New semantics constants.
+    let mut bound = words[3];
+    let mut new_sem: HashMap<u32, u32> = HashMap::new();
+    for s in semantics {
+        new_sem.entry(s).or_insert_with(|| {
+            bound += 1;
+            bound - 1
+        });
+    }
+    let shared = |id: u32| {
+        matches!(
+            id_class.get(&id),
+            Some(&SC_WORKGROUP) | Some(&SC_STORAGE_BUFFER)
+        )
+    };
+    // Pass 2: rewrite.
+    let mut out = words[..5].to_vec();
+    out[3] = bound;
+    let push = |out: &mut Vec<u32>, inst: &[u32]| {
+        out.push(((inst.len() as u32) << 16) | (inst[0] & 0xffff));
+        out.extend_from_slice(&inst[1..]);
+    };
+    for mut inst in insts {
+        let op = inst[0] & 0xffff;
+        if op == OP_DECORATE
+            && inst[2] == DECORATION_ARRAY_STRIDE
+            && fixed_arrays.contains(&inst[1])
+        {
+            continue;
+        }
+        match op {
+            OP_LOAD if shared(inst[3]) => {
+                if inst.len() > 4 {
+                    inst[4] |= NON_PRIVATE_POINTER;
+                } else {
+                    inst.push(NON_PRIVATE_POINTER);
+                }
+            }
+            OP_STORE if shared(inst[1]) => {
+                if inst.len() > 3 {
+                    inst[3] |= NON_PRIVATE_POINTER;
+                } else {
+                    inst.push(NON_PRIVATE_POINTER);
+                }
+            }
+            // Result type, result, pointer, layout, stride [, memory operand].
+            OP_COOP_LOAD if shared(inst[3]) => {
+                assert!(inst.len() >= 6, "cooperative load without a stride");
+                if inst.len() > 6 {
+                    inst[6] |= NON_PRIVATE_POINTER;
+                } else {
+                    inst.push(NON_PRIVATE_POINTER);
+                }
+            }
+            // Pointer, object, layout, stride [, memory operand].
+            OP_COOP_STORE if shared(inst[1]) => {
+                assert!(inst.len() >= 5, "cooperative store without a stride");
+                if inst.len() > 5 {
+                    inst[5] |= NON_PRIVATE_POINTER;
+                } else {
+                    inst.push(NON_PRIVATE_POINTER);
+                }
+            }
+            OP_CONTROL_BARRIER => inst[3] = new_sem[&inst[3]],
+            OP_MEMORY_BARRIER => inst[2] = new_sem[&inst[2]],
+            _ => {}
+        }
+        push(&mut out, &inst);
+        if op == OP_CONSTANT && inst.len() == 4 {
+            // Right after an old semantics constant: its MakeAvailable|MakeVisible twin.
+            if let Some(&new_id) = new_sem.get(&inst[2]) {
+                let (ty, value) = constants[&inst[2]];
+                push(
+                    &mut out,
+                    &[OP_CONSTANT, ty, new_id, value | MAKE_AVAILABLE_VISIBLE],
+                );
+            }
+        }
+    }
+    out
 }

@@ -48,9 +48,20 @@ pub fn run(device: &Device, json: bool) -> Result<(), String> {
             format!("{} bytes", info.storage_offset_alignment),
         ),
         ("compute queue family", info.queue_family.to_string()),
+        (
+            "matrix units",
+            if info.coopmat_f16_16x16 {
+                "used (16x16x16 f16 -> f32 cooperative matrices)".to_string()
+            } else {
+                "not used".to_string()
+            },
+        ),
     ];
     for (k, v) in rows {
         outln!("{k:<26} {v}")?;
+    }
+    for shape in &info.coopmat_shapes {
+        println!("{:<26} {shape}", "cooperative matrix");
     }
     for (i, h) in info.heaps.iter().enumerate() {
         let kind = match (h.device_local, h.host_visible) {

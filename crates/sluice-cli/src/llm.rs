@@ -54,7 +54,7 @@ pub struct ModelOpts {
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub attention_chunk: u32,
     /// Prompt tokens per prefill dispatch
-    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=sluice_llm::load::MAX_PREFILL_CHUNK as i64))]
+    #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=sluice_llm::load::MAX_PREFILL_CHUNK as i64))]
     pub prefill_chunk: u32,
     /// Threads per matvec row (power of two in 32..=256; default by row length)
     #[arg(long, value_name = "N")]
@@ -150,13 +150,16 @@ pub struct GenerateArgs {
 pub struct BenchArgs {
     #[command(flatten)]
     model: ModelOpts,
-    /// Tokens to generate per run
-    #[arg(short = 'n', default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=sluice_llm::load::MAX_CONTEXT as i64))]
+    /// Tokens to generate per run (tg row; 0: none)
+    #[arg(short = 'n', default_value_t = 128, value_parser = clap::value_parser!(u32).range(0..=sluice_llm::load::MAX_CONTEXT as i64))]
     n: u32,
+    /// Prompt tokens per run (a ppN row of prompt processing; 0: none)
+    #[arg(short = 'p', default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=sluice_llm::load::MAX_CONTEXT as i64))]
+    p: u32,
     /// Tokens in the KV cache before the measured run
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=sluice_llm::load::MAX_CONTEXT as i64))]
     depth: u32,
-    /// Runs; the median is reported
+    /// Runs; rows report mean ± standard deviation
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     repeat: u32,
     /// Print JSON instead of a table row
@@ -313,61 +316,77 @@ pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     Ok(())
 }
 
-/// `sluice bench`.
+/// `sluice bench`: llama-bench-like `pp` (with `-p N`) and `tg` (`-n N`) rows, mean ±
+/// standard deviation over `--repeat` runs.
 pub fn bench(args: &BenchArgs, device: &Device) -> Result<(), String> {
     let json = args.json;
     let n = args.n as usize;
+    let prompt = args.p as usize;
     let depth = args.depth as usize;
-    let repeats = args.repeat as usize;
+    let repeat = args.repeat as usize;
     let context = depth
-        .checked_add(n)
+        .checked_add(n.max(prompt))
         .and_then(|c| c.checked_add(64))
         .filter(|&c| c <= sluice_llm::load::MAX_CONTEXT)
         .ok_or_else(|| {
             format!(
-                "--depth {depth} + -n {n} + 64 exceeds the largest context, {} tokens",
+                "--depth {depth} + max(-n {n}, -p {prompt}) + 64 exceeds the largest context, {} tokens",
                 sluice_llm::load::MAX_CONTEXT
             )
         })?;
     let m = model_args(&args.model, device, context)?;
     let loaded = open_model(device, &m.model, &m.load, progress(json)).map_err(err)?;
     let decoder = Decoder::new(&loaded.model, m.mode, m.graph).map_err(err)?;
-    let mut reports = Vec::new();
-    for _ in 0..repeats.max(1) {
-        reports.push(
-            sluice_llm::run::bench(&decoder, &m.model, &loaded.dtype, depth, n).map_err(err)?,
-        );
-    }
-    reports.sort_by(|a, b| a.decode_tok_s.total_cmp(&b.decode_tok_s));
-    let r = &reports[reports.len() / 2];
+    let params = sluice_llm::bench::BenchParams {
+        prompt,
+        n,
+        depth,
+        repeat: repeat.max(1),
+    };
+    let s =
+        sluice_llm::bench::bench_suite(&decoder, &m.model, &loaded.dtype, &params).map_err(err)?;
     if json {
-        return outln!("{}", serde_json::to_string_pretty(r).map_err(err)?);
+        return outln!("{}", serde_json::to_string_pretty(&s).map_err(err)?);
     }
-    outln!("| model | device | dtype | mode | test | tok/s | ms/tok | disp/tok | barriers/tok | waits/tok | weights GB | GB/s | CPU µs/tok |")?;
+    outln!("| model | device | dtype | mode | test | t/s | ms/tok | disp/tok | barriers/tok | waits/tok | weights GB | GB/s | CPU µs/tok |")?;
     outln!("|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
-    outln!(
-        "| {} | {} | {} | {:?} | tg{}{} | {:.1} | {:.3} | {:.0} | {:.0} | {:.2} | {:.3} | {:.0} | {:.1} |",
-        r.model,
-        r.device,
-        r.dtype,
-        r.mode,
-        r.n,
-        if r.depth > 0 { format!(" @ d{}", r.depth) } else { String::new() },
-        r.decode_tok_s,
-        r.ms_per_token,
-        r.dispatches_per_token,
-        r.barriers_per_token,
-        r.host_waits_per_token,
-        r.weight_bytes as f64 / 1e9,
-        r.weight_gb_s,
-        r.cpu_record_submit_us_per_token
-    )?;
-    if repeats > 1 {
-        let all: Vec<String> = reports
-            .iter()
-            .map(|r| format!("{:.1}", r.decode_tok_s))
-            .collect();
-        outln!("(median of {} runs: {})", repeats, all.join(", "))?;
+    let mode = s
+        .decode
+        .as_ref()
+        .map(|d| format!("{:?}", d.mode))
+        .unwrap_or_else(|| format!("{:?}", m.mode));
+    for row in &s.rows {
+        let ts = format!("{:.2} ± {:.2}", row.avg_ts, row.stddev_ts);
+        match (&s.decode, row.n_gen > 0) {
+            (Some(r), true) => outln!(
+                "| {} | {} | {} | {mode} | {} | {ts} | {:.3} | {:.0} | {:.0} | {:.2} | {:.3} | {:.0} | {:.1} |",
+                s.model,
+                s.device,
+                s.dtype,
+                row.test,
+                r.ms_per_token,
+                r.dispatches_per_token,
+                r.barriers_per_token,
+                r.host_waits_per_token,
+                r.weight_bytes as f64 / 1e9,
+                r.weight_gb_s,
+                r.cpu_record_submit_us_per_token
+            )?,
+            _ => outln!(
+                "| {} | {} | {} | {mode} | {} | {ts} | {:.3} | | | | | | |",
+                s.model,
+                s.device,
+                s.dtype,
+                row.test,
+                1e3 / row.avg_ts
+            )?,
+        }
+    }
+    if repeat > 1 {
+        for row in &s.rows {
+            let all: Vec<String> = row.samples_ts.iter().map(|v| format!("{v:.1}")).collect();
+            outln!("({} over {} runs: {})", row.test, repeat, all.join(", "))?;
+        }
     }
     Ok(())
 }

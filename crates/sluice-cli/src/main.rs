@@ -39,6 +39,9 @@ struct Common {
     /// printed at the end
     #[arg(long, global = true)]
     validate: bool,
+    /// Do not use cooperative matrices (matrix units) even where the device has them
+    #[arg(long, global = true)]
+    no_coopmat: bool,
     /// More log output on stderr (-v info, -vv debug: runtime decisions, -vvv trace)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -107,6 +110,7 @@ fn options(c: &Common) -> Options {
         } else {
             Validation::Off
         },
+        no_coopmat: c.no_coopmat,
         ..Options::default()
     }
 }

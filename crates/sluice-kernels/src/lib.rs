@@ -635,3 +635,6 @@ const _: () = assert!(std::mem::size_of::<CountPush>() == ADD.push_constant_byte
 
 mod fused;
 pub use fused::*;
+
+mod matmul;
+pub use matmul::*;

@@ -7,6 +7,7 @@
 //! benchmarks ([`run`]) and opening models by name ([`load`]).
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod config;
 pub mod decode;
 pub mod error;

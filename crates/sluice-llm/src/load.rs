@@ -100,7 +100,7 @@ pub fn check_gpu_options(config: &ModelConfig, options: &GpuOptions) -> Result<(
     let scratch = [
         mul(&[c.hidden + 8, chunk, 4]),
         mul(&[c.heads + 2 * c.kv_heads + 3, c.head_dim + 64, chunk, 4]),
-        mul(&[c.heads, splits, c.head_dim + 2, chunk, 4]),
+        mul(&[c.heads, splits, c.head_dim + 2, 4]),
         mul(&[c.intermediate + 8, chunk, 4]),
         mul(&[c.vocab, 4]),
         mul(&[o.context, 4]),

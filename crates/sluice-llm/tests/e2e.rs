@@ -31,6 +31,7 @@ fn load_with(d: &Device, name: &str, fuse: bool) -> sluice_llm::load::Loaded {
     o.gpu.fuse_attention = fuse;
     o.gpu.context = 128;
     o.gpu.attention_chunk = 16; // several splits even for short sequences
+    o.gpu.prefill_chunk = 16; // several chunks (matmuls of 16 and of 5 tokens) per prompt
     open_model(d, &format!("synthetic:{name}"), &o, |_, _| {}).unwrap()
 }
 

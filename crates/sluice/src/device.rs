@@ -87,6 +87,15 @@ pub struct DeviceInfo {
     pub max_workgroup_count: [u32; 3],
     /// Queue family used for compute.
     pub queue_family: u32,
+    /// Cooperative-matrix shapes the device lists (VK_KHR_cooperative_matrix), as
+    /// "MxNxK A*B+C->R scope", e.g. "16x16x16 f16*f16+f32->f32 subgroup"; empty without
+    /// the extension.
+    pub coopmat_shapes: Vec<String>,
+    /// The cooperative-matrix kernels can run: VK_KHR_cooperative_matrix (with the Vulkan
+    /// memory model where present), 16-bit floats, a 16x16x16 f16*f16+f32->f32 subgroup
+    /// shape and subgroups of 32 were all found and enabled, and `Options::no_coopmat` is
+    /// off.
+    pub coopmat_f16_16x16: bool,
 }
 
 pub(crate) struct Extensions {
@@ -140,6 +149,71 @@ impl Drop for DeviceHandle {
     }
 }
 
+/// A physical device with its properties and name.
+type Adapter = (vk::PhysicalDevice, vk::PhysicalDeviceProperties, String);
+
+/// What [`Device::new`]'s device step makes.
+struct DeviceParts {
+    raw: ash::Device,
+    ext: Extensions,
+    info: DeviceInfo,
+    queue: QueueState,
+    cache: vk::PipelineCache,
+}
+
+/// Holds a value made by one step of [`Device::new`] and frees it with `destroy` when
+/// dropped, unless [`Guard::disarm`]ed: a failure in a later step then frees what the
+/// earlier steps made (younger guards first, by drop order).
+struct Guard<T, F: FnOnce(&mut T)> {
+    value: Option<T>,
+    destroy: Option<F>,
+}
+
+impl<T, F: FnOnce(&mut T)> Guard<T, F> {
+    fn new(value: T, destroy: F) -> Self {
+        Guard {
+            value: Some(value),
+            destroy: Some(destroy),
+        }
+    }
+
+    /// The value, no longer freed by the guard.
+    fn disarm(mut self) -> T {
+        self.destroy = None;
+        self.value
+            .take()
+            .expect("guard holds its value until disarmed")
+    }
+}
+
+impl<T, F: FnOnce(&mut T)> std::ops::Deref for Guard<T, F> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.value
+            .as_ref()
+            .expect("guard holds its value until disarmed")
+    }
+}
+
+impl<T, F: FnOnce(&mut T)> Drop for Guard<T, F> {
+    fn drop(&mut self) {
+        if let (Some(v), Some(f)) = (self.value.as_mut(), self.destroy.take()) {
+            f(v);
+        }
+    }
+}
+
+/// Destroys the debug messenger of `ext`, if one was made.
+fn destroy_messenger(ext: &Extensions) {
+    if let Some(du) = &ext.debug_utils {
+        if ext.messenger != vk::DebugUtilsMessengerEXT::null() {
+            // SAFETY: the messenger was made from this instance's debug utils and nothing
+            // uses it after this call (the device's last step or a failed creation).
+            unsafe { du.destroy_debug_utils_messenger(ext.messenger, None) };
+        }
+    }
+}
+
 fn vendor_name(id: u32) -> &'static str {
     match id {
         0x10de => "NVIDIA",
@@ -186,7 +260,80 @@ impl Device {
         // use ash without linking at build time.
         let entry = unsafe { ash::Entry::load() }.map_err(|e| Error::Loader(e.to_string()))?;
         let validation_log = Box::<ValidationLog>::default();
+        // Each step returns what it made under a guard that frees it if a later step
+        // fails; the guards are disarmed once everything exists.
+        let (instance, want_validation, debug_utils_present) =
+            Self::create_instance(&entry, &options, &validation_log)?;
+        let instance = Guard::new(instance, |i: &mut ash::Instance| {
+            // SAFETY: reached only when a later step failed: nothing made from the
+            // instance survives (their guards ran first, being younger).
+            unsafe { i.destroy_instance(None) }
+        });
+        let adapter = Self::pick_adapter(&instance, &options)?;
+        let physical = adapter.0;
+        let parts = Self::create_device(
+            &entry,
+            &instance,
+            adapter,
+            &options,
+            &validation_log,
+            want_validation,
+            debug_utils_present,
+        )?;
+        let allocator = Allocator::new(&AllocatorCreateDesc {
+            instance: (*instance).clone(),
+            device: parts.raw.clone(),
+            physical_device: physical,
+            debug_settings: Default::default(),
+            buffer_device_address: false,
+            allocation_sizes: Default::default(),
+        })
+        .map_err(|e| Error::Allocation {
+            requested: 0,
+            what: "allocator".into(),
+            reason: e.to_string(),
+        })?;
+        let DeviceParts {
+            raw,
+            ext,
+            info,
+            queue,
+            cache,
+        } = parts.disarm();
+        let shared = DeviceShared {
+            id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+            _entry: entry,
+            instance: instance.disarm(),
+            physical,
+            raw,
+            ext,
+            info,
+            options,
+            allocator: ManuallyDrop::new(Mutex::new(allocator)),
+            queue,
+            pipeline_cache: cache,
+            pipelines: Mutex::new(HashMap::new()),
+            counters: AtomicCounters::default(),
+            next_buffer_id: AtomicU64::new(1),
+            validation_log,
+            waiter: Default::default(),
+            deferred_writes: Mutex::new(Vec::new()),
+            residency: Default::default(),
+        };
+        Ok(Device {
+            handle: Arc::new(DeviceHandle {
+                shared: Arc::new(shared),
+            }),
+        })
+    }
 
+    /// Step 1: the instance (validation layer and debug utils as `options` say). Returns
+    /// it with (validation wanted, debug utils enabled).
+    fn create_instance(
+        entry: &ash::Entry,
+        options: &Options,
+        validation_log: &ValidationLog,
+    ) -> Result<(ash::Instance, bool, bool)> {
         // --- instance ---
         let app = vk::ApplicationInfo::default()
             .application_name(c"sluice")
@@ -224,7 +371,7 @@ impl Device {
         let enabled_features = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
         let mut validation_features =
             vk::ValidationFeaturesEXT::default().enabled_validation_features(&enabled_features);
-        let mut messenger_info = validation::messenger_info(&validation_log);
+        let mut messenger_info = validation::messenger_info(validation_log);
         let mut instance_info = vk::InstanceCreateInfo::default()
             .application_info(&app)
             .enabled_layer_names(&layers)
@@ -239,81 +386,13 @@ impl Device {
         let instance =
             unsafe { entry.create_instance(&instance_info, None) }.vk("vkCreateInstance")?;
 
-        // From here on, failures must destroy the instance.
-        let built = Self::build(
-            &entry,
-            &instance,
-            &options,
-            &validation_log,
-            want_validation,
-            debug_utils_present,
-        );
-        match built {
-            Ok((physical, raw, ext, info, queue, cache)) => {
-                let allocator = Allocator::new(&AllocatorCreateDesc {
-                    instance: instance.clone(),
-                    device: raw.clone(),
-                    physical_device: physical,
-                    debug_settings: Default::default(),
-                    buffer_device_address: false,
-                    allocation_sizes: Default::default(),
-                })
-                .map_err(|e| Error::Allocation {
-                    requested: 0,
-                    what: "allocator".into(),
-                    reason: e.to_string(),
-                })?;
-                let shared = DeviceShared {
-                    id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
-                    _entry: entry,
-                    instance,
-                    physical,
-                    raw,
-                    ext,
-                    info,
-                    options,
-                    allocator: ManuallyDrop::new(Mutex::new(allocator)),
-                    queue,
-                    pipeline_cache: cache,
-                    pipelines: Mutex::new(HashMap::new()),
-                    counters: AtomicCounters::default(),
-                    next_buffer_id: AtomicU64::new(1),
-                    validation_log,
-                    waiter: Default::default(),
-                    deferred_writes: Mutex::new(Vec::new()),
-                    residency: Default::default(),
-                };
-                Ok(Device {
-                    handle: Arc::new(DeviceHandle {
-                        shared: Arc::new(shared),
-                    }),
-                })
-            }
-            Err(e) => {
-                // SAFETY: nothing made from the instance survives a failed build.
-                unsafe { instance.destroy_instance(None) };
-                Err(e)
-            }
-        }
+        Ok((instance, want_validation, debug_utils_present))
     }
 
-    #[allow(clippy::type_complexity)]
-    fn build(
-        entry: &ash::Entry,
-        instance: &ash::Instance,
-        options: &Options,
-        log: &ValidationLog,
-        want_validation: bool,
-        debug_utils_present: bool,
-    ) -> Result<(
-        vk::PhysicalDevice,
-        ash::Device,
-        Extensions,
-        DeviceInfo,
-        QueueState,
-        vk::PipelineCache,
-    )> {
-        // SAFETY: instance is valid; all structs passed live across each call.
+    /// Step 2: the physical device `options` ask for (name filter, Vulkan 1.3, discrete
+    /// first). Creates nothing.
+    fn pick_adapter(instance: &ash::Instance, options: &Options) -> Result<Adapter> {
+        // SAFETY: instance is valid; these calls only enumerate and query.
         unsafe {
             let physicals = instance
                 .enumerate_physical_devices()
@@ -340,11 +419,30 @@ impl Device {
                 candidates.retain(|c| c.2.to_lowercase().contains(&w));
             }
             candidates.sort_by_key(|c| type_rank(c.1.device_type));
-            let (physical, props, name) = candidates.into_iter().next().ok_or(Error::NoDevice {
+            candidates.into_iter().next().ok_or(Error::NoDevice {
                 wanted: options.adapter.clone(),
                 seen,
-            })?;
+            })
+        }
+    }
 
+    /// Step 3: the logical device with its extensions and features, the debug messenger,
+    /// the queue and the pipeline cache, under one guard (freed together if a later step
+    /// fails); inside, each object is guarded until the next one exists.
+    #[allow(clippy::too_many_arguments)]
+    fn create_device(
+        entry: &ash::Entry,
+        instance: &ash::Instance,
+        adapter: Adapter,
+        options: &Options,
+        log: &ValidationLog,
+        want_validation: bool,
+        debug_utils_present: bool,
+    ) -> Result<Guard<DeviceParts, impl FnOnce(&mut DeviceParts)>> {
+        let (physical, props, name) = adapter;
+        // SAFETY: instance and physical are valid; all structs passed live across each call;
+        // every object made here is destroyed by its guard unless all steps succeed.
+        unsafe {
             // Extensions.
             let dev_exts = instance
                 .enumerate_device_extension_properties(physical)
@@ -356,6 +454,7 @@ impl Device {
                 });
             }
             let memory_budget_ext = has_extension(&dev_exts, ash::ext::memory_budget::NAME);
+            let coopmat_ext = has_extension(&dev_exts, ash::khr::cooperative_matrix::NAME);
             let pageable_ext = has_extension(&dev_exts, ash::ext::memory_priority::NAME)
                 && has_extension(&dev_exts, ash::ext::pageable_device_local_memory::NAME);
             let mut enabled_exts = vec![ash::khr::push_descriptor::NAME.as_ptr()];
@@ -369,12 +468,16 @@ impl Device {
             let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
             let mut fprio = vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default();
             let mut fpage = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default();
+            let mut fcoop = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
             let mut f2 = vk::PhysicalDeviceFeatures2::default()
                 .push_next(&mut f11)
                 .push_next(&mut f12)
                 .push_next(&mut f13);
             if pageable_ext {
                 f2 = f2.push_next(&mut fprio).push_next(&mut fpage);
+            }
+            if coopmat_ext {
+                f2 = f2.push_next(&mut fcoop);
             }
             instance.get_physical_device_features2(physical, &mut f2);
             let shader_int64 = f2.features.shader_int64;
@@ -398,13 +501,43 @@ impl Device {
             let shader_f16 = f12.shader_float16 != 0
                 && f11.storage_buffer16_bit_access != 0
                 && f11.uniform_and_storage_buffer16_bit_access != 0;
+            // Cooperative matrices: the shapes are listed whenever the extension exists; the
+            // kernels are used only with everything they need (see DeviceInfo).
+            let coopmat_shapes = if coopmat_ext {
+                coopmat_shape_names(entry, instance, physical)
+            } else {
+                Vec::new()
+            };
+            let subgroup_size = {
+                let mut sg = vk::PhysicalDeviceSubgroupProperties::default();
+                let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut sg);
+                instance.get_physical_device_properties2(physical, &mut p2);
+                sg.subgroup_size
+            };
+            let coopmat = coopmat_ext
+                && !options.no_coopmat
+                && fcoop.cooperative_matrix != 0
+                && shader_f16
+                && subgroup_size == 32
+                && coopmat_shapes
+                    .iter()
+                    .any(|s| s == "16x16x16 f16*f16+f32->f32 subgroup");
+            if coopmat {
+                enabled_exts.push(ash::khr::cooperative_matrix::NAME.as_ptr());
+            }
+            let mut ecoop =
+                vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
             let mut e11 = vk::PhysicalDeviceVulkan11Features::default()
                 .storage_buffer16_bit_access(shader_f16)
                 .uniform_and_storage_buffer16_bit_access(shader_f16);
             let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
                 .timeline_semaphore(true)
                 .host_query_reset(f12.host_query_reset != 0)
-                .shader_float16(shader_f16);
+                .shader_float16(shader_f16)
+                .vulkan_memory_model(coopmat && f12.vulkan_memory_model != 0)
+                .vulkan_memory_model_device_scope(
+                    coopmat && f12.vulkan_memory_model_device_scope != 0,
+                );
             let mut e13 = vk::PhysicalDeviceVulkan13Features::default()
                 .synchronization2(true)
                 .subgroup_size_control(f13.subgroup_size_control != 0)
@@ -436,6 +569,11 @@ impl Device {
                 .push_next(&mut e13);
             let device_info = if pageable_ext {
                 device_info.push_next(&mut eprio).push_next(&mut epage)
+            } else {
+                device_info
+            };
+            let device_info = if coopmat {
+                device_info.push_next(&mut ecoop)
             } else {
                 device_info
             };
@@ -505,18 +643,17 @@ impl Device {
                 storage_offset_alignment: props.limits.min_storage_buffer_offset_alignment,
                 max_workgroup_count: props.limits.max_compute_work_group_count,
                 queue_family: family,
+                coopmat_shapes,
+                coopmat_f16_16x16: coopmat,
             };
 
-            let cleanup = |raw: &ash::Device| raw.destroy_device(None);
+            let raw = Guard::new(raw, |d: &mut ash::Device| d.destroy_device(None));
             let messenger = if want_validation {
                 let du = ash::ext::debug_utils::Instance::new(entry, instance);
-                match du.create_debug_utils_messenger(&validation::messenger_info(log), None) {
-                    Ok(m) => (Some(du), m),
-                    Err(e) => {
-                        cleanup(&raw);
-                        return Err(Error::vk("vkCreateDebugUtilsMessengerEXT", e));
-                    }
-                }
+                let m = du
+                    .create_debug_utils_messenger(&validation::messenger_info(log), None)
+                    .vk("vkCreateDebugUtilsMessengerEXT")?;
+                (Some(du), m)
             } else if debug_utils_present {
                 (
                     Some(ash::ext::debug_utils::Instance::new(entry, instance)),
@@ -525,35 +662,43 @@ impl Device {
             } else {
                 (None, vk::DebugUtilsMessengerEXT::null())
             };
-            let ext = Extensions {
-                push_descriptor: ash::khr::push_descriptor::Device::new(instance, &raw),
-                pageable: pageable_ext
-                    .then(|| ash::ext::pageable_device_local_memory::Device::new(instance, &raw)),
-                labels: messenger
-                    .0
-                    .as_ref()
-                    .map(|_| ash::ext::debug_utils::Device::new(instance, &raw)),
-                debug_utils: messenger.0,
-                messenger: messenger.1,
-            };
-            let queue = match QueueState::new(&raw, family) {
-                Ok(q) => q,
-                Err(e) => {
-                    if let Some(du) = &ext.debug_utils {
-                        if ext.messenger != vk::DebugUtilsMessengerEXT::null() {
-                            du.destroy_debug_utils_messenger(ext.messenger, None);
-                        }
-                    }
-                    cleanup(&raw);
-                    return Err(e);
-                }
-            };
+            let ext = Guard::new(
+                Extensions {
+                    push_descriptor: ash::khr::push_descriptor::Device::new(instance, &raw),
+                    pageable: pageable_ext.then(|| {
+                        ash::ext::pageable_device_local_memory::Device::new(instance, &raw)
+                    }),
+                    labels: messenger
+                        .0
+                        .as_ref()
+                        .map(|_| ash::ext::debug_utils::Device::new(instance, &raw)),
+                    debug_utils: messenger.0,
+                    messenger: messenger.1,
+                },
+                |e: &mut Extensions| destroy_messenger(e),
+            );
+            let device = (*raw).clone();
+            let queue = Guard::new(QueueState::new(&raw, family)?, move |q: &mut QueueState| {
+                q.destroy(&device)
+            });
             let cache = raw
                 .create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
                 .vk("vkCreatePipelineCache")?;
             let mut info = info;
             info.heaps = heap_infos(instance, physical, memory_budget_ext);
-            Ok((physical, raw, ext, info, queue, cache))
+            let parts = DeviceParts {
+                queue: queue.disarm(),
+                ext: ext.disarm(),
+                raw: raw.disarm(),
+                info,
+                cache,
+            };
+            Ok(Guard::new(parts, |p: &mut DeviceParts| {
+                p.raw.destroy_pipeline_cache(p.cache, None);
+                p.queue.destroy(&p.raw);
+                destroy_messenger(&p.ext);
+                p.raw.destroy_device(None);
+            }))
         }
     }
 
@@ -628,6 +773,66 @@ impl Device {
             .map(|mut m| std::mem::take(&mut *m))
             .unwrap_or_default()
     }
+}
+
+fn component_name(t: vk::ComponentTypeKHR) -> String {
+    match t {
+        vk::ComponentTypeKHR::FLOAT16 => "f16".into(),
+        vk::ComponentTypeKHR::FLOAT32 => "f32".into(),
+        vk::ComponentTypeKHR::FLOAT64 => "f64".into(),
+        vk::ComponentTypeKHR::SINT8 => "s8".into(),
+        vk::ComponentTypeKHR::SINT16 => "s16".into(),
+        vk::ComponentTypeKHR::SINT32 => "s32".into(),
+        vk::ComponentTypeKHR::SINT64 => "s64".into(),
+        vk::ComponentTypeKHR::UINT8 => "u8".into(),
+        vk::ComponentTypeKHR::UINT16 => "u16".into(),
+        vk::ComponentTypeKHR::UINT32 => "u32".into(),
+        vk::ComponentTypeKHR::UINT64 => "u64".into(),
+        // VK_KHR_shader_bfloat16 (newer than these headers).
+        t if t.as_raw() == 1_000_141_000 => "bf16".into(),
+        other => format!("type{}", other.as_raw()),
+    }
+}
+
+/// The cooperative-matrix shapes of `physical` as "MxNxK A*B+C->R scope"; empty when the
+/// query fails (the kernels are then not used).
+fn coopmat_shape_names(
+    entry: &ash::Entry,
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+) -> Vec<String> {
+    let coop = ash::khr::cooperative_matrix::Instance::new(entry, instance);
+    // SAFETY: the device lists VK_KHR_cooperative_matrix (checked by the caller), so the
+    // instance-level entry point exists; `physical` belongs to `instance`.
+    let props = unsafe { coop.get_physical_device_cooperative_matrix_properties(physical) };
+    props
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            let scope = match p.scope {
+                vk::ScopeKHR::SUBGROUP => "subgroup".to_string(),
+                vk::ScopeKHR::WORKGROUP => "workgroup".to_string(),
+                vk::ScopeKHR::DEVICE => "device".to_string(),
+                vk::ScopeKHR::QUEUE_FAMILY => "queue-family".to_string(),
+                other => format!("scope{}", other.as_raw()),
+            };
+            format!(
+                "{}x{}x{} {}*{}+{}->{} {scope}{}",
+                p.m_size,
+                p.n_size,
+                p.k_size,
+                component_name(p.a_type),
+                component_name(p.b_type),
+                component_name(p.c_type),
+                component_name(p.result_type),
+                if p.saturating_accumulation != 0 {
+                    " saturating"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect()
 }
 
 fn heap_infos(
@@ -718,5 +923,30 @@ impl PipelineKey {
             push_constant_bytes: kernel.push_constant_bytes,
             spirv_len: kernel.spirv.len(),
         }
+    }
+}
+
+#[cfg(test)]
+mod guard_tests {
+    use super::Guard;
+    use std::cell::RefCell;
+
+    #[test]
+    fn guards_free_younger_first_unless_disarmed() {
+        let log = RefCell::new(Vec::new());
+        {
+            let _a = Guard::new("instance", |v: &mut &str| log.borrow_mut().push(*v));
+            let _b = Guard::new("device", |v: &mut &str| log.borrow_mut().push(*v));
+            // A later step fails here: both are freed, the younger first.
+        }
+        assert_eq!(*log.borrow(), ["device", "instance"]);
+        log.borrow_mut().clear();
+        {
+            let a = Guard::new("instance", |v: &mut &str| log.borrow_mut().push(*v));
+            let b = Guard::new("device", |v: &mut &str| log.borrow_mut().push(*v));
+            assert_eq!(*b, "device");
+            assert_eq!((b.disarm(), a.disarm()), ("device", "instance"));
+        }
+        assert!(log.borrow().is_empty(), "disarmed guards free nothing");
     }
 }

@@ -46,6 +46,9 @@ pub struct Options {
     /// Longest a `wait` blocks before returning [`crate::Error::Timeout`]. Default 60 s
     /// (a decode step takes milliseconds; a minute means a hang).
     pub wait_timeout: Duration,
+    /// Do not use cooperative matrices (matrix units) even where the device has them: the
+    /// portable kernels run instead. Default false.
+    pub no_coopmat: bool,
 }
 
 impl Default for Options {
@@ -58,6 +61,7 @@ impl Default for Options {
             wait_spin_yields: 16,
             force_staging: false,
             wait_timeout: Duration::from_secs(60),
+            no_coopmat: false,
         }
     }
 }

@@ -1,6 +1,7 @@
 // Q4_0 blocks (32 elements: f16 d, 16 bytes of nibbles: low = element j, high = j + 16;
 // value (q - 8) * d). Row sections: qs (16 bytes per block), d (2).
 //! replaces: matvec_body matvec_q_body
+//! replaces: matmul_load_float matmul_load_q
 //! include: quant_common
 const QBLOCK: u32 = 32u;
 const QUNIT: u32 = 32u;

@@ -3,6 +3,7 @@
 // 64c + l, high = 64c + 32 + l; value d * sc * q - dmin * m). Row sections: qs (128
 // bytes per block), d|dmin|scales (16).
 //! replaces: matvec_body matvec_q_body
+//! replaces: matmul_load_float matmul_load_q
 //! include: quant_common
 //! include: quant_k
 const QBLOCK: u32 = 256u;

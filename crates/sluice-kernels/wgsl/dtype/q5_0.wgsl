@@ -2,6 +2,7 @@
 // nibbles: low = element j, high = j + 16; value (q - 16) * d). Row sections: qs (16
 // bytes per block), qh (4), d (2).
 //! replaces: matvec_body matvec_q_body
+//! replaces: matmul_load_float matmul_load_q
 //! include: quant_common
 const QBLOCK: u32 = 32u;
 const QUNIT: u32 = 32u;

@@ -1,6 +1,7 @@
 // Q5_1 blocks (32 elements: f16 d, f16 m, u32 qh, 16 bytes of nibbles; value q * d + m).
 // Row sections: qs (16 bytes per block), qh (4), d|m (4).
 //! replaces: matvec_body matvec_q_body
+//! replaces: matmul_load_float matmul_load_q
 //! include: quant_common
 const QBLOCK: u32 = 32u;
 const QUNIT: u32 = 32u;

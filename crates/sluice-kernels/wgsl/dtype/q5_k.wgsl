@@ -2,6 +2,7 @@
 // (bit 2c / 2c + 1 of byte l = fifth bit of element 64c + l / 64c + 32 + l), 128 bytes of
 // nibbles as Q4_K). Row sections: qs (128 bytes per block), qh (32), d|dmin|scales (16).
 //! replaces: matvec_body matvec_q_body
+//! replaces: matmul_load_float matmul_load_q
 //! include: quant_common
 //! include: quant_k
 const QBLOCK: u32 = 256u;

@@ -4,6 +4,7 @@
 // d * sc[8n + l / 16 + 2g] * (q - 32)). Row sections: ql|qh (192 bytes per block),
 // scales (16), d (2).
 //! replaces: matvec_body matvec_q_body
+//! replaces: matmul_load_float matmul_load_q
 //! include: quant_common
 const QBLOCK: u32 = 256u;
 // One unit = 16 consecutive l (one scale each) of one half, all four groups g (64

@@ -158,7 +158,6 @@ impl Sizes {
             qkv_rows(c),
             attn_stride,
             h_stride * 3,
-            c.heads * splits as usize * (c.head_dim + 2),
         ];
         for n in per_token {
             let bytes = f(n)
@@ -168,8 +167,9 @@ impl Sizes {
                 .checked_add(bytes)
                 .ok_or_else(|| too_big("scratch", format!("{total} + {bytes} bytes")))?;
         }
+        let partial = f(c.heads * splits as usize * (c.head_dim + 2));
         total = total
-            .checked_add(f(c.vocab) + (context as u64) * 4 + 64)
+            .checked_add(partial + f(c.vocab) + (context as u64) * 4 + 64)
             .ok_or_else(|| too_big("outputs", format!("vocab {}", c.vocab)))?;
         Ok(Sizes {
             chunk,

@@ -164,6 +164,9 @@ impl GpuModel {
         tokens: Option<Tokens>,
     ) -> sluice::Result<()> {
         let dt = m.dtype;
+        if let Some(t) = tokens.filter(|t| t.n > 1) {
+            return self.matmul(enc, family, m, up, x, norm, y, accumulate, t);
+        }
         let desc = match (family, tokens.is_some()) {
             (Family::Plain, false) => k::matvec(dt),
             (Family::Norm, false) => k::matvec_norm(dt),
@@ -193,6 +196,48 @@ impl GpuModel {
         bindings.extend(norm.map(|n| n.slice(..)));
         bindings.push(y);
         enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push)
+    }
+
+    /// The matrix-matrix form of [`Self::matvec`] for a chunk of tokens: the weights are
+    /// read once per tile of tokens (on matrix units where the device has them).
+    #[allow(clippy::too_many_arguments)]
+    fn matmul(
+        &self,
+        enc: &mut Encoder,
+        family: Family,
+        m: &Matrix,
+        up: Option<&Matrix>,
+        x: BufferSlice<'_>,
+        norm: Option<&Buffer>,
+        y: BufferSlice<'_>,
+        accumulate: bool,
+        t: Tokens,
+    ) -> sluice::Result<()> {
+        let variant = match family {
+            Family::Plain => k::MatmulVariant::Plain,
+            Family::Norm => k::MatmulVariant::Norm,
+            Family::Silu => k::MatmulVariant::Silu,
+            Family::SiluNorm => k::MatmulVariant::SiluNorm,
+        };
+        let mut push = k::MatmulPush::for_dtype(m.dtype, m.rows, m.cols, t.n);
+        push.x_stride = t.x_stride4 * 4;
+        push.y_stride = t.y_stride;
+        push.accumulate = accumulate as u32;
+        if norm.is_some() {
+            push.eps = self.config.rms_eps;
+        }
+        let mut bindings = vec![m.buffer.slice(..)];
+        bindings.extend(up.map(|u| u.buffer.slice(..)));
+        bindings.push(x);
+        bindings.extend(norm.map(|n| n.slice(..)));
+        bindings.push(y);
+        let desc = k::matmul(m.dtype, variant, self.coopmat);
+        enc.dispatch(
+            &self.device.pipeline(desc)?,
+            k::matmul_groups(m.rows, t.n, self.coopmat),
+            &bindings,
+            &push,
+        )
     }
 
     fn rmsnorm(
@@ -422,6 +467,31 @@ impl GpuModel {
                 &rope,
             )?;
             self.label(enc, shape, "attention", Some(i));
+            if shape.batched() {
+                // Flash attention over the cache (the chunk's keys were just appended).
+                let push = k::AttnPrefillPush {
+                    heads: nh,
+                    kv_heads: rope.kv_heads,
+                    head_dim: rope.head_dim,
+                    capacity: rope.capacity,
+                    tokens: t,
+                    q_stride: stride,
+                    o_stride: self.sizes.attn_stride as u32,
+                    scale: attn.scale,
+                };
+                return enc.dispatch(
+                    &self.kernels.attn_prefill,
+                    k::attention_prefill_groups(t, nh),
+                    &[
+                        self.params.slice(..),
+                        q,
+                        l.k_cache.slice(..),
+                        l.v_cache.slice(..),
+                        s.attn.slice(..),
+                    ],
+                    &push,
+                );
+            }
             enc.dispatch(
                 &self.kernels.attn_split,
                 [splits, nh, t],

@@ -57,8 +57,8 @@ pub struct GpuOptions {
     /// Threads per output row in the matvec kernels (32, 64, 128 or 256); `None` picks by
     /// row length (`sluice_kernels::matvec_threads_per_row`). Default `None`.
     pub matvec_threads_per_row: Option<u32>,
-    /// Prompt tokens per prefill chunk (each heavy dispatch of a chunk covers all of its
-    /// tokens). Default 16.
+    /// Prompt tokens per prefill chunk (each dispatch of a chunk covers all of its tokens;
+    /// the projections are matrix-matrix products). Default 512.
     pub prefill_chunk: usize,
     /// Sample the next token on the GPU with these settings instead of taking the argmax
     /// (the token still stays on the GPU, so replayed steps queue back to back). Default
@@ -75,7 +75,7 @@ impl Default for GpuOptions {
             fuse_norm: true,
             fuse_attention: true,
             matvec_threads_per_row: None,
-            prefill_chunk: 16,
+            prefill_chunk: 512,
             sampling: None,
         }
     }
@@ -140,6 +140,7 @@ pub(crate) struct Kernels {
     pub sample: Arc<Pipeline>,
     pub silu_mul: Arc<Pipeline>,
     pub advance: Arc<Pipeline>,
+    pub attn_prefill: Arc<Pipeline>,
 }
 
 /// A model resident on the GPU, ready to decode.
@@ -148,6 +149,9 @@ pub struct GpuModel {
     config: ModelConfig,
     options: GpuOptions,
     kernels: Kernels,
+    /// Prefill matmuls run on cooperative matrices (checked against the tiled kernel once
+    /// at load).
+    coopmat: bool,
     sizes: layout::Sizes,
     embed: Matrix,
     layers: Vec<Layer>,
@@ -215,6 +219,11 @@ impl GpuModel {
     /// The LM head (the embedding when tied).
     fn head(&self) -> &Matrix {
         self.lm_head.as_ref().unwrap_or(&self.embed)
+    }
+
+    /// Whether prefill matmuls use the device's matrix units (cooperative matrices).
+    pub fn uses_coopmat(&self) -> bool {
+        self.coopmat
     }
 
     /// Weight formats of the model's matrices, with the number of matrices of each.

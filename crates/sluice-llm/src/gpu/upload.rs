@@ -118,7 +118,17 @@ impl GpuModel {
             sample: device.pipeline(&k::SAMPLE)?,
             silu_mul: device.pipeline(&k::SILU_MUL)?,
             advance: device.pipeline(&k::ADVANCE_PARAMS)?,
+            attn_prefill: device.pipeline(&k::ATTENTION_PREFILL)?,
         };
+        let coopmat = k::coopmat_self_test(device)?;
+        log::debug!(
+            "prefill matmuls: {}",
+            if coopmat {
+                "cooperative matrices (self-test passed)"
+            } else {
+                "tiled shared-memory kernel"
+            }
+        );
         let total = weight_estimate.max(1);
         let mut done = 0u64;
         let mut fetch = |name: &str, rows: usize, cols: usize| -> Result<_, LlmError> {
@@ -271,9 +281,10 @@ impl GpuModel {
             xn: f32_buf("xn", sizes.x_stride.max(sizes.attn_stride) * chunk, tok)?,
             qkv: f32_buf("qkv", qkv_rows(c) * chunk, tok)?,
             attn: f32_buf("attn", sizes.attn_stride * chunk, tok)?,
+            // Split attention serves decode (one token); prefill uses flash attention.
             partial: f32_buf(
                 "attn.partial",
-                c.heads * sizes.splits as usize * (hd + 2) * chunk,
+                c.heads * sizes.splits as usize * (hd + 2),
                 tok,
             )?,
             h: f32_buf("mlp.h", sizes.h_stride * chunk, tok)?,
@@ -307,6 +318,7 @@ impl GpuModel {
             config: c.clone(),
             options,
             kernels,
+            coopmat,
             sizes,
             embed,
             layers,

@@ -1,0 +1,229 @@
+// The cooperative-matrix matmul family (matmul_cm, matmul_cm_norm, matmul_cm_silu,
+// matmul_cm_silu_norm): what the portable family computes (include/matmul_body.wgsl:
+// same bindings, push constants and epilogues) on the matrix units. Each kernel file
+// declares its bindings, NORM, SILU, `fn wb_raw(i)` (vec4 i of the second matrix, SILU) and `fn norm1(c)`.
+//
+// A workgroup of 256 invocations = 8 subgroups of 32 (the device flag
+// coopmat_f16_16x16 requires subgroups of 32) computes a TT x TR = 64 tokens x 128 rows
+// tile: subgroup s owns tokens 32 * (s % 2) .. +32 and rows 32 * (s / 2) .. +32 as 2 x 2
+// accumulators of 16 x 16 (f32). Per step of TK = 32 columns, x (times norm_w) and the
+// weights are converted to f16 into shared memory: xs [token][k] and ws [row][k], both
+// with row stride KP = 40 halves (80 bytes: rows start on different banks). x tiles load
+// row-major as A (coopLoadT), weight tiles column-major as B (coopLoad: B[k][n] = W[n][k]).
+// The epilogue goes through shared memory one 16 x 16 tile per subgroup at a time: the
+// per-token inverse RMS, SiLU, residual add and the bounds are applied there.
+// Dispatch [ceil(rows / 128), ceil(tokens / 64), 1].
+struct WVec { d: array<vec4<u32>> }
+struct F32s { d: array<f32> }
+struct V4s { d: array<vec4<f32>> }
+struct Push { rows: u32, cols: u32, stride8: u32, tokens: u32, x_stride: u32, y_stride: u32, accumulate: u32, eps: f32 }
+
+const TT: u32 = 64u;
+const TR: u32 = 128u;
+const TK: u32 = 32u;
+const KP: u32 = 40u;
+
+var<workgroup> xs: array<f16, 2560>; // TT * KP
+var<workgroup> ws: array<f16, 5120>; // TR * KP
+var<workgroup> wsb: array<f16, 5120>; // TR * KP, the second matrix (SILU)
+var<workgroup> cs: array<f32, 2048>; // 8 subgroups x 16 x 16
+// The same for the second matrix (SILU). Full size in every variant: the non-SILU kernels
+// keep (never executed) cooperative loads/stores of these arrays in their SPIR-V.
+var<workgroup> csb: array<f32, 2048>;
+var<workgroup> red: array<f32, 512>;
+var<workgroup> inv_s: array<f32, 64>;
+
+fn stage_w(r0: u32, k0: u32, li: u32) {
+    // 128 rows x 4 chunks of 8: two chunks per invocation.
+    for (var h = 0u; h < 2u; h++) {
+        let idx = li + 256u * h;
+        let rl = idx / 4u;
+        let wc = idx % 4u;
+        let row = r0 + rl;
+        let chunk = k0 / 8u + wc;
+        var wa = W8(vec4<f32>(0.0), vec4<f32>(0.0));
+        var wb = W8(vec4<f32>(0.0), vec4<f32>(0.0));
+        if (row < pc.rows && chunk * 8u < pc.cols) {
+            wa = stage8(false, row, chunk);
+            if (SILU) {
+                wb = stage8(true, row, chunk);
+            }
+        }
+        let o = rl * KP + wc * 8u;
+        for (var e = 0u; e < 4u; e++) {
+            ws[o + e] = f16(wa.a[e]);
+            ws[o + 4u + e] = f16(wa.b[e]);
+            if (SILU) {
+                wsb[o + e] = f16(wb.a[e]);
+                wsb[o + 4u + e] = f16(wb.b[e]);
+            }
+        }
+    }
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
+    let r0 = wg.x * TR;
+    let t0 = wg.y * TT;
+    let sm = (sg % 2u) * 32u; // first token of this subgroup (in the tile)
+    let sn = (sg / 2u) * 32u; // first row of this subgroup (in the tile)
+    let xt = li / 8u;
+    let xv = li % 8u;
+    let cols4 = (pc.cols + 3u) / 4u;
+    var ss = vec2<f32>(0.0);
+    // Accumulators start as zeros loaded from shared memory (not the zero-value
+    // constructor, which naga emits as an OpConstantNull variable initializer).
+    let slot = sg * 256u;
+    for (var e = lane; e < 256u; e += 32u) {
+        cs[slot + e] = 0.0;
+    }
+    workgroupBarrier();
+    var c00 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var c01 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var c10 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var c11 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var d00 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var d01 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var d10 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var d11 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    for (var k0 = 0u; k0 < pc.cols; k0 += TK) {
+        stage_w(r0, k0, li);
+        // Activations: 64 tokens x 8 vec4s, two per invocation, masked beyond cols.
+        for (var h = 0u; h < 2u; h++) {
+            let tl = xt + 32u * h;
+            let tok = t0 + tl;
+            let c4 = k0 / 4u + xv;
+            var v = vec4<f32>(0.0);
+            if (tok < pc.tokens && c4 < cols4) {
+                v = x.d[(tok * pc.x_stride) / 4u + c4];
+                let c = c4 * 4u;
+                for (var e = 0u; e < 4u; e++) {
+                    if (c + e >= pc.cols) {
+                        v[e] = 0.0;
+                    }
+                }
+                if (NORM) {
+                    ss[h] += dot(v, v);
+                    v *= vec4<f32>(norm1(c), norm1(c + 1u), norm1(c + 2u), norm1(c + 3u));
+                }
+            }
+            let o = tl * KP + xv * 4u;
+            xs[o] = f16(v.x);
+            xs[o + 1u] = f16(v.y);
+            xs[o + 2u] = f16(v.z);
+            xs[o + 3u] = f16(v.w);
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < TK; kk += 16u) {
+            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&xs[sm * KP + kk], KP);
+            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(sm + 16u) * KP + kk], KP);
+            let b0 = coopLoad<coop_mat16x16<f16, B>>(&ws[sn * KP + kk], KP);
+            let b1 = coopLoad<coop_mat16x16<f16, B>>(&ws[(sn + 16u) * KP + kk], KP);
+            c00 = coopMultiplyAdd(a0, b0, c00);
+            c01 = coopMultiplyAdd(a0, b1, c01);
+            c10 = coopMultiplyAdd(a1, b0, c10);
+            c11 = coopMultiplyAdd(a1, b1, c11);
+            if (SILU) {
+                let e0 = coopLoad<coop_mat16x16<f16, B>>(&wsb[sn * KP + kk], KP);
+                let e1 = coopLoad<coop_mat16x16<f16, B>>(&wsb[(sn + 16u) * KP + kk], KP);
+                d00 = coopMultiplyAdd(a0, e0, d00);
+                d01 = coopMultiplyAdd(a0, e1, d01);
+                d10 = coopMultiplyAdd(a1, e0, d10);
+                d11 = coopMultiplyAdd(a1, e1, d11);
+            }
+        }
+        workgroupBarrier();
+    }
+    if (NORM) {
+        red[li] = ss.x;
+        red[li + 256u] = ss.y;
+        workgroupBarrier();
+        if (li < TT) {
+            let base = (li % 32u) * 8u + (li / 32u) * 256u;
+            var s = 0.0;
+            for (var e = 0u; e < 8u; e++) {
+                s += red[base + e];
+            }
+            inv_s[li] = inverseSqrt(s / f32(pc.cols) + pc.eps);
+        }
+    }
+    // Epilogue: tile (i, j) of every subgroup through its 16 x 16 slot of cs (naga 30.0.1
+    // needs the stored value and the pointer bound to lets).
+    workgroupBarrier();
+    {
+        let r = c00;
+        let p = &cs[slot];
+        coopStoreT(r, p, 16u);
+        if (SILU) {
+            let rb = d00;
+            let pb = &csb[slot];
+            coopStoreT(rb, pb, 16u);
+        }
+    }
+    workgroupBarrier();
+    emit(slot, t0 + sm, r0 + sn, sm, lane);
+    workgroupBarrier();
+    {
+        let r = c01;
+        let p = &cs[slot];
+        coopStoreT(r, p, 16u);
+        if (SILU) {
+            let rb = d01;
+            let pb = &csb[slot];
+            coopStoreT(rb, pb, 16u);
+        }
+    }
+    workgroupBarrier();
+    emit(slot, t0 + sm, r0 + sn + 16u, sm, lane);
+    workgroupBarrier();
+    {
+        let r = c10;
+        let p = &cs[slot];
+        coopStoreT(r, p, 16u);
+        if (SILU) {
+            let rb = d10;
+            let pb = &csb[slot];
+            coopStoreT(rb, pb, 16u);
+        }
+    }
+    workgroupBarrier();
+    emit(slot, t0 + sm + 16u, r0 + sn, sm + 16u, lane);
+    workgroupBarrier();
+    {
+        let r = c11;
+        let p = &cs[slot];
+        coopStoreT(r, p, 16u);
+        if (SILU) {
+            let rb = d11;
+            let pb = &csb[slot];
+            coopStoreT(rb, pb, 16u);
+        }
+    }
+    workgroupBarrier();
+    emit(slot, t0 + sm + 16u, r0 + sn + 16u, sm + 16u, lane);
+}
+
+// Writes the 16 x 16 tile in cs[slot..] (row-major, [token][row]) for tokens tok0.. and
+// rows row0..; tl0 is the first token's index in the workgroup tile (for inv_s).
+fn emit(slot: u32, tok0: u32, row0: u32, tl0: u32, lane: u32) {
+    for (var e = lane; e < 256u; e += 32u) {
+        let tok = tok0 + e / 16u;
+        let row = row0 + e % 16u;
+        if (tok < pc.tokens && row < pc.rows) {
+            var inv = 1.0;
+            if (NORM) {
+                inv = inv_s[tl0 + e / 16u];
+            }
+            let o = tok * pc.y_stride + row;
+            let g = cs[slot + e] * inv;
+            if (SILU) {
+                y.d[o] = g / (1.0 + exp(-g)) * (csb[slot + e] * inv);
+            } else if (pc.accumulate != 0u) {
+                y.d[o] = y.d[o] + g;
+            } else {
+                y.d[o] = g;
+            }
+        }
+    }
+}

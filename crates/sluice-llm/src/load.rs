@@ -135,7 +135,7 @@ pub fn open_model(
     )?;
     let tokenizer = files
         .tokenizer_path()
-        .map(Tokenizer::from_file)
+        .map(Tokenizer::from_hf_file)
         .transpose()?;
     Ok(Loaded {
         model,

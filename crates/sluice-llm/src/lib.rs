@@ -11,6 +11,7 @@ pub mod chat;
 pub mod config;
 pub mod decode;
 pub mod error;
+pub mod gguf;
 pub mod gpu;
 pub mod load;
 pub mod reference;

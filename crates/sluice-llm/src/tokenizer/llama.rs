@@ -53,6 +53,81 @@ pub struct GgufVocab {
     pub chat_template: Option<String>,
 }
 
+impl GgufVocab {
+    /// Reads the `tokenizer.*` keys of `file` (types checked; sizes are bounded when the
+    /// tokenizer is built).
+    pub fn from_gguf(file: &crate::gguf::GgufFile) -> Result<GgufVocab> {
+        let what = file.path().display().to_string();
+        let err = |msg: String| LlmError::tokenizer(what.clone(), msg);
+        let model = file
+            .get_str("tokenizer.ggml.model")
+            .ok_or_else(|| err("no tokenizer.ggml.model: the file has no vocabulary".into()))?
+            .to_string();
+        let tokens = file
+            .get_str_array("tokenizer.ggml.tokens")
+            .ok_or_else(|| err("tokenizer.ggml.tokens is missing or not a list of strings".into()))?
+            .to_vec();
+        let scores = match file.get("tokenizer.ggml.scores") {
+            None => None,
+            Some(_) => Some(
+                match (
+                    file.get_f32_array("tokenizer.ggml.scores"),
+                    file.get_i32_array("tokenizer.ggml.scores"),
+                ) {
+                    (Some(f), _) => f.to_vec(),
+                    (None, Some(i)) => i.iter().map(|&x| x as f32).collect(),
+                    _ => {
+                        return Err(err(
+                            "tokenizer.ggml.scores is not a list of f32 or i32".into()
+                        ))
+                    }
+                },
+            ),
+        };
+        let token_types = match file.get("tokenizer.ggml.token_type") {
+            None => None,
+            Some(_) => Some(
+                file.get_i32_array("tokenizer.ggml.token_type")
+                    .ok_or_else(|| err("tokenizer.ggml.token_type is not a list of i32".into()))?
+                    .to_vec(),
+            ),
+        };
+        let merges = match file.get("tokenizer.ggml.merges") {
+            None => Vec::new(),
+            Some(_) => file
+                .get_str_array("tokenizer.ggml.merges")
+                .ok_or_else(|| err("tokenizer.ggml.merges is not a list of strings".into()))?
+                .to_vec(),
+        };
+        if model == "gpt2" && merges.is_empty() {
+            return Err(err("a gpt2 vocabulary needs tokenizer.ggml.merges".into()));
+        }
+        let id = |k: &str| {
+            file.get_u64(&format!("tokenizer.ggml.{k}"))
+                .and_then(|v| u32::try_from(v).ok())
+        };
+        let flag = |k: &str| file.get_bool(&format!("tokenizer.ggml.{k}"));
+        Ok(GgufVocab {
+            model,
+            pre: file.get_str("tokenizer.ggml.pre").map(str::to_string),
+            tokens,
+            scores,
+            token_types,
+            merges,
+            bos: id("bos_token_id"),
+            eos: id("eos_token_id"),
+            eot: id("eot_token_id"),
+            eom: id("eom_token_id"),
+            unk: id("unknown_token_id"),
+            pad: id("padding_token_id"),
+            add_bos: flag("add_bos_token"),
+            add_eos: flag("add_eos_token"),
+            add_space_prefix: flag("add_space_prefix"),
+            chat_template: file.get_str("tokenizer.chat_template").map(str::to_string),
+        })
+    }
+}
+
 /// Pre-tokenizer settings llama.cpp ties to a `tokenizer.ggml.pre` name.
 struct PreSettings {
     regexes: &'static [&'static str],

@@ -337,6 +337,14 @@ impl Tokenizer {
         )
     }
 
+    /// The tokenizer stored in a GGUF file's metadata (`tokenizer.ggml.*`,
+    /// `tokenizer.chat_template`); a vocabulary-only GGUF is enough.
+    pub fn from_gguf(file: &crate::gguf::GgufFile) -> Result<Tokenizer> {
+        let what = file.path().display().to_string();
+        let (parts, backend) = llama::load(GgufVocab::from_gguf(file)?)?;
+        Self::assemble(parts, Backend::Llama(Box::new(backend)), &what)
+    }
+
     /// A tokenizer from a GGUF vocabulary already read into a [`GgufVocab`].
     pub fn from_gguf_vocab(vocab: GgufVocab) -> Result<Tokenizer> {
         let (parts, backend) = llama::load(vocab)?;

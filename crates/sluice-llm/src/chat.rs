@@ -78,6 +78,33 @@ impl ChatTemplate {
     /// The conversation as the model's prompt text; `add_generation_prompt` appends the
     /// start of the assistant's turn.
     pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
+        self.render_with(messages, add_generation_prompt, None)
+    }
+
+    /// [`render`](Self::render) with more variables for the template, given as a JSON
+    /// object (`{"tools": [...], "enable_thinking": false}`; key order is kept, as
+    /// `tojson` of Python dicts keeps it).
+    pub fn render_with(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        extra_json: Option<&str>,
+    ) -> Result<String> {
+        let extra: Value = match extra_json {
+            None => Value::from(()),
+            Some(text) => {
+                let v: Value = serde_json::from_str(text).map_err(|e| {
+                    LlmError::tokenizer("chat template", format!("extra variables: {e}"))
+                })?;
+                if v.kind() != ValueKind::Map {
+                    return Err(LlmError::tokenizer(
+                        "chat template",
+                        "extra variables must be a JSON object",
+                    ));
+                }
+                v
+            }
+        };
         let tmpl = self.env.get_template("chat").map_err(template_err)?;
         tmpl.render(minijinja::context! {
             messages => messages,
@@ -85,6 +112,7 @@ impl ChatTemplate {
             bos_token => &self.bos,
             eos_token => &self.eos,
             date_string => format_date("%d %b %Y"),
+            ..extra
         })
         .map_err(template_err)
     }

@@ -25,7 +25,9 @@ fn tokenizer_json(post_processor: Value) -> Value {
         byte_char.push(c);
         vocab.insert(c.to_string(), json!(b));
     }
-    let pieces = ["he", "ll", "hell", "hello", "Ġw", "Ġwo", "Ġwor", "Ġworl", "Ġworld"];
+    let pieces = [
+        "he", "ll", "hell", "hello", "Ġw", "Ġwo", "Ġwor", "Ġworl", "Ġworld",
+    ];
     for (i, p) in pieces.iter().enumerate() {
         vocab.insert(p.to_string(), json!(256 + i));
     }
@@ -59,7 +61,8 @@ fn dir(tag: &str, files: &[(&str, String)]) -> PathBuf {
     d
 }
 
-const TEMPLATE: &str = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{{ eos_token }}{% endfor %}";
+const TEMPLATE: &str =
+    "{% for m in messages %}<{{ m.role }}>{{ m.content }}{{ eos_token }}{% endfor %}";
 
 #[test]
 fn configs_beside_tokenizer_json_are_honoured() {
@@ -83,7 +86,10 @@ fn configs_beside_tokenizer_json_are_honoured() {
     let tok = Tokenizer::from_hf_dir(&d).unwrap();
     assert_eq!(tok.kind_name(), "hf");
     assert_eq!(tok.vocab_size(), 269);
-    assert_eq!((tok.bos(), tok.eos(), tok.add_bos()), (Some(265), Some(266), true));
+    assert_eq!(
+        (tok.bos(), tok.eos(), tok.add_bos()),
+        (Some(265), Some(266), true)
+    );
     assert_eq!(tok.eog_ids(), &[266, 267]);
     assert!(tok.is_eog(267) && !tok.is_eog(265));
     assert_eq!(tok.chat_template(), Some(TEMPLATE));
@@ -91,7 +97,10 @@ fn configs_beside_tokenizer_json_are_honoured() {
     assert_eq!(tok.token_kind(268), Some(TokenKind::UserDefined));
 
     // BOS added; merges applied; special tokens parsed only when asked.
-    assert_eq!(tok.encode("hello world", true, false).unwrap(), vec![265, 259, 264]);
+    assert_eq!(
+        tok.encode("hello world", true, false).unwrap(),
+        vec![265, 259, 264]
+    );
     assert_eq!(
         tok.encode("hello<|im_end|>", false, true).unwrap(),
         vec![259, 267]
@@ -172,14 +181,19 @@ fn bad_tokenizer_files_are_clear_errors() {
     let e = Tokenizer::from_hf_dir(&d).unwrap_err().to_string();
     assert!(e.contains("invalid JSON"), "{e}");
     std::fs::remove_dir_all(&d).ok();
-    let e = Tokenizer::from_hf_dir("/nonexistent/sluice").unwrap_err().to_string();
+    let e = Tokenizer::from_hf_dir("/nonexistent/sluice")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("/nonexistent/sluice/tokenizer.json"), "{e}");
     // add_bos_token without a BOS token.
     let d = dir(
         "nobos",
         &[
             ("tokenizer.json", tokenizer_json(Value::Null).to_string()),
-            ("tokenizer_config.json", json!({"add_bos_token": true}).to_string()),
+            (
+                "tokenizer_config.json",
+                json!({"add_bos_token": true}).to_string(),
+            ),
         ],
     );
     let e = Tokenizer::from_hf_dir(&d).unwrap_err().to_string();

@@ -4,6 +4,8 @@
 //! Adding a subcommand: a module with a `#[derive(clap::Args)]` struct and a `run`
 //! function, one variant in [`Command`] and one arm in [`run`].
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 #[macro_use]
 mod out;
 mod demo;

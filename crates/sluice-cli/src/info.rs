@@ -11,11 +11,10 @@ pub fn run(device: &Device, json: bool) -> Result<(), String> {
     let mut info: DeviceInfo = device.info().clone();
     info.heaps = device.heaps();
     if json {
-        println!(
+        return outln!(
             "{}",
             serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?
         );
-        return Ok(());
     }
     let rows: Vec<(&str, String)> = vec![
         ("name", info.name.clone()),
@@ -51,7 +50,7 @@ pub fn run(device: &Device, json: bool) -> Result<(), String> {
         ("compute queue family", info.queue_family.to_string()),
     ];
     for (k, v) in rows {
-        println!("{k:<26} {v}");
+        outln!("{k:<26} {v}")?;
     }
     for (i, h) in info.heaps.iter().enumerate() {
         let kind = match (h.device_local, h.host_visible) {
@@ -64,11 +63,11 @@ pub fn run(device: &Device, json: bool) -> Result<(), String> {
             (Some(b), Some(u)) => format!(", budget {}, in use {}", gib(b), gib(u)),
             _ => ", no budget info".into(),
         };
-        println!(
+        outln!(
             "{:<26} {} ({kind}{budget})",
             format!("heap {i}"),
             gib(h.size)
-        );
+        )?;
     }
     Ok(())
 }

@@ -1,6 +1,5 @@
 //! `sluice generate | bench | graph | profile`: the model commands.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -11,13 +10,70 @@ use sluice_llm::decode::{Decoder, Mode};
 use sluice_llm::load::{open_model, LoadOptions};
 use sluice_llm::sampler::Sampling;
 
-use crate::args::Args;
+use crate::out;
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-/// Shared model options: `--model`, `--mode`, `--context`, `--dtype`, `--no-fuse`, `--no-reorder`, `--lookahead`.
+/// How the step is recorded.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum ModeArg {
+    /// Record every step
+    Direct,
+    /// Record once and resubmit
+    Replay,
+}
+
+/// Weight dtype on the GPU.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum DtypeArg {
+    /// IEEE half
+    F16,
+    /// bfloat16
+    Bf16,
+    /// IEEE single
+    F32,
+}
+
+/// Model options shared by generate, bench, graph and profile.
+#[derive(clap::Args, Debug)]
+pub struct ModelOpts {
+    /// synthetic:tiny | synthetic:tiny-llama | synthetic:qwen3-0.6b | synthetic:qwen3-4b |
+    /// a Hugging Face model directory (default: synthetic:qwen3-0.6b on a GPU,
+    /// synthetic:tiny on a CPU driver)
+    #[arg(long, value_name = "M")]
+    pub model: Option<String>,
+    /// Record every step, or record once and resubmit
+    #[arg(long, value_enum, default_value_t = ModeArg::Replay)]
+    pub mode: ModeArg,
+    /// Weight dtype on the GPU (default: as stored; synthetic: f16)
+    #[arg(long, value_enum)]
+    pub dtype: Option<DtypeArg>,
+    /// KV-cache capacity in tokens
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=sluice_llm::load::MAX_CONTEXT as u64))]
+    pub context: Option<u64>,
+    /// Positions per attention workgroup
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub attention_chunk: u32,
+    /// Prompt tokens per prefill dispatch
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=sluice_llm::load::MAX_PREFILL_CHUNK as i64))]
+    pub prefill_chunk: u32,
+    /// Threads per matvec row (power of two in 32..=256; default by row length)
+    #[arg(long, value_name = "N")]
+    pub matvec_tpr: Option<u32>,
+    /// Separate norm, rope/KV-append, gate/up and silu·mul kernels (A/B)
+    #[arg(long)]
+    pub no_fuse: bool,
+    /// Keep the captured order (replay)
+    #[arg(long)]
+    pub no_reorder: bool,
+    /// Reorder window
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub lookahead: u32,
+}
+
+/// Shared model options, resolved.
 struct ModelArgs {
     model: String,
     mode: Mode,
@@ -25,34 +81,34 @@ struct ModelArgs {
     graph: GraphOptions,
 }
 
-fn model_args(args: &Args, device: &Device, default_context: usize) -> Result<ModelArgs, String> {
-    let model = match args.value("model") {
-        Some(m) => m.to_string(),
+fn model_args(o: &ModelOpts, device: &Device, default_context: usize) -> Result<ModelArgs, String> {
+    let model = match &o.model {
+        Some(m) => m.clone(),
         None => sluice_llm::load::default_model(device).to_string(),
     };
-    let mode: Mode = args.value("mode").unwrap_or("replay").parse()?;
+    let mode = match o.mode {
+        ModeArg::Direct => Mode::Direct,
+        ModeArg::Replay => Mode::Replay,
+    };
     let mut load = LoadOptions::default();
-    load.gpu.context = args.parsed("context", default_context)?;
-    load.gpu.attention_chunk = args.parsed("attention-chunk", load.gpu.attention_chunk)?;
-    load.gpu.prefill_chunk = args.parsed("prefill-chunk", load.gpu.prefill_chunk)?.max(1);
-    load.gpu.matvec_threads_per_row = args
-        .value("matvec-tpr")
-        .map(|v| v.parse().map_err(|_| format!("--matvec-tpr {v:?}")))
-        .transpose()?;
-    if let Some(dt) = args.value("dtype") {
-        load.dtype = Some(match dt {
-            "f16" => sluice_kernels::WeightDtype::F16,
-            "bf16" => sluice_kernels::WeightDtype::Bf16,
-            "f32" => sluice_kernels::WeightDtype::F32,
-            other => return Err(format!("--dtype {other:?}: use f16, bf16 or f32")),
-        });
-    }
-    load.gpu.fuse_gate_up = !args.flag("no-fuse");
-    load.gpu.fuse_norm = !args.flag("no-fuse");
-    load.gpu.fuse_attention = !args.flag("no-fuse");
+    load.gpu.context = match o.context {
+        Some(c) => usize::try_from(c).map_err(err)?,
+        None => default_context,
+    };
+    load.gpu.attention_chunk = o.attention_chunk;
+    load.gpu.prefill_chunk = o.prefill_chunk as usize;
+    load.gpu.matvec_threads_per_row = o.matvec_tpr;
+    load.dtype = o.dtype.map(|d| match d {
+        DtypeArg::F16 => sluice_kernels::WeightDtype::F16,
+        DtypeArg::Bf16 => sluice_kernels::WeightDtype::Bf16,
+        DtypeArg::F32 => sluice_kernels::WeightDtype::F32,
+    });
+    load.gpu.fuse_gate_up = !o.no_fuse;
+    load.gpu.fuse_norm = !o.no_fuse;
+    load.gpu.fuse_attention = !o.no_fuse;
     let graph = GraphOptions {
-        reorder: !args.flag("no-reorder"),
-        lookahead: args.parsed("lookahead", 64)?,
+        reorder: !o.no_reorder,
+        lookahead: o.lookahead as usize,
     };
     Ok(ModelArgs {
         model,
@@ -60,6 +116,97 @@ fn model_args(args: &Args, device: &Device, default_context: usize) -> Result<Mo
         load,
         graph,
     })
+}
+
+/// `sluice generate` options.
+#[derive(clap::Args, Debug)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    model: ModelOpts,
+    /// Prompt text (needs tokenizer.json in the model directory)
+    #[arg(long, conflicts_with = "prompt_ids")]
+    prompt: Option<String>,
+    /// Prompt token ids, comma-separated
+    #[arg(long, value_name = "1,2,3")]
+    prompt_ids: Option<String>,
+    /// Tokens to generate
+    #[arg(short = 'n', default_value_t = 32)]
+    n: usize,
+    /// Sampling temperature (0: greedy)
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// Keep the K most likely tokens (0: all)
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    /// Nucleus cut in (0, 1]
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    /// Seed of the random draws
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Keep generating through end-of-generation tokens (EOS, <|im_end|>, ...)
+    #[arg(long)]
+    ignore_eos: bool,
+    /// Stop before this text (repeatable)
+    #[arg(long, value_name = "TEXT")]
+    stop: Vec<String>,
+    /// Print {"prompt_ids", "tokens", "text", "stop_reason", "tok_s", ...} instead of streaming
+    #[arg(long)]
+    json: bool,
+    /// Write the logits after the prompt (f32 little-endian) to FILE
+    #[arg(long, value_name = "FILE")]
+    logits_out: Option<PathBuf>,
+}
+
+/// `sluice bench` options.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    model: ModelOpts,
+    /// Tokens to generate per run
+    #[arg(short = 'n', default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=sluice_llm::load::MAX_CONTEXT as i64))]
+    n: u32,
+    /// Tokens in the KV cache before the measured run
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=sluice_llm::load::MAX_CONTEXT as i64))]
+    depth: u32,
+    /// Runs; the median is reported
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: u32,
+    /// Print JSON instead of a table row
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `sluice graph` prints.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Dump {
+    /// Human-readable
+    Text,
+    /// JSON
+    Json,
+}
+
+/// `sluice graph` options.
+#[derive(clap::Args, Debug)]
+pub struct GraphArgs {
+    #[command(flatten)]
+    model: ModelOpts,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Dump::Text)]
+    dump: Dump,
+}
+
+/// `sluice profile` options.
+#[derive(clap::Args, Debug)]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    model: ModelOpts,
+    /// Decode steps to run (the last is reported)
+    #[arg(short = 'n', default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    n: u32,
+    /// Output directory
+    #[arg(long, value_name = "DIR", default_value = "profile")]
+    out: PathBuf,
 }
 
 fn progress(quiet: bool) -> impl FnMut(u64, u64) {
@@ -101,24 +248,31 @@ fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
 }
 
 /// `sluice generate`.
-pub fn generate(args: &Args, device: &Device) -> Result<(), String> {
-    let json = args.flag("json");
-    let m = model_args(args, device, 4352)?;
-    let n: usize = args.parsed("n", 32)?;
+pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
+    let json = args.json;
+    let m = model_args(&args.model, device, 4352)?;
+    let n = args.n;
     let sampling = Sampling {
-        temperature: args.parsed("temperature", 0.0)?,
-        top_k: args.parsed("top-k", 0)?,
-        top_p: args.parsed("top-p", 1.0)?,
-        seed: args.parsed("seed", 0)?,
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        seed: args.seed,
     };
+    sampling.check().map_err(err)?;
     let mut m = m;
     if !sampling.is_greedy() {
         m.load.gpu.sampling = Some(sampling);
     }
-    let logits_out = args.value("logits-out").map(PathBuf::from);
-    let prompt_text = args.value("prompt").map(str::to_string);
-    let prompt_ids = args.value("prompt-ids").map(parse_ids).transpose()?;
-    args.finish()?;
+    let logits_out = args.logits_out.clone();
+    let prompt_text = args.prompt.clone();
+    let prompt_ids = args.prompt_ids.as_deref().map(parse_ids).transpose()?;
+    // Before loading: the new tokens alone must fit the context.
+    if n >= m.load.gpu.context {
+        return Err(format!(
+            "-n {n} new tokens do not fit the context of {} tokens (raise --context)",
+            m.load.gpu.context
+        ));
+    }
     let loaded = open_model(device, &m.model, &m.load, progress(json)).map_err(err)?;
     let prompt = match (prompt_ids, &prompt_text, &loaded.tokenizer) {
         (Some(ids), _, _) => ids,
@@ -134,23 +288,32 @@ pub fn generate(args: &Args, device: &Device) -> Result<(), String> {
     let decoder = Decoder::new(&loaded.model, m.mode, m.graph).map_err(err)?;
     let stream = !json;
     let tok = loaded.tokenizer.as_ref();
-    let mut out = std::io::stdout();
-    let mut first_logits_done = false;
-    let result = sluice_llm::run::generate(&decoder, &prompt, n, &sampling, |t| {
-        if stream {
-            match tok {
-                Some(tk) => {
-                    let _ = write!(out, "{}", tk.decode(&[t], true).unwrap_or_default());
-                }
-                None => {
-                    let _ = write!(out, "{t} ");
-                }
+    // The first write error (a full disk) stops the streaming and is reported at the end;
+    // a closed pipe ends the program quietly (see `out`).
+    let mut write_error: Option<String> = None;
+    let opts = sluice_llm::run::GenerateOptions {
+        max_tokens: n,
+        sampling,
+        ignore_eos: args.ignore_eos,
+        stop: args.stop.clone(),
+        start: 0,
+    };
+    let result = sluice_llm::run::generate(&decoder, tok, &prompt, &opts, |t, text| {
+        if stream && write_error.is_none() {
+            let written = match (tok, t) {
+                (Some(_), _) => out!("{text}"),
+                (None, Some(t)) => out!("{t} "),
+                (None, None) => Ok(()),
+            };
+            if let Err(e) = written.and_then(|()| out::flush()) {
+                write_error = Some(e);
             }
-            let _ = out.flush();
         }
-        first_logits_done = true;
     })
     .map_err(err)?;
+    if let Some(e) = write_error {
+        return Err(e);
+    }
     if let Some(path) = logits_out {
         // The logits after the prompt: recompute that step (the cache is reset by rewriting it).
         let logits = sluice_llm::run::prompt_logits(&decoder, &prompt).map_err(err)?;
@@ -158,12 +321,13 @@ pub fn generate(args: &Args, device: &Device) -> Result<(), String> {
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     if json {
-        println!("{}", serde_json::to_string(&result).map_err(err)?);
+        outln!("{}", serde_json::to_string(&result).map_err(err)?)?;
     } else {
-        println!();
+        outln!()?;
         eprintln!(
-            "{} tokens, {:.1} tok/s decode, {:.1} tok/s prompt",
+            "{} tokens ({:?}), {:.1} tok/s decode, {:.1} tok/s prompt",
             result.tokens.len(),
+            result.stop_reason,
             result.tok_s,
             result.prefill_tok_s
         );
@@ -172,13 +336,22 @@ pub fn generate(args: &Args, device: &Device) -> Result<(), String> {
 }
 
 /// `sluice bench`.
-pub fn bench(args: &Args, device: &Device) -> Result<(), String> {
-    let json = args.flag("json");
-    let n: usize = args.parsed("n", 128)?;
-    let depth: usize = args.parsed("depth", 0)?;
-    let repeats: usize = args.parsed("repeat", 1)?;
-    let m = model_args(args, device, depth + n + 64)?;
-    args.finish()?;
+pub fn bench(args: &BenchArgs, device: &Device) -> Result<(), String> {
+    let json = args.json;
+    let n = args.n as usize;
+    let depth = args.depth as usize;
+    let repeats = args.repeat as usize;
+    let context = depth
+        .checked_add(n)
+        .and_then(|c| c.checked_add(64))
+        .filter(|&c| c <= sluice_llm::load::MAX_CONTEXT)
+        .ok_or_else(|| {
+            format!(
+                "--depth {depth} + -n {n} + 64 exceeds the largest context, {} tokens",
+                sluice_llm::load::MAX_CONTEXT
+            )
+        })?;
+    let m = model_args(&args.model, device, context)?;
     let loaded = open_model(device, &m.model, &m.load, progress(json)).map_err(err)?;
     let decoder = Decoder::new(&loaded.model, m.mode, m.graph).map_err(err)?;
     let mut reports = Vec::new();
@@ -190,12 +363,11 @@ pub fn bench(args: &Args, device: &Device) -> Result<(), String> {
     reports.sort_by(|a, b| a.decode_tok_s.total_cmp(&b.decode_tok_s));
     let r = &reports[reports.len() / 2];
     if json {
-        println!("{}", serde_json::to_string_pretty(r).map_err(err)?);
-        return Ok(());
+        return outln!("{}", serde_json::to_string_pretty(r).map_err(err)?);
     }
-    println!("| model | device | dtype | mode | test | tok/s | ms/tok | disp/tok | barriers/tok | waits/tok | weights GB | GB/s | CPU µs/tok |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    println!(
+    outln!("| model | device | dtype | mode | test | tok/s | ms/tok | disp/tok | barriers/tok | waits/tok | weights GB | GB/s | CPU µs/tok |")?;
+    outln!("|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+    outln!(
         "| {} | {} | {} | {:?} | tg{}{} | {:.1} | {:.3} | {:.0} | {:.0} | {:.2} | {:.3} | {:.0} | {:.1} |",
         r.model,
         r.device,
@@ -211,38 +383,33 @@ pub fn bench(args: &Args, device: &Device) -> Result<(), String> {
         r.weight_bytes as f64 / 1e9,
         r.weight_gb_s,
         r.cpu_record_submit_us_per_token
-    );
+    )?;
     if repeats > 1 {
         let all: Vec<String> = reports
             .iter()
             .map(|r| format!("{:.1}", r.decode_tok_s))
             .collect();
-        println!("(median of {} runs: {})", repeats, all.join(", "));
+        outln!("(median of {} runs: {})", repeats, all.join(", "))?;
     }
     Ok(())
 }
 
 /// `sluice graph --dump text|json`.
-pub fn graph(args: &Args, device: &Device) -> Result<(), String> {
-    let dump = args.value("dump").unwrap_or("text").to_string();
-    let m = model_args(args, device, 512)?;
-    args.finish()?;
+pub fn graph(args: &GraphArgs, device: &Device) -> Result<(), String> {
+    let m = model_args(&args.model, device, 512)?;
     let loaded = open_model(device, &m.model, &m.load, progress(true)).map_err(err)?;
     let g = Decoder::graph(&loaded.model, m.graph).map_err(err)?;
-    match dump.as_str() {
-        "text" => print!("{}", g.dump_text()),
-        "json" => println!("{}", serde_json::to_string_pretty(&g.dump()).map_err(err)?),
-        other => return Err(format!("--dump {other:?}: use text or json")),
+    match args.dump {
+        Dump::Text => out!("{}", g.dump_text()),
+        Dump::Json => outln!("{}", serde_json::to_string_pretty(&g.dump()).map_err(err)?),
     }
-    Ok(())
 }
 
 /// `sluice profile --out DIR`.
-pub fn profile(args: &Args, device: &Device) -> Result<(), String> {
-    let out = PathBuf::from(args.value("out").unwrap_or("profile"));
-    let n: usize = args.parsed("n", 16)?;
-    let m = model_args(args, device, n + 64)?;
-    args.finish()?;
+pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
+    let out = args.out.clone();
+    let n = args.n as usize;
+    let m = model_args(&args.model, device, n + 64)?;
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let loaded = open_model(device, &m.model, &m.load, progress(false)).map_err(err)?;
     let model = &loaded.model;
@@ -345,7 +512,7 @@ pub fn profile(args: &Args, device: &Device) -> Result<(), String> {
         serde_json::to_string_pretty(&ops).map_err(err)?,
     )
     .map_err(err)?;
-    print!("{table}");
+    out!("{table}")?;
     eprintln!(
         "wrote {}/trace.json, timeline.svg, table.md, ops.json",
         out.display()

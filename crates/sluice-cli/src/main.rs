@@ -1,58 +1,110 @@
-//! The `sluice` command line: `info`, `demo`, `microbench`.
+//! The `sluice` command line (clap): `info`, `demo`, `microbench`, `generate`, `bench`,
+//! `graph`, `profile`.
+//!
+//! Adding a subcommand: a module with a `#[derive(clap::Args)]` struct and a `run`
+//! function, one variant in [`Command`] and one arm in [`run`].
 
-mod args;
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+#[macro_use]
+mod out;
 mod demo;
 mod info;
 mod llm;
+mod logger;
 mod microbench;
 
-use args::Args;
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use sluice::{BarrierMode, Device, Options, Validation};
 
-const USAGE: &str = "\
-sluice — Vulkan runtime for LLM decode
+/// sluice — Vulkan runtime for LLM decode.
+#[derive(Parser, Debug)]
+#[command(name = "sluice", version, about = "sluice — Vulkan runtime for LLM decode", long_about = None)]
+#[command(propagate_version = true, max_term_width = 100)]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    #[command(subcommand)]
+    command: Command,
+}
 
-USAGE:
-  sluice info [--json]                       the chosen Vulkan device
-  sluice demo [--json]                       100 small dispatches in Auto and Serial mode vs CPU
-  sluice microbench dispatch [--json] [-n 1000] [--runs 5]
-                                             GPU µs per tiny dispatch, dependent vs independent
-  sluice microbench sync [--json]            host wait costs
-  sluice generate [--model M] (--prompt TEXT | --prompt-ids 1,2,3) [-n 32]
-                  [--temperature T --top-k K --top-p P --seed S] [--json] [--logits-out FILE]
-  sluice bench [--model M] [-n 128] [--depth D] [--repeat R] [--json]
-  sluice graph [--model M] [--dump text|json]
-  sluice profile [--model M] [-n 16] [--out DIR]
+/// Options every subcommand takes.
+#[derive(Args, Debug)]
+struct Common {
+    /// Use the first device whose name contains NAME
+    #[arg(long, global = true, value_name = "NAME")]
+    adapter: Option<String>,
+    /// A barrier between every two dispatches (A/B against Auto)
+    #[arg(long, global = true)]
+    serial: bool,
+    /// Enable the Khronos validation layer with synchronization validation; messages are
+    /// printed at the end
+    #[arg(long, global = true)]
+    validate: bool,
+    /// More log output on stderr (-v info, -vv debug: runtime decisions, -vvv trace)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
 
-MODEL OPTIONS:
-  --model M           synthetic:tiny | synthetic:tiny-llama | synthetic:qwen3-0.6b |
-                      synthetic:qwen3-4b | a Hugging Face model directory
-                      (default: synthetic:qwen3-0.6b on a GPU, synthetic:tiny on a CPU driver)
-  --mode direct|replay   record every step, or record once and resubmit (default replay)
-  --dtype f16|bf16|f32   weight dtype on the GPU (default: as stored; synthetic: f16)
-  --context N         KV-cache capacity in tokens
-  --attention-chunk N positions per attention workgroup (1..=256)
-  --prefill-chunk N   prompt tokens per prefill dispatch (default 16)
-  --matvec-tpr N      threads per matvec row (32..256; default by row length)
-  --no-fuse           separate norm, rope/KV-append, gate/up and silu·mul kernels (A/B)
-  --no-reorder        keep the captured order (replay)
-  --lookahead N       reorder window (default 64)
+/// The subcommands. New ones (tokenize, chat, serve, inspect) go here, each with its module.
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The chosen Vulkan device: name, driver, API, UMA, heaps with budgets, subgroup size
+    Info(JsonArg),
+    /// 100 small dispatches in Auto and Serial barrier mode, checked against the CPU
+    Demo(JsonArg),
+    /// GPU µs per tiny dispatch (dependent vs independent) or host wait costs
+    Microbench(MicrobenchArgs),
+    /// Generate text or token ids from a prompt
+    Generate(llm::GenerateArgs),
+    /// llama-bench-like row: tok/s, ms/token, dispatches, barriers, GB/s
+    Bench(llm::BenchArgs),
+    /// The captured decode step: nodes, edges, concurrent groups, barriers
+    Graph(llm::GraphArgs),
+    /// Perfetto trace, SVG timeline and per-op table of one decode step
+    Profile(llm::ProfileArgs),
+}
 
-COMMON OPTIONS:
-  --adapter NAME      use the first device whose name contains NAME
-  --serial            a barrier between every two dispatches (A/B against Auto)
-  --validate          enable the Khronos validation layer with synchronization validation
-";
+/// `--json` alone.
+#[derive(Args, Debug)]
+struct JsonArg {
+    /// Print JSON instead of a table
+    #[arg(long)]
+    json: bool,
+}
 
-fn options(args: &Args) -> Options {
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum Microbench {
+    /// GPU µs per tiny dispatch, dependent chain vs independent
+    Dispatch,
+    /// Host wait costs
+    Sync,
+}
+
+#[derive(Args, Debug)]
+struct MicrobenchArgs {
+    /// Which microbenchmark
+    which: Microbench,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    json: bool,
+    /// Dispatches per run (dispatch)
+    #[arg(short = 'n', default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    n: u32,
+    /// Runs; the median is reported (dispatch)
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+}
+
+fn options(c: &Common) -> Options {
     Options {
-        adapter: args.value("adapter").map(str::to_string),
-        barriers: if args.flag("serial") {
+        adapter: c.adapter.clone(),
+        barriers: if c.serial {
             BarrierMode::Serial
         } else {
             BarrierMode::Auto
         },
-        validation: if args.flag("validate") {
+        validation: if c.validate {
             Validation::Synchronization
         } else {
             Validation::Off
@@ -61,153 +113,197 @@ fn options(args: &Args) -> Options {
     }
 }
 
-fn print<T: serde::Serialize>(value: &T, json: bool, table: impl FnOnce(&T)) -> Result<(), String> {
+/// Prints `value` as pretty JSON or through `table`.
+fn print<T: serde::Serialize>(
+    value: &T,
+    json: bool,
+    table: impl FnOnce(&T) -> Result<(), String>,
+) -> Result<(), String> {
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(value).map_err(|e| e.to_string())?
-        );
+        )
     } else {
-        table(value);
+        table(value)
+    }
+}
+
+fn demo(device: &Device, json: bool) -> Result<(), String> {
+    let report = demo::run(device).map_err(|e| e.to_string())?;
+    print(&report, json, |r| {
+        outln!("device: {}", r.device)?;
+        outln!(
+            "{:<8} {:>10} {:>9} {:>8}",
+            "mode",
+            "dispatches",
+            "barriers",
+            "elided"
+        )?;
+        for (name, m) in [("auto", &r.auto), ("serial", &r.serial)] {
+            outln!(
+                "{name:<8} {:>10} {:>9} {:>8}",
+                m.dispatches,
+                m.barriers,
+                m.barriers_elided
+            )?;
+        }
+        outln!(
+            "results match CPU: {}; auto equals serial: {}",
+            r.results_match_cpu,
+            r.auto_equals_serial
+        )
+    })?;
+    let messages = device.validation_messages();
+    if !messages.is_empty() {
+        return Err(format!("{} validation message(s)", messages.len()));
+    }
+    if !(report.results_match_cpu && report.auto_equals_serial) {
+        return Err("results differ".into());
     }
     Ok(())
 }
 
-fn run(raw: Vec<String>) -> Result<(), String> {
-    let Some(cmd) = raw.first().cloned() else {
-        print!("{USAGE}");
-        return Ok(());
-    };
-    let args = Args::parse(
-        &raw[1..],
-        &[
-            "json",
-            "serial",
-            "validate",
-            "help",
-            "no-fuse",
-            "no-reorder",
-        ],
-    );
-    if args.flag("help") || cmd == "help" || cmd == "--help" || cmd == "-h" {
-        print!("{USAGE}");
-        return Ok(());
+fn microbench(device: &Device, a: &MicrobenchArgs) -> Result<(), String> {
+    match a.which {
+        Microbench::Dispatch => {
+            let r = microbench::dispatch(device, a.n, a.runs).map_err(|e| e.to_string())?;
+            print(&r, a.json, |r| {
+                outln!(
+                    "device: {}  ({} dispatches, median of {} runs)",
+                    r.device,
+                    r.dispatches,
+                    r.runs
+                )?;
+                outln!(
+                    "dependent chain:  {:.3} µs GPU per dispatch ({} barriers)",
+                    r.chain_gpu_us_per_dispatch,
+                    r.chain_barriers
+                )?;
+                outln!(
+                    "independent:      {:.3} µs GPU per dispatch ({} barriers)",
+                    r.independent_gpu_us_per_dispatch,
+                    r.independent_barriers
+                )?;
+                outln!(
+                    "recording:        {:.3} µs CPU per dispatch",
+                    r.record_cpu_us_per_dispatch
+                )
+            })
+        }
+        Microbench::Sync => {
+            let r = microbench::sync(device).map_err(|e| e.to_string())?;
+            print(&r, a.json, |r| {
+                outln!("device: {}", r.device)?;
+                outln!(
+                    "wait on a completed ticket:   {:.1} ns (median)",
+                    r.completed_wait_ns
+                )?;
+                outln!(
+                    "synchronize on an idle queue: {:.1} ns (median)",
+                    r.synchronize_idle_ns
+                )?;
+                outln!(
+                    "submit + wait, tiny dispatch: {:.1} µs (median)",
+                    r.round_trip_us
+                )?;
+                outln!(
+                    "submit + .await, tiny:        {:.1} µs (median)",
+                    r.async_round_trip_us
+                )?;
+                outln!(
+                    "4 KiB weight read during work: {:.2} µs (median), {} host waits, work still running: {}",
+                    r.weight_read_during_work_us, r.weight_read_host_waits, r.weight_read_overlapped_work
+                )
+            })
+        }
     }
-    let json = args.flag("json");
-    let opts = options(&args);
-    let open = |o: Options| Device::new(o).map_err(|e| e.to_string());
-    let result = match cmd.as_str() {
-        "info" => {
-            args.finish()?;
-            info::run(&open(opts)?, json)
-        }
-        "demo" => {
-            args.finish()?;
-            let device = open(opts)?;
-            let report = demo::run(&device).map_err(|e| e.to_string())?;
-            let messages = device.validation_messages();
-            print(&report, json, |r| {
-                println!("device: {}", r.device);
-                println!(
-                    "{:<8} {:>10} {:>9} {:>8}",
-                    "mode", "dispatches", "barriers", "elided"
-                );
-                for (name, m) in [("auto", &r.auto), ("serial", &r.serial)] {
-                    println!(
-                        "{name:<8} {:>10} {:>9} {:>8}",
-                        m.dispatches, m.barriers, m.barriers_elided
-                    );
-                }
-                println!(
-                    "results match CPU: {}; auto equals serial: {}",
-                    r.results_match_cpu, r.auto_equals_serial
-                );
-            })?;
-            if !messages.is_empty() {
-                return Err(format!(
-                    "{} validation message(s), first: {}",
-                    messages.len(),
-                    messages[0].text
-                ));
-            }
-            if !(report.results_match_cpu && report.auto_equals_serial) {
-                return Err("results differ".into());
-            }
-            Ok(())
-        }
-        "microbench" => {
-            let which = args.positional(0).unwrap_or("").to_string();
-            let count: u32 = args.parsed("n", 1000)?;
-            let runs: u32 = args.parsed("runs", 5)?;
-            args.finish()?;
-            let device = open(opts)?;
-            match which.as_str() {
-                "dispatch" => {
-                    let r = microbench::dispatch(&device, count.max(1), runs.max(1))
-                        .map_err(|e| e.to_string())?;
-                    print(&r, json, |r| {
-                        println!(
-                            "device: {}  ({} dispatches, median of {} runs)",
-                            r.device, r.dispatches, r.runs
-                        );
-                        println!(
-                            "dependent chain:  {:.3} µs GPU per dispatch ({} barriers)",
-                            r.chain_gpu_us_per_dispatch, r.chain_barriers
-                        );
-                        println!(
-                            "independent:      {:.3} µs GPU per dispatch ({} barriers)",
-                            r.independent_gpu_us_per_dispatch, r.independent_barriers
-                        );
-                        println!(
-                            "recording:        {:.3} µs CPU per dispatch",
-                            r.record_cpu_us_per_dispatch
-                        );
-                    })
-                }
-                "sync" => {
-                    let r = microbench::sync(&device).map_err(|e| e.to_string())?;
-                    print(&r, json, |r| {
-                        println!("device: {}", r.device);
-                        println!(
-                            "wait on a completed ticket:   {:.1} ns (median)",
-                            r.completed_wait_ns
-                        );
-                        println!(
-                            "synchronize on an idle queue: {:.1} ns (median)",
-                            r.synchronize_idle_ns
-                        );
-                        println!(
-                            "submit + wait, tiny dispatch: {:.1} µs (median)",
-                            r.round_trip_us
-                        );
-                        println!(
-                            "submit + .await, tiny:        {:.1} µs (median)",
-                            r.async_round_trip_us
-                        );
-                        println!(
-                            "4 KiB weight read during work: {:.2} µs (median), {} host waits, work still running: {}",
-                            r.weight_read_during_work_us, r.weight_read_host_waits, r.weight_read_overlapped_work
-                        );
-                    })
-                }
-                other => Err(format!(
-                    "unknown microbench {other:?}; try `dispatch` or `sync`"
-                )),
-            }
-        }
-        "generate" => llm::generate(&args, &open(opts)?),
-        "bench" => llm::bench(&args, &open(opts)?),
-        "graph" => llm::graph(&args, &open(opts)?),
-        "profile" => llm::profile(&args, &open(opts)?),
-        other => Err(format!("unknown command {other:?}\n\n{USAGE}")),
+}
+
+/// Runs the parsed command on a freshly opened device; validation messages (with
+/// `--validate`) are printed to stderr at the end, also when the command failed.
+fn run(cli: Cli) -> Result<(), String> {
+    let opts = options(&cli.common);
+    let validate = cli.common.validate;
+    let device = Device::new(opts).map_err(|e| e.to_string())?;
+    log::debug!(
+        "device {} ({}), {:?} barriers",
+        device.info().name,
+        device.info().device_type,
+        device.options().barriers
+    );
+    let result = match &cli.command {
+        Command::Info(a) => info::run(&device, a.json),
+        Command::Demo(a) => demo(&device, a.json),
+        Command::Microbench(a) => microbench(&device, a),
+        Command::Generate(a) => llm::generate(a, &device),
+        Command::Bench(a) => llm::bench(a, &device),
+        Command::Graph(a) => llm::graph(a, &device),
+        Command::Profile(a) => llm::profile(a, &device),
     };
+    let result = result.and_then(|()| out::flush());
+    if validate {
+        report_validation(&device);
+    }
     result
 }
 
+/// Prints the collected validation messages (count, then one per line) to stderr.
+fn report_validation(device: &Device) {
+    use std::io::Write;
+    let messages = device.validation_messages();
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "validation: {} message(s)", messages.len());
+    for m in &messages {
+        let _ = writeln!(err, "  [{}] {}: {}", m.severity, m.id, m.text);
+    }
+}
+
+/// Reads the command line; non-UTF-8 arguments and usage errors become clap's messages.
+fn parse() -> Cli {
+    use clap::error::ErrorKind;
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let text = e.render().to_string();
+            let code = match e.kind() {
+                ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    // Help asked for (or no subcommand): stdout, exit 0 unless stdout fails.
+                    if let Err(msg) = out!("{text}").and_then(|()| out::flush()) {
+                        eprint_quiet(&format!("sluice: error: {msg}\n"));
+                        std::process::exit(1);
+                    }
+                    0
+                }
+                _ => {
+                    eprint_quiet(&text);
+                    2
+                }
+            };
+            std::process::exit(code);
+        }
+    }
+}
+
+/// Writes to stderr, ignoring errors (nowhere left to report them).
+fn eprint_quiet(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
 fn main() {
-    let raw: Vec<String> = std::env::args().skip(1).collect();
-    if let Err(e) = run(raw) {
-        eprintln!("sluice: error: {e}");
+    // A bug must still end with a one-line message, not a backtrace dump.
+    std::panic::set_hook(Box::new(|info| {
+        eprint_quiet(&format!(
+            "sluice: internal error (a bug, please report): {info}\n"
+        ));
+    }));
+    let cli = parse();
+    logger::init(cli.common.verbose);
+    if let Err(e) = run(cli) {
+        eprint_quiet(&format!("sluice: error: {e}\n"));
         std::process::exit(1);
     }
 }

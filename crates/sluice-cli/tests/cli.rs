@@ -42,7 +42,11 @@ fn info_json_describes_the_device() {
 fn bad_usage_is_a_clear_error() {
     let (ok, _, stderr) = sluice(&["info", "--jsn"]);
     assert!(!ok);
-    assert!(stderr.contains("unknown option(s): --jsn"), "{stderr}");
+    assert!(stderr.contains("unexpected argument '--jsn'"), "{stderr}");
+    assert!(
+        stderr.contains("similar argument exists: '--json'"),
+        "{stderr}"
+    );
     let (ok, _, stderr) = sluice(&["info", "--adapter", "no-such-gpu-xyz"]);
     assert!(!ok);
     assert!(
@@ -51,5 +55,5 @@ fn bad_usage_is_a_clear_error() {
     );
     let (ok, _, stderr) = sluice(&["frobnicate"]);
     assert!(!ok);
-    assert!(stderr.contains("unknown command"), "{stderr}");
+    assert!(stderr.contains("unrecognized subcommand"), "{stderr}");
 }

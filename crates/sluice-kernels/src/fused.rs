@@ -127,8 +127,8 @@ const _: () = assert!(
         == crate::MATVEC_SILU_NORM_TOKENS_F16.push_constant_bytes as usize
 );
 
-/// Push constants of [`crate::SAMPLE`]: bindings 0 logits (read), 1 result `{index, value}`
-/// (read-write), 2 params (read-write: `params.token := index`); one workgroup. The draw
+/// Push constants of [`crate::SAMPLE`]: bindings 0 logits (read), 1 result
+/// (read-write, [`crate::TokenResult`] layout), 2 params (read-write: `params.token := index`); one workgroup. The draw
 /// uses `params.pos` as its step, so a replayed step samples anew each token.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -137,7 +137,7 @@ pub struct SamplePush {
     pub n: u32,
     /// Keep the `top_k` largest logits (ties at the threshold included); 0 = all.
     pub top_k: u32,
-    /// Softmax temperature (> 0).
+    /// Softmax temperature; below [`SAMPLE_MIN_TEMPERATURE`] the kernel is greedy.
     pub temperature: f32,
     /// Nucleus mass in (0, 1]; 1 = off.
     pub top_p: f32,
@@ -171,6 +171,9 @@ fn sample_mix(mut x: u32) -> u32 {
     x
 }
 
+/// Temperatures below this make [`crate::SAMPLE`] greedy (1 / temperature would overflow).
+pub const SAMPLE_MIN_TEMPERATURE: f32 = 1e-6;
+
 /// CPU reference of [`crate::SAMPLE`] at position `pos` (same thresholds and hash; sums in
 /// another order, so a draw that lands within rounding of a boundary may differ).
 pub fn sample_cpu(logits: &[f32], p: &SamplePush, pos: u32) -> u32 {
@@ -180,7 +183,19 @@ pub fn sample_cpu(logits: &[f32], p: &SamplePush, pos: u32) -> u32 {
         .copied()
         .filter(|v| valid(*v))
         .fold(f32::MIN, f32::max);
-    let inv_t = 1.0 / p.temperature;
+    let greedy = p.temperature.is_nan() || p.temperature < SAMPLE_MIN_TEMPERATURE;
+    let inv_t = if greedy { 1.0 } else { 1.0 / p.temperature };
+    let weight = |v: f32| -> f32 {
+        if greedy {
+            if v == m {
+                1.0
+            } else {
+                0.0
+            }
+        } else {
+            ((v - m) * inv_t).exp()
+        }
+    };
     let n = logits.len() as u32;
     let mut lo = 0u32;
     if p.top_k > 0 && p.top_k < n {
@@ -202,7 +217,7 @@ pub fn sample_cpu(logits: &[f32], p: &SamplePush, pos: u32) -> u32 {
         logits
             .iter()
             .filter(|v| valid(**v) && sample_key(**v) >= thr)
-            .map(|v| ((v - m) * inv_t).exp())
+            .map(|v| weight(*v))
             .sum()
     };
     let z = mass(lo);
@@ -220,14 +235,17 @@ pub fn sample_cpu(logits: &[f32], p: &SamplePush, pos: u32) -> u32 {
         }
     }
     let total = mass(thr);
-    let u = (sample_mix(sample_mix(p.seed_lo ^ sample_mix(p.seed_hi)) ^ pos) >> 8) as f32
-        / 16_777_216.0;
+    let u = if greedy {
+        0.0
+    } else {
+        (sample_mix(sample_mix(p.seed_lo ^ sample_mix(p.seed_hi)) ^ pos) >> 8) as f32 / 16_777_216.0
+    };
     let goal = u * total;
     let mut acc = 0.0;
     let mut last = 0;
     for (i, v) in logits.iter().enumerate() {
         if valid(*v) && sample_key(*v) >= thr {
-            acc += ((v - m) * inv_t).exp();
+            acc += weight(*v);
             last = i as u32;
             if goal < acc {
                 return i as u32;

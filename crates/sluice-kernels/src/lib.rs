@@ -5,6 +5,9 @@
 //! `build.rs`. Push-constant structs live here too, checked against those sizes at compile
 //! time.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
+
 use sluice::kernel::{BindingAccess, KernelDesc, Pod};
 
 include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
@@ -397,9 +400,9 @@ const _: () =
 const _: () =
     assert!(std::mem::size_of::<AttnPush>() == ATTENTION_COMBINE.push_constant_bytes as usize);
 
-/// Push constants of [`ARGMAX`]: bindings 0 logits (read), 1 result `{index: u32, value:
-/// f32}` (read-write), 2 params (read-write: `params.token := index`). Dispatch
-/// `[1, 1, 1]` (one workgroup of 1024).
+/// Push constants of [`ARGMAX`]: bindings 0 logits (read), 1 result (read-write,
+/// [`TOKEN_RESULT_BYTES`]: see [`TokenResult`]), 2 params (read-write:
+/// `params.token := index`). Dispatch `[1, 1, 1]` (one workgroup of 1024).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ArgmaxPush {
@@ -408,6 +411,33 @@ pub struct ArgmaxPush {
 }
 // SAFETY: repr(C), one u32 field.
 unsafe impl Pod for ArgmaxPush {}
+
+/// Size of the result buffer of [`ARGMAX`] and [`SAMPLE`]: four u32 words
+/// `(index, value as f32 bits, nonfinite count, 0)`. A buffer of 8 bytes still works and
+/// receives `(index, value)` only (the kernels test the bound length).
+pub const TOKEN_RESULT_BYTES: u64 = 16;
+
+/// The result of [`ARGMAX`] / [`SAMPLE`] as read back from the GPU.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TokenResult {
+    /// Chosen token id.
+    pub index: u32,
+    /// Its logit.
+    pub value: f32,
+    /// How many of the logits were NaN or ±inf (0 for a healthy step).
+    pub nonfinite: u32,
+}
+
+impl TokenResult {
+    /// Decodes the four result words `(index, value bits, nonfinite, 0)`.
+    pub fn from_words(w: [u32; 4]) -> TokenResult {
+        TokenResult {
+            index: w[0],
+            value: f32::from_bits(w[1]),
+            nonfinite: w[2],
+        }
+    }
+}
 const _: () = assert!(std::mem::size_of::<ArgmaxPush>() == ARGMAX.push_constant_bytes as usize);
 
 /// Push constants of the element-wise [`SILU_MUL`] (bindings 0 g, 1 u (read), 2 y

@@ -183,6 +183,11 @@ pub fn attention_cpu(
         .collect()
 }
 
+/// Reference of the `nonfinite` word of `argmax` / `sample`: how many values are NaN or ±inf.
+pub fn nonfinite_cpu(v: &[f32]) -> u32 {
+    v.iter().filter(|x| !x.is_finite()).count() as u32
+}
+
 /// Reference of `argmax`: (index, value) of the largest value, lowest index on ties, NaN
 /// never wins (all NaN: index 0).
 pub fn argmax_cpu(v: &[f32]) -> (u32, f32) {

@@ -618,12 +618,20 @@ fn argmax_is_exact_with_ties_and_nan() {
     last[3] = f32::NAN;
     cases.push(("last of 1001, rest -inf", last));
     cases.push(("one", vec![-2.5]));
-    for (name, logits) in cases {
+    let mut inf = base.clone();
+    inf[17] = f32::INFINITY;
+    inf[18] = f32::NEG_INFINITY;
+    inf[19] = f32::NAN;
+    cases.push(("+inf wins, 3 non-finite", inf));
+    cases.push(("all NaN", vec![f32::NAN; 3000]));
+    for (i, (name, logits)) in cases.into_iter().enumerate() {
         let lb = f32_buffer(&d, "logits", &logits, ResourceClass::TokenScratch);
+        // Every other case binds the older 8-byte result: (index, value) only.
+        let words = if i % 2 == 0 { 4 } else { 2 };
         let result = u32_buffer(
             &d,
             "result",
-            &[u32::MAX, u32::MAX],
+            &vec![u32::MAX; words],
             ResourceClass::PersistentOutput,
         );
         let params = u32_buffer(&d, "params", &[u32::MAX, 7, 8, 0], ResourceClass::Generic);
@@ -639,9 +647,24 @@ fn argmax_is_exact_with_ties_and_nan() {
         )
         .unwrap();
         enc.submit().unwrap().wait().unwrap();
-        let r: Vec<u32> = result.read(0, 2).unwrap();
+        let r: Vec<u32> = result.read(0, words).unwrap();
         let (want_i, want_v) = argmax_cpu(&logits);
-        assert_eq!((r[0], f32::from_bits(r[1])), (want_i, want_v), "{name}");
+        if words == 4 {
+            let got = TokenResult::from_words([r[0], r[1], r[2], r[3]]);
+            assert_eq!(r[3], 0, "{name}: pad word");
+            assert_eq!(got.nonfinite, nonfinite_cpu(&logits), "{name}: nonfinite");
+            assert_eq!(got.index, want_i, "{name}");
+            assert!(
+                got.value == want_v || (got.value.is_nan() && want_v.is_nan()),
+                "{name}: value {} vs {want_v}",
+                got.value
+            );
+        } else {
+            // An 8-byte result (older layout) gets (index, value) and nothing past it.
+            assert_eq!(r[0], want_i, "{name}");
+            let v = f32::from_bits(r[1]);
+            assert!(v == want_v || (v.is_nan() && want_v.is_nan()), "{name}");
+        }
         assert_eq!(
             params.read::<u32>(0, 4).unwrap(),
             vec![want_i, 7, 8, 0],
@@ -736,9 +759,18 @@ fn matvec_threads_per_row_override_matches_reference() {
 
 /// Runs the sampling kernel over `logits` at position `pos`; returns the chosen index.
 fn run_sample(d: &Device, logits: &Buffer, p: &SamplePush, pos: u32) -> u32 {
+    run_sample_result(d, logits, p, pos).index
+}
+
+/// Runs the sampling kernel; returns the whole 16-byte result.
+fn run_sample_result(d: &Device, logits: &Buffer, p: &SamplePush, pos: u32) -> TokenResult {
     let k = d.pipeline(&SAMPLE).unwrap();
     let result = d
-        .create_buffer("result", 8, ResourceClass::PersistentOutput)
+        .create_buffer(
+            "result",
+            TOKEN_RESULT_BYTES,
+            ResourceClass::PersistentOutput,
+        )
         .unwrap();
     let params = d
         .create_buffer("params", 16, ResourceClass::Generic)
@@ -753,13 +785,63 @@ fn run_sample(d: &Device, logits: &Buffer, p: &SamplePush, pos: u32) -> u32 {
     )
     .unwrap();
     enc.submit().unwrap().wait().unwrap();
-    let idx = result.read::<u32>(0, 1).unwrap()[0];
+    let w = result.read::<u32>(0, 4).unwrap();
+    let r = TokenResult::from_words([w[0], w[1], w[2], w[3]]);
+    assert_eq!(w[3], 0, "pad word");
     assert_eq!(
         params.read::<u32>(0, 1).unwrap()[0],
-        idx,
+        r.index,
         "params.token must carry the sample"
     );
-    idx
+    r
+}
+
+#[test]
+fn sampling_kernel_counts_nonfinite_and_tiny_temperature_is_greedy() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(37);
+    let n = 2003usize;
+    let mut logits = rng.vec(n, 4.0);
+    logits[1500] = 9.0;
+    logits[1700] = 9.0; // a tie: greedy takes the lower index
+    logits[3] = f32::NAN;
+    logits[4] = f32::INFINITY;
+    logits[5] = f32::NEG_INFINITY;
+    let lb = f32_buffer(&d, "logits", &logits, ResourceClass::TokenScratch);
+    for temperature in [1e-40f32, 1e-30, 1e-7, 0.0] {
+        let p = SamplePush {
+            n: n as u32,
+            top_k: 0,
+            temperature,
+            top_p: 1.0,
+            seed_lo: 5,
+            seed_hi: 9,
+            _pad: [0; 2],
+        };
+        let r = run_sample_result(&d, &lb, &p, 4);
+        assert_eq!(r.index, 1500, "temperature {temperature}: greedy");
+        assert_eq!(
+            sample_cpu(&logits, &p, 4),
+            1500,
+            "CPU, temperature {temperature}"
+        );
+        assert_eq!(r.value, 9.0);
+        assert_eq!(r.nonfinite, 3, "NaN, +inf, -inf counted");
+        assert_eq!(nonfinite_cpu(&logits), 3);
+    }
+    // All NaN (NaN weights): flagged with the full count.
+    let nan = f32_buffer(&d, "nan", &vec![f32::NAN; 777], ResourceClass::TokenScratch);
+    let p = SamplePush {
+        n: 777,
+        top_k: 40,
+        temperature: 0.8,
+        top_p: 0.9,
+        seed_lo: 1,
+        seed_hi: 0,
+        _pad: [0; 2],
+    };
+    assert_eq!(run_sample_result(&d, &nan, &p, 0).nonfinite, 777);
 }
 
 #[test]

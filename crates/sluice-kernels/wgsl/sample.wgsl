@@ -1,5 +1,7 @@
 // Sampling on the GPU: temperature, top-k, top-p (nucleus) and a seeded draw, in one
-// workgroup; writes result = (index, logit) and params.token = index like argmax.
+// workgroup; writes result = (index, logit, nonfinite count, 0) and params.token = index
+// like argmax (an 8-byte result buffer gets (index, logit) only). A temperature below
+// 1e-6 acts as greedy (1 / temperature would overflow): the lowest-index largest logit.
 //   candidates: logits >= the k-th largest (ties at the threshold included; top_k 0 = all),
 //   then the smallest set of the highest ones whose softmax(l / temperature) mass reaches
 //   top_p (found as the largest threshold whose mass >= top_p);
@@ -7,12 +9,12 @@
 //   candidates' weights, in index order, passes u * total.
 // Thresholds are found by bisection over the order-preserving u32 image of the logits.
 struct F32s { d: array<f32> }
-struct Result { index: u32, value: f32 }
+struct Words { d: array<u32> }
 struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct Push { n: u32, top_k: u32, temperature: f32, top_p: f32, seed_lo: u32, seed_hi: u32, p0: u32, p1: u32 }
 
 @group(0) @binding(0) var<storage, read> logits: F32s;
-@group(0) @binding(1) var<storage, read_write> result: Result;
+@group(0) @binding(1) var<storage, read_write> result: Words;
 @group(0) @binding(2) var<storage, read_write> params: Params;
 var<immediate> pc: Push;
 
@@ -76,23 +78,40 @@ fn mix(x0: u32) -> u32 {
     return x;
 }
 
+// Finite: not all exponent bits set (a bit test, immune to float-compare shortcuts).
 fn valid(v: f32) -> bool {
-    return v == v && abs(v) <= 3.4e38;
+    return (bitcast<u32>(v) & 0x7f800000u) != 0x7f800000u;
+}
+
+var<private> greedy: bool;
+var<private> inv_t: f32;
+
+// Unnormalised probability of logit v given the maximum m (greedy: 1 for the maxima).
+fn weight(v: f32, m: f32) -> f32 {
+    if (greedy) {
+        return select(0.0, 1.0, v == m);
+    }
+    return exp((v - m) * inv_t);
 }
 
 @compute @workgroup_size(1024)
 fn main(@builtin(local_invocation_index) t: u32) {
     let n = pc.n;
-    let inv_t = 1.0 / pc.temperature;
-    // Max of the valid logits.
+    greedy = !(pc.temperature >= 1e-6);
+    inv_t = select(1.0 / pc.temperature, 1.0, greedy);
+    // Max of the valid logits; count of the others.
     var m = -3.4e38;
+    var bad = 0u;
     for (var i = t; i < n; i += WG) {
         let v = logits.d[i];
         if (valid(v)) {
             m = max(m, v);
+        } else {
+            bad += 1u;
         }
     }
     m = max_f(m, t);
+    bad = sum_u(bad, t);
     // top-k threshold: the largest key with count(key >= it) >= k.
     var lo = 0u;
     if (pc.top_k > 0u && pc.top_k < n) {
@@ -120,7 +139,7 @@ fn main(@builtin(local_invocation_index) t: u32) {
     for (var i = t; i < n; i += WG) {
         let v = logits.d[i];
         if (valid(v) && key(v) >= lo) {
-            z += exp((v - m) * inv_t);
+            z += weight(v, m);
         }
     }
     z = sum_f(z, t);
@@ -134,7 +153,7 @@ fn main(@builtin(local_invocation_index) t: u32) {
             for (var i = t; i < n; i += WG) {
                 let v = logits.d[i];
                 if (valid(v) && key(v) >= mid) {
-                    s += exp((v - m) * inv_t);
+                    s += weight(v, m);
                 }
             }
             let mass = sum_f(s, t);
@@ -156,7 +175,7 @@ fn main(@builtin(local_invocation_index) t: u32) {
     for (var i = b0; i < b1; i++) {
         let v = logits.d[i];
         if (valid(v) && key(v) >= thr) {
-            mine += exp((v - m) * inv_t);
+            mine += weight(v, m);
         }
     }
     workgroupBarrier();
@@ -173,7 +192,8 @@ fn main(@builtin(local_invocation_index) t: u32) {
         workgroupBarrier();
     }
     let total = red_f[WG - 1u];
-    let u = f32(mix(mix(pc.seed_lo ^ mix(pc.seed_hi)) ^ params.pos) >> 8u) / 16777216.0;
+    // Greedy: u = 0 takes the first (lowest-index) maximum.
+    let u = select(f32(mix(mix(pc.seed_lo ^ mix(pc.seed_hi)) ^ params.pos) >> 8u) / 16777216.0, 0.0, greedy);
     let goal = u * total;
     let before = red_f[t] - mine;
     // Index of the chosen token, or n when no invocation found one (rounding at the end).
@@ -186,7 +206,7 @@ fn main(@builtin(local_invocation_index) t: u32) {
         for (var i = b0; i < b1; i++) {
             let v = logits.d[i];
             if (valid(v) && key(v) >= thr) {
-                acc += exp((v - m) * inv_t);
+                acc += weight(v, m);
                 last = i;
                 if (goal < acc) {
                     pick = i;
@@ -216,8 +236,12 @@ fn main(@builtin(local_invocation_index) t: u32) {
             }
             pick = select(last, 0u, last == n);
         }
-        result.index = pick;
-        result.value = logits.d[pick];
+        result.d[0] = pick;
+        result.d[1] = bitcast<u32>(logits.d[pick]);
+        if (arrayLength(&result.d) >= 4u) {
+            result.d[2] = bad;
+            result.d[3] = 0u;
+        }
         params.token = pick;
     }
 }

@@ -77,6 +77,86 @@ pub struct ModelConfig {
     pub eos_token: Option<u32>,
 }
 
+/// Largest `hidden_size` accepted.
+pub const MAX_HIDDEN: usize = 1 << 16;
+/// Largest `intermediate_size` accepted.
+pub const MAX_INTERMEDIATE: usize = 1 << 18;
+/// Largest `num_hidden_layers` accepted.
+pub const MAX_LAYERS: usize = 1024;
+/// Largest `num_attention_heads` / `num_key_value_heads` accepted.
+pub const MAX_HEADS: usize = 1024;
+/// Largest `head_dim` accepted.
+pub const MAX_HEAD_DIM: usize = 1024;
+/// Largest `vocab_size` accepted.
+pub const MAX_VOCAB: usize = 1 << 22;
+/// Largest parameter count accepted (2^40, about 1.1 trillion).
+pub const MAX_PARAMETERS: u64 = 1 << 40;
+/// Largest `config.json` read, in bytes.
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// Reads a small file that must be a regular file (not a FIFO, device or directory: those
+/// could block or never end) of at most `max` bytes.
+pub(crate) fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    // Checked before opening: opening a FIFO for reading blocks until a writer comes.
+    let meta = std::fs::metadata(path).map_err(|e| LlmError::io(path, "read", e))?;
+    check_regular(path, &meta)?;
+    if meta.len() > max {
+        return Err(cfg_err(
+            path,
+            format!(
+                "file is {} bytes, more than the {max} bytes accepted",
+                meta.len()
+            ),
+        ));
+    }
+    let file = std::fs::File::open(path).map_err(|e| LlmError::io(path, "open", e))?;
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| LlmError::io(path, "read", e))?;
+    if bytes.len() as u64 > max {
+        return Err(cfg_err(
+            path,
+            format!("file grew past the {max} bytes accepted while being read"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Refuses anything but a regular file (directories, FIFOs, devices, sockets).
+pub(crate) fn check_regular(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
+    if meta.is_file() {
+        return Ok(());
+    }
+    let kind = if meta.is_dir() {
+        "a directory"
+    } else {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            let t = meta.file_type();
+            if t.is_fifo() {
+                "a FIFO (named pipe)"
+            } else if t.is_char_device() || t.is_block_device() {
+                "a device"
+            } else if t.is_socket() {
+                "a socket"
+            } else {
+                "not a regular file"
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            "not a regular file"
+        }
+    };
+    Err(cfg_err(
+        path,
+        format!("is {kind}; a regular file is needed"),
+    ))
+}
+
 fn cfg_err(path: &Path, msg: impl Into<String>) -> LlmError {
     LlmError::Config {
         path: path.to_path_buf(),
@@ -168,7 +248,7 @@ impl ModelConfig {
     /// Reads and checks a Hugging Face `config.json`.
     pub fn from_hf_json(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let text = std::fs::read(path).map_err(|e| LlmError::io(path, "read", e))?;
+        let text = read_regular(path, MAX_CONFIG_BYTES)?;
         let value: Value = serde_json::from_slice(&text).map_err(|e| LlmError::Json {
             path: path.to_path_buf(),
             source: e,
@@ -304,6 +384,31 @@ impl ModelConfig {
                 return Err(format!("{name} is 0"));
             }
         }
+        // Bounds before anything is sized from these numbers (lists of layers, tensor
+        // byte counts): far above any real model, far below overflow.
+        for (name, v, max) in [
+            ("hidden_size", self.hidden, MAX_HIDDEN),
+            ("intermediate_size", self.intermediate, MAX_INTERMEDIATE),
+            ("num_hidden_layers", self.layers, MAX_LAYERS),
+            ("num_attention_heads", self.heads, MAX_HEADS),
+            ("num_key_value_heads", self.kv_heads, MAX_HEADS),
+            ("head_dim", self.head_dim, MAX_HEAD_DIM),
+            ("vocab_size", self.vocab, MAX_VOCAB),
+        ] {
+            if v > max {
+                return Err(format!(
+                    "{name} ({v}) is larger than the supported maximum {max}"
+                ));
+            }
+        }
+        let params = self.parameter_count().ok_or_else(|| {
+            "the parameter count overflows 64 bits (hidden_size, intermediate_size, num_hidden_layers, vocab_size)".to_string()
+        })?;
+        if params > MAX_PARAMETERS {
+            return Err(format!(
+                "{params} parameters is more than the supported maximum {MAX_PARAMETERS}"
+            ));
+        }
         if !self.heads.is_multiple_of(self.kv_heads) {
             return Err(format!(
                 "num_attention_heads ({}) is not divisible by num_key_value_heads ({})",
@@ -335,6 +440,33 @@ impl ModelConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Number of weights (matrices, norms, embeddings), or `None` when it overflows u64.
+    pub fn parameter_count(&self) -> Option<u64> {
+        let m = |a: usize, b: usize| (a as u64).checked_mul(b as u64);
+        let q = m(self.heads, self.head_dim)?;
+        let kv = m(self.kv_heads, self.head_dim)?;
+        let h = self.hidden as u64;
+        let per_layer = [
+            q.checked_mul(h)?,
+            kv.checked_mul(h)?.checked_mul(2)?,
+            q.checked_mul(h)?,
+            m(self.intermediate, self.hidden)?.checked_mul(3)?,
+            h.checked_mul(2)?.checked_add(2 * self.head_dim as u64)?,
+        ]
+        .into_iter()
+        .try_fold(0u64, u64::checked_add)?;
+        let embed = m(self.vocab, self.hidden)?;
+        let embeds = if self.tied_embeddings {
+            embed
+        } else {
+            embed.checked_mul(2)?
+        };
+        per_layer
+            .checked_mul(self.layers as u64)?
+            .checked_add(embeds)?
+            .checked_add(h)
     }
 
     /// The config as HF `config.json` content; [`ModelConfig::from_hf_value`] reads it back unchanged.

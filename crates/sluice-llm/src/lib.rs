@@ -5,6 +5,8 @@
 //! sampling ([`sampler`]), tokenizers ([`tokenizer`]) and chat templates ([`chat`]). GPU side: the model on the
 //! device ([`gpu`]), the decode loop in direct or replay mode ([`decode`]), generation and
 //! benchmarks ([`run`]) and opening models by name ([`load`]).
+
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
 pub mod chat;

@@ -181,16 +181,74 @@ fn parse_entry(path: &Path, name: &str, v: &Value) -> Result<Entry> {
     })
 }
 
+/// Largest safetensors header accepted (the `safetensors` crate's own limit).
+pub const MAX_HEADER_BYTES: u64 = 100_000_000;
+
+/// The top-level keys of a JSON object in file order, duplicates kept (serde_json's map
+/// keeps only the last of equal keys, so duplicates must be seen while parsing).
+struct TopLevelKeys(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for TopLevelKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = TopLevelKeys;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<TopLevelKeys, A::Error> {
+                let mut keys = Vec::new();
+                while let Some((k, _)) = map.next_entry::<String, serde::de::IgnoredAny>()? {
+                    keys.push(k);
+                }
+                Ok(TopLevelKeys(keys))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// The name of a key that occurs twice, if any.
+fn duplicate_key(keys: &[String]) -> Option<&str> {
+    let mut seen = std::collections::HashSet::new();
+    keys.iter()
+        .find(|k| !seen.insert(k.as_str()))
+        .map(String::as_str)
+}
+
+/// Our dtype for a `safetensors` crate dtype, or its name when this crate does not compute with it.
+fn crate_dtype(d: safetensors::Dtype) -> std::result::Result<DType, String> {
+    match d {
+        safetensors::Dtype::BF16 => Ok(DType::BF16),
+        safetensors::Dtype::F16 => Ok(DType::F16),
+        safetensors::Dtype::F32 => Ok(DType::F32),
+        other => Err(format!("{other:?}")),
+    }
+}
+
 impl SafetensorsFile {
-    /// Maps `path` and checks its header: header length and every tensor's byte range
-    /// within the file, and each range's size against shape × dtype size.
+    /// Maps `path` and checks its header: a regular file, the header length (at most
+    /// [`MAX_HEADER_BYTES`]), no duplicate tensor names, every tensor's byte range within
+    /// the file and of shape × dtype size, and (through the `safetensors` crate) tensors
+    /// that tile the data section without overlaps, gaps or trailing bytes.
+    ///
+    /// The file stays mapped: if it is truncated by another process while mapped, reading
+    /// the lost pages raises SIGBUS and the process dies (see README).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
+        // Refuse FIFOs, devices and directories before opening (a FIFO would block).
+        let meta = std::fs::metadata(&path).map_err(|e| LlmError::io(&path, "stat", e))?;
+        crate::config::check_regular(&path, &meta)?;
         let file = File::open(&path).map_err(|e| LlmError::io(&path, "open", e))?;
-        let file_len = file
+        // The size right before mapping, from the opened file itself.
+        let meta = file
             .metadata()
-            .map_err(|e| LlmError::io(&path, "stat", e))?
-            .len();
+            .map_err(|e| LlmError::io(&path, "stat", e))?;
+        crate::config::check_regular(&path, &meta)?;
+        let file_len = meta.len();
         if file_len < 8 {
             return Err(st_err(
                 &path,
@@ -198,12 +256,30 @@ impl SafetensorsFile {
             ));
         }
         // SAFETY: the map is read-only and private to this struct; like every mmap-based
-        // model loader we rely on the file not being truncated or rewritten while it is mapped.
+        // model loader we rely on the file not being truncated or rewritten while it is
+        // mapped (a truncation raises SIGBUS on access; documented in README).
         let map = unsafe { Mmap::map(&file) }.map_err(|e| LlmError::io(&path, "map", e))?;
+        if map.len() as u64 != file_len {
+            return Err(st_err(
+                &path,
+                format!(
+                    "file changed size while being opened: {file_len} bytes, then {} bytes mapped",
+                    map.len()
+                ),
+            ));
+        }
         let file_len = map.len();
         let mut len8 = [0u8; 8];
         len8.copy_from_slice(&map[..8]);
         let header_len = u64::from_le_bytes(len8);
+        if header_len > MAX_HEADER_BYTES {
+            return Err(st_err(
+                &path,
+                format!(
+                    "header length {header_len} bytes is more than the {MAX_HEADER_BYTES} bytes accepted (file has {file_len} bytes)"
+                ),
+            ));
+        }
         if header_len > (file_len - 8) as u64 {
             return Err(st_err(
                 &path,
@@ -213,7 +289,8 @@ impl SafetensorsFile {
             ));
         }
         let data_start = 8 + header_len as usize;
-        let header: Value = serde_json::from_slice(&map[8..data_start]).map_err(|e| {
+        let header_bytes = &map[8..data_start];
+        let header: Value = serde_json::from_slice(header_bytes).map_err(|e| {
             st_err(
                 &path,
                 format!("header ({header_len} bytes) is not valid JSON: {e}"),
@@ -222,9 +299,18 @@ impl SafetensorsFile {
         let obj = header
             .as_object()
             .ok_or_else(|| st_err(&path, "header is not a JSON object"))?;
+        let keys: TopLevelKeys = serde_json::from_slice(header_bytes)
+            .map_err(|e| st_err(&path, format!("header is not a JSON object: {e}")))?;
+        if let Some(dup) = duplicate_key(&keys.0) {
+            return Err(st_err(
+                &path,
+                format!("header: tensor {dup:?} appears more than once"),
+            ));
+        }
+        // Our own pass first, for messages with the numbers (which tensor, how many bytes).
         let data_len = file_len - data_start;
-        let mut entries = BTreeMap::new();
         let mut metadata = BTreeMap::new();
+        let mut ranges = Vec::new();
         for (name, v) in obj {
             if name == "__metadata__" {
                 let m = v
@@ -254,8 +340,48 @@ impl SafetensorsFile {
                     ),
                 ));
             }
-            entries.insert(name.clone(), e);
+            ranges.push((e.begin, e.end, name.as_str()));
         }
+        ranges.sort_unstable();
+        for w in ranges.windows(2) {
+            let ((b0, e0, n0), (b1, e1, n1)) = (w[0], w[1]);
+            if b1 < e0 {
+                return Err(st_err(
+                    &path,
+                    format!(
+                        "header: tensors {n0:?} (bytes {b0}..{e0}) and {n1:?} (bytes {b1}..{e1}) overlap"
+                    ),
+                ));
+            }
+        }
+        // Then the `safetensors` crate, the reference validator of the format.
+        let (_, checked) = safetensors::SafeTensors::read_metadata(&map).map_err(|e| {
+            let covered = ranges.iter().map(|r| r.1).max().unwrap_or(0);
+            let detail = match &e {
+                safetensors::SafeTensorError::InvalidOffset(name) => format!(
+                    "tensor {name:?}: data_offsets leave a gap before it (tensors must tile the data section)"
+                ),
+                safetensors::SafeTensorError::MetadataIncompleteBuffer => format!(
+                    "tensors cover {covered} bytes but the data section has {data_len} bytes"
+                ),
+                other => other.to_string(),
+            };
+            st_err(&path, format!("invalid safetensors file: {detail}"))
+        })?;
+        let entries = checked
+            .tensors()
+            .into_iter()
+            .map(|(name, info)| {
+                let (begin, end) = info.data_offsets;
+                let e = Entry {
+                    dtype: crate_dtype(info.dtype),
+                    shape: info.shape.clone(),
+                    begin,
+                    end,
+                };
+                (name, e)
+            })
+            .collect();
         Ok(SafetensorsFile {
             path,
             map,
@@ -357,7 +483,7 @@ impl ModelFiles {
             }
             shards.push(f);
         } else if index.exists() {
-            let text = std::fs::read(&index).map_err(|e| LlmError::io(&index, "read", e))?;
+            let text = crate::config::read_regular(&index, crate::config::MAX_CONFIG_BYTES)?;
             let v: Value = serde_json::from_slice(&text).map_err(|e| LlmError::Json {
                 path: index.clone(),
                 source: e,
@@ -704,6 +830,60 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("10 missing"), "{m}");
+    }
+
+    #[test]
+    fn overlaps_gaps_duplicates_and_huge_headers_are_refused() {
+        let d = TestDir::new("st-bad");
+        let p = d.join("x.safetensors");
+        let cases: [(&str, usize, &str); 5] = [
+            (
+                r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#,
+                12,
+                "overlap",
+            ),
+            (
+                r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}}"#,
+                16,
+                "\"a\" appears more than once",
+            ),
+            (
+                r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#,
+                8,
+                "gap",
+            ),
+            (
+                r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+                9,
+                "tensors cover 4 bytes but the data section has 9 bytes",
+            ),
+            (
+                r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+                4,
+                "overlap",
+            ),
+        ];
+        for (header, data_len, want) in cases {
+            raw_file(&p, header, data_len);
+            let m = msg(SafetensorsFile::open(&p).unwrap_err());
+            assert!(
+                m.contains("x.safetensors") && m.contains(want),
+                "{want}: {m}"
+            );
+        }
+        let mut b = (MAX_HEADER_BYTES + 1).to_le_bytes().to_vec();
+        b.extend_from_slice(b"{}");
+        std::fs::write(&p, &b).unwrap();
+        let m = msg(SafetensorsFile::open(&p).unwrap_err());
+        assert!(m.contains("more than the 100000000 bytes accepted"), "{m}");
+        // Not regular files.
+        let m = msg(SafetensorsFile::open(d.join("")).unwrap_err());
+        assert!(m.contains("a directory"), "{m}");
+        #[cfg(unix)]
+        {
+            let m = msg(SafetensorsFile::open("/dev/zero").unwrap_err());
+            assert!(m.contains("a device"), "{m}");
+        }
     }
 
     #[test]

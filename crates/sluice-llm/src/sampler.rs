@@ -4,6 +4,9 @@
 
 use crate::error::{LlmError, Result};
 
+/// Temperatures below this act as greedy (the same bound as the GPU sampling kernel).
+pub const MIN_TEMPERATURE: f32 = sluice_kernels::SAMPLE_MIN_TEMPERATURE;
+
 /// Sampling parameters. `temperature == 0` means greedy; `top_k == 0` means no top-k cut;
 /// `top_p == 1` means no nucleus cut.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -36,9 +39,10 @@ impl Sampling {
         }
     }
 
-    /// Whether these parameters always pick the argmax.
+    /// Whether these parameters always pick the argmax: temperature below
+    /// [`MIN_TEMPERATURE`] (0 included; 1 / T would overflow) or `top_k == 1`.
     pub fn is_greedy(&self) -> bool {
-        self.temperature == 0.0 || self.top_k == 1
+        self.temperature < MIN_TEMPERATURE || self.top_k == 1
     }
 
     /// Checks the ranges: temperature finite and ≥ 0, top_p in (0, 1].
@@ -187,6 +191,29 @@ mod tests {
         (0..n as u64)
             .map(|i| uniform01(seed, i) * 8.0 - 4.0)
             .collect()
+    }
+
+    #[test]
+    fn tiny_temperatures_act_greedy() {
+        let logits = random_logits(3, 500);
+        let best = argmax(&logits).unwrap();
+        for t in [1e-40f32, 1e-30, 1e-7, 0.0] {
+            let s = Sampling {
+                temperature: t,
+                top_k: 0,
+                top_p: 1.0,
+                seed: 4,
+            };
+            assert!(s.is_greedy(), "{t}");
+            for u in [0.0, 0.5, 0.999] {
+                assert_eq!(sample_with(&logits, &s, u).unwrap(), best, "T={t} u={u}");
+            }
+        }
+        let warm = Sampling {
+            temperature: 1e-5,
+            ..Sampling::greedy()
+        };
+        assert!(!warm.is_greedy());
     }
 
     #[test]

@@ -9,12 +9,20 @@ pub enum Error {
     #[error("cannot load the Vulkan loader (libvulkan.so.1): {0}; install libvulkan1 and a driver (e.g. Debian's mesa-vulkan-drivers)")]
     Loader(String),
     /// No physical device matched the request.
-    #[error("no Vulkan device found{}; devices seen: [{}]", .wanted.as_ref().map(|w| format!(" matching {w:?}")).unwrap_or_default(), .seen.join(", "))]
+    #[error("no Vulkan device found{}; devices seen: [{}]{}", .wanted.as_ref().map(|w| format!(" matching {w:?}")).unwrap_or_default(), .seen.join(", "), if .seen.is_empty() { format!("; {}", driver_hint()) } else { String::new() })]
     NoDevice {
         /// The name substring asked for, if any.
         wanted: Option<String>,
         /// Names of the devices that exist.
         seen: Vec<String>,
+    },
+    /// The loader found no usable Vulkan driver (ICD).
+    #[error("no Vulkan driver: {call} returned {result:?}; {}", driver_hint())]
+    NoDriver {
+        /// The Vulkan call.
+        call: &'static str,
+        /// Its result.
+        result: ash::vk::Result,
     },
     /// The device lacks something the runtime needs.
     #[error("device {device:?} lacks {missing}")]
@@ -31,7 +39,7 @@ pub enum Error {
         during: &'static str,
     },
     /// Device memory is exhausted.
-    #[error("out of device memory allocating {requested} bytes for {what} (heap budget {budget} bytes, in use {in_use} bytes)")]
+    #[error("{}", oom_message(*.requested, .what, *.budget, *.in_use))]
     OutOfDeviceMemory {
         /// Bytes asked for.
         requested: u64,
@@ -109,6 +117,11 @@ impl Error {
     pub(crate) fn vk(call: &'static str, result: ash::vk::Result) -> Error {
         use ash::vk::Result as R;
         match result {
+            R::ERROR_INCOMPATIBLE_DRIVER | R::ERROR_INITIALIZATION_FAILED
+                if call == "vkCreateInstance" || call == "vkEnumeratePhysicalDevices" =>
+            {
+                Error::NoDriver { call, result }
+            }
             R::ERROR_DEVICE_LOST => Error::DeviceLost { during: call },
             R::ERROR_OUT_OF_HOST_MEMORY => Error::OutOfHostMemory { during: call },
             R::ERROR_OUT_OF_DEVICE_MEMORY => Error::OutOfDeviceMemory {
@@ -134,4 +147,35 @@ impl<T> VkResultExt<T> for std::result::Result<T, ash::vk::Result> {
     fn vk(self, call: &'static str) -> Result<T> {
         self.map_err(|r| Error::vk(call, r))
     }
+}
+
+/// Where the Vulkan loader looks for drivers and how to install one.
+pub(crate) fn driver_hint() -> String {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let looked = match (var("VK_DRIVER_FILES"), var("VK_ICD_FILENAMES")) {
+        (Some(f), _) => format!("the loader read the driver manifests in VK_DRIVER_FILES={f}"),
+        (None, Some(f)) => format!("the loader read the driver manifests in VK_ICD_FILENAMES={f}"),
+        (None, None) => "the loader looked for driver manifests (ICD .json files) in \
+             /usr/share/vulkan/icd.d, /etc/vulkan/icd.d and $XDG_DATA_DIRS/vulkan/icd.d"
+            .to_string(),
+    };
+    format!(
+        "{looked}; install a driver: your GPU vendor's, or the CPU driver lavapipe \
+         (Debian/Ubuntu: `apt-get install libvulkan1 mesa-vulkan-drivers`), or point \
+         VK_DRIVER_FILES at a driver's ICD .json file"
+    )
+}
+
+/// The out-of-memory message: the request and heap figures when known, otherwise the call.
+fn oom_message(requested: u64, what: &str, budget: u64, in_use: u64) -> String {
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    if requested == 0 && budget == 0 {
+        return format!("out of device memory during {what} (the driver gave no sizes)");
+    }
+    format!(
+        "out of device memory allocating {requested} bytes ({:.2} GiB) for {what} (heap budget {budget} bytes ({:.2} GiB), in use {in_use} bytes ({:.2} GiB))",
+        gib(requested),
+        gib(budget),
+        gib(in_use)
+    )
 }

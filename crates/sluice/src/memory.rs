@@ -164,6 +164,24 @@ pub(crate) fn create_staging(
     create_buffer_at(shared, STAGING_NAME, size, ResourceClass::Generic, loc)
 }
 
+/// Fills an out-of-memory error from a Vulkan call with the real request and the
+/// device-local heap's budget and usage.
+fn with_request(e: Error, shared: &DeviceShared, name: &str, size: u64) -> Error {
+    match e {
+        Error::OutOfDeviceMemory { what, .. } => {
+            let heaps = shared.heaps();
+            let heap = heaps.iter().find(|h| h.device_local).or(heaps.first());
+            Error::OutOfDeviceMemory {
+                requested: size,
+                what: format!("{name} ({what})"),
+                budget: heap.map(|h| h.budget.unwrap_or(h.size)).unwrap_or(0),
+                in_use: heap.and_then(|h| h.usage).unwrap_or(0),
+            }
+        }
+        other => other,
+    }
+}
+
 fn create_buffer_at(
     shared: &Arc<DeviceShared>,
     name: &str,
@@ -185,7 +203,9 @@ fn create_buffer_at(
         )
         .sharing_mode(vk::SharingMode::EXCLUSIVE);
     // SAFETY: valid device and create info.
-    let raw = unsafe { raw_dev.create_buffer(&info, None) }.vk("vkCreateBuffer")?;
+    let raw = unsafe { raw_dev.create_buffer(&info, None) }
+        .vk("vkCreateBuffer")
+        .map_err(|e| with_request(e, shared, name, size))?;
     // SAFETY: raw is a live buffer of this device.
     let requirements = unsafe { raw_dev.get_buffer_memory_requirements(raw) };
     // With driver-visible priorities, prioritised classes get their own memory object
@@ -230,9 +250,9 @@ fn create_buffer_at(
     };
     // SAFETY: the allocation satisfies the buffer's requirements and outlives it
     // (both are released together in BufferInner::drop).
-    if let Err(e) =
-        unsafe { raw_dev.bind_buffer_memory(raw, allocation.memory(), allocation.offset()) }
-    {
+    let bound =
+        unsafe { raw_dev.bind_buffer_memory(raw, allocation.memory(), allocation.offset()) };
+    if let Err(e) = bound {
         // SAFETY: never used.
         unsafe { raw_dev.destroy_buffer(raw, None) };
         let _ = shared
@@ -240,7 +260,12 @@ fn create_buffer_at(
             .lock()
             .expect("allocator poisoned")
             .free(allocation);
-        return Err(Error::vk("vkBindBufferMemory", e));
+        return Err(with_request(
+            Error::vk("vkBindBufferMemory", e),
+            shared,
+            name,
+            size,
+        ));
     }
     // Staging buffers are always mapped; others only unless staging is forced.
     let zero_copy = name == STAGING_NAME || !shared.options.force_staging;

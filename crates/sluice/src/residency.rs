@@ -108,8 +108,14 @@ impl Residency {
             return;
         }
         let attached = !self.ignore_tools.load(Relaxed) && Self::tool_attached(shared);
-        self.tool_attached.store(attached, Relaxed);
+        let was_attached = self.tool_attached.swap(attached, Relaxed);
         if attached {
+            if !was_attached {
+                log::debug!(
+                    "residency: {} priority change(s) held back while a capture/debug tool is attached",
+                    staged.len()
+                );
+            }
             self.held_back.fetch_add(1, Relaxed);
             return;
         }

@@ -30,15 +30,10 @@ fn bad(path: &Path, msg: impl Into<String>) -> LlmError {
     LlmError::tokenizer(path.display().to_string(), msg)
 }
 
+/// A regular file (not a FIFO or device) of at most `limit` bytes, as UTF-8.
 fn read_text(path: &Path, limit: u64) -> Result<String> {
-    let meta = std::fs::metadata(path).map_err(|e| LlmError::io(path, "open", e))?;
-    if meta.len() > limit {
-        return Err(bad(
-            path,
-            format!("file is {} bytes; the limit is {limit}", meta.len()),
-        ));
-    }
-    std::fs::read_to_string(path).map_err(|e| LlmError::io(path, "read", e))
+    let bytes = crate::config::read_regular(path, limit)?;
+    String::from_utf8(bytes).map_err(|e| bad(path, format!("not UTF-8: {e}")))
 }
 
 fn parse_json(path: &Path, text: &str) -> Result<Value> {

@@ -164,19 +164,13 @@ fn piece_style(json: &Value) -> (PieceStyle, bool) {
                     *strip = true;
                 }
             }
-            "Replace" => {
-                if d["pattern"]["String"].as_str() == Some("\u{2581}") {
-                    style.get_or_insert(PieceStyle::Metaspace);
-                }
+            "Replace" if d["pattern"]["String"].as_str() == Some("\u{2581}") => {
+                style.get_or_insert(PieceStyle::Metaspace);
             }
             "ByteFallback" => {
                 style.get_or_insert(PieceStyle::Metaspace);
             }
-            "Strip" => {
-                if d["start"].as_u64().unwrap_or(0) > 0 {
-                    *strip = true;
-                }
-            }
+            "Strip" if d["start"].as_u64().unwrap_or(0) > 0 => *strip = true,
             "Sequence" => {
                 for x in d["decoders"].as_array().into_iter().flatten() {
                     walk(x, style, strip);

@@ -179,7 +179,7 @@ enum Model {
         ignore_merges: bool,
         /// `"left right"` -> rank.
         ranks: HashMap<String, u32>,
-        byte_char: [char; 256],
+        byte_char: Box<[char; 256]>,
     },
     Spm {
         scores: Vec<f32>,
@@ -357,7 +357,7 @@ pub(super) fn load(v: GgufVocab) -> Result<(Parts, LlamaBackend)> {
                 regexes,
                 ignore_merges: s.ignore_merges,
                 ranks,
-                byte_char: byte_to_char_table(),
+                byte_char: Box::new(byte_to_char_table()),
             }
         }
     };

@@ -6,8 +6,6 @@ use std::path::{Path, PathBuf};
 use sluice_llm::gguf::GgufFile;
 use sluice_llm::tokenizer::Tokenizer;
 
-use crate::{out, outln};
-
 /// Largest `--text-file` read.
 const MAX_TEXT_BYTES: u64 = 64 << 20;
 

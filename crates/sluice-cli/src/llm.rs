@@ -74,14 +74,18 @@ pub struct ModelOpts {
 }
 
 /// Shared model options, resolved.
-struct ModelArgs {
-    model: String,
-    mode: Mode,
-    load: LoadOptions,
-    graph: GraphOptions,
+pub(crate) struct ModelArgs {
+    pub(crate) model: String,
+    pub(crate) mode: Mode,
+    pub(crate) load: LoadOptions,
+    pub(crate) graph: GraphOptions,
 }
 
-fn model_args(o: &ModelOpts, device: &Device, default_context: usize) -> Result<ModelArgs, String> {
+pub(crate) fn model_args(
+    o: &ModelOpts,
+    device: &Device,
+    default_context: usize,
+) -> Result<ModelArgs, String> {
     let model = match &o.model {
         Some(m) => m.clone(),
         None => sluice_llm::load::default_model(device).to_string(),
@@ -209,7 +213,7 @@ pub struct ProfileArgs {
     out: PathBuf,
 }
 
-fn progress(quiet: bool) -> impl FnMut(u64, u64) {
+pub(crate) fn progress(quiet: bool) -> impl FnMut(u64, u64) {
     use std::io::IsTerminal;
     let mut last = 0u64;
     let start = Instant::now();
@@ -297,6 +301,7 @@ pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
         ignore_eos: args.ignore_eos,
         stop: args.stop.clone(),
         start: 0,
+        cancel: None,
     };
     let result = sluice_llm::run::generate(&decoder, tok, &prompt, &opts, |t, text| {
         if stream && write_error.is_none() {

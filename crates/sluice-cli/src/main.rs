@@ -8,6 +8,7 @@
 
 #[macro_use]
 mod out;
+mod chat;
 mod demo;
 mod info;
 mod llm;
@@ -64,6 +65,8 @@ enum Command {
     Graph(llm::GraphArgs),
     /// Perfetto trace, SVG timeline and per-op table of one decode step
     Profile(llm::ProfileArgs),
+    /// A multi-turn chat through the model's chat template (keeps the KV cache)
+    Chat(chat::ChatArgs),
     /// Token ids and pieces of a text (GGUF vocabulary or tokenizer.json; no GPU needed)
     Tokenize(tokenize::TokenizeArgs),
 }
@@ -247,6 +250,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Bench(a) => llm::bench(a, &device),
         Command::Graph(a) => llm::graph(a, &device),
         Command::Profile(a) => llm::profile(a, &device),
+        Command::Chat(a) => chat::run(a, &device),
         Command::Tokenize(a) => tokenize::run(a),
     };
     let result = result.and_then(|()| out::flush());

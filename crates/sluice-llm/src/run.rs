@@ -22,6 +22,8 @@ pub enum StopReason {
     Length,
     /// The KV cache is full.
     Context,
+    /// `cancel` was set (Ctrl-C in a chat).
+    Cancelled,
 }
 
 /// What to generate and when to stop.
@@ -38,6 +40,8 @@ pub struct GenerateOptions {
     /// Position of the first prompt token: the KV cache before it is kept (0 = a fresh
     /// sequence; a chat continues at the length of the conversation so far).
     pub start: usize,
+    /// Checked before every token: when set, generation ends (`Cancelled`).
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl GenerateOptions {
@@ -49,6 +53,7 @@ impl GenerateOptions {
             ignore_eos: false,
             stop: Vec::new(),
             start: 0,
+            cancel: None,
         }
     }
 }
@@ -63,7 +68,7 @@ pub struct Generation {
     pub tokens: Vec<u32>,
     /// Generated text (without the stop string; empty without a tokenizer).
     pub text: String,
-    /// Why it ended: `eos`, `stop`, `length` or `context`.
+    /// Why it ended: `eos`, `stop`, `length`, `context` or `cancelled`.
     pub stop_reason: StopReason,
     /// Decode speed in tokens per second (generated tokens after the first).
     pub tok_s: f64,
@@ -206,6 +211,14 @@ pub fn generate(
     };
     let t1 = Instant::now();
     for i in 0..n {
+        if opts
+            .cancel
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            reason = StopReason::Cancelled;
+            break;
+        }
         if !opts.ignore_eos && is_eog(next) {
             reason = StopReason::Eos;
             break;

@@ -586,6 +586,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn shareable_across_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Tokenizer>();
+        send_sync::<crate::chat::ChatTemplate>();
+    }
+
+    #[test]
     fn byte_level_table_round_trips() {
         let t = byte_to_char_table();
         for b in 0..=255u8 {

@@ -123,3 +123,47 @@ fn tokenize_errors_are_clear() {
     assert!(!ok);
     assert!(err.contains("cannot be used with"), "{err}");
 }
+
+#[test]
+fn tokenize_hf_directory_and_file() {
+    // 256 byte-level tokens, no merges: every byte is its own token.
+    let mut vocab = serde_json::Map::new();
+    let mut n = 0;
+    for b in 0..=255u32 {
+        let printable =
+            (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        let c = if printable {
+            b
+        } else {
+            n += 1;
+            255 + n
+        };
+        vocab.insert(char::from_u32(c).unwrap().to_string(), serde_json::json!(b));
+    }
+    let json = serde_json::json!({
+        "version": "1.0", "added_tokens": [], "normalizer": null,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+        "post_processor": null,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+            "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+            "vocab": vocab, "merges": []}
+    });
+    let dir = std::env::temp_dir().join(format!("sluice-cli-tokhf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tokenizer.json");
+    std::fs::write(&file, json.to_string()).unwrap();
+    for model in [&dir, &file] {
+        let (ok, out, err) = sluice(&[
+            "tokenize",
+            "--model",
+            model.to_str().unwrap(),
+            "--text",
+            "hi é",
+            "--json",
+        ]);
+        assert!(ok, "{err}");
+        assert_eq!(ids(&out), vec![104, 105, 32, 0xC3, 0xA9]);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

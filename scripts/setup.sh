@@ -16,3 +16,7 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is required: https://rustup.rs" >&2; exit 1; }
+# The test gates need rustfmt and clippy.
+for c in rustfmt clippy; do
+  cargo "${c/rustfmt/fmt}" --version >/dev/null 2>&1 || rustup component add "$c" >/dev/null 2>&1 || true
+done

@@ -71,14 +71,18 @@ pub struct ModelOpts {
 }
 
 /// Shared model options, resolved.
-struct ModelArgs {
-    model: String,
-    mode: Mode,
-    load: LoadOptions,
-    graph: GraphOptions,
+pub(crate) struct ModelArgs {
+    pub(crate) model: String,
+    pub(crate) mode: Mode,
+    pub(crate) load: LoadOptions,
+    pub(crate) graph: GraphOptions,
 }
 
-fn model_args(o: &ModelOpts, device: &Device, default_context: usize) -> Result<ModelArgs, String> {
+pub(crate) fn model_args(
+    o: &ModelOpts,
+    device: &Device,
+    default_context: usize,
+) -> Result<ModelArgs, String> {
     let model = match &o.model {
         Some(m) => m.clone(),
         None => sluice_llm::load::default_model(device).to_string(),
@@ -122,6 +126,16 @@ pub struct GenerateArgs {
     /// Prompt token ids, comma-separated
     #[arg(long, value_name = "1,2,3")]
     prompt_ids: Option<String>,
+    /// Read the prompt text from FILE ('-': standard input)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "prompt_ids"])]
+    prompt_file: Option<PathBuf>,
+    /// Apply the model's chat template to the prompt as one user message (and generate
+    /// the assistant's answer)
+    #[arg(long, conflicts_with = "prompt_ids")]
+    chat: bool,
+    /// System message for --chat (default: the template's own, if any)
+    #[arg(long, value_name = "TEXT", requires = "chat")]
+    system: Option<String>,
     /// Tokens to generate
     #[arg(short = 'n', default_value_t = 32)]
     n: usize,
@@ -137,7 +151,13 @@ pub struct GenerateArgs {
     /// Seed of the random draws
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Print {"prompt_ids", "tokens", "tok_s"} instead of streaming
+    /// Keep generating through end-of-generation tokens (EOS, <|im_end|>, ...)
+    #[arg(long)]
+    ignore_eos: bool,
+    /// Stop before this text (repeatable)
+    #[arg(long, value_name = "TEXT")]
+    stop: Vec<String>,
+    /// Print {"prompt_ids", "tokens", "text", "stop_reason", "tok_s", ...} instead of streaming
     #[arg(long)]
     json: bool,
     /// Write the logits after the prompt (f32 little-endian) to FILE
@@ -199,7 +219,7 @@ pub struct ProfileArgs {
     out: PathBuf,
 }
 
-fn progress(quiet: bool) -> impl FnMut(u64, u64) {
+pub(crate) fn progress(quiet: bool) -> impl FnMut(u64, u64) {
     use std::io::IsTerminal;
     let mut last = 0u64;
     let start = Instant::now();
@@ -254,7 +274,13 @@ pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
         m.load.gpu.sampling = Some(sampling);
     }
     let logits_out = args.logits_out.clone();
-    let prompt_text = args.prompt.clone();
+    let prompt_text = match &args.prompt_file {
+        Some(path) => Some(read_prompt_file(path)?),
+        None => args.prompt.clone(),
+    };
+    if args.chat && prompt_text.is_none() {
+        return Err("--chat needs a prompt: --prompt TEXT or --prompt-file FILE".into());
+    }
     let prompt_ids = args.prompt_ids.as_deref().map(parse_ids).transpose()?;
     // Before loading: the new tokens alone must fit the context.
     if n >= m.load.gpu.context {
@@ -266,7 +292,11 @@ pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     let loaded = open_model(device, &m.model, &m.load, progress(json)).map_err(err)?;
     let prompt = match (prompt_ids, &prompt_text, &loaded.tokenizer) {
         (Some(ids), _, _) => ids,
-        (None, Some(text), Some(tok)) => tok.encode(text),
+        (None, Some(text), Some(tok)) if args.chat => {
+            chat_prompt(tok, args.system.as_deref(), text)
+                .map_err(|e| format!("{}: {e}", m.model))?
+        }
+        (None, Some(text), Some(tok)) => tok.encode(text, true, true).map_err(err)?,
         (None, Some(_), None) => {
             return Err(format!(
                 "{} has no tokenizer.json: give --prompt-ids",
@@ -281,11 +311,20 @@ pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     // The first write error (a full disk) stops the streaming and is reported at the end;
     // a closed pipe ends the program quietly (see `out`).
     let mut write_error: Option<String> = None;
-    let result = sluice_llm::run::generate(&decoder, &prompt, n, &sampling, |t| {
+    let opts = sluice_llm::run::GenerateOptions {
+        max_tokens: n,
+        sampling,
+        ignore_eos: args.ignore_eos,
+        stop: args.stop.clone(),
+        start: 0,
+        cancel: None,
+    };
+    let result = sluice_llm::run::generate(&decoder, tok, &prompt, &opts, |t, text| {
         if stream && write_error.is_none() {
-            let written = match tok {
-                Some(tk) => out!("{}", tk.decode(&[t])),
-                None => out!("{t} "),
+            let written = match (tok, t) {
+                (Some(_), _) => out!("{text}"),
+                (None, Some(t)) => out!("{t} "),
+                (None, None) => Ok(()),
             };
             if let Err(e) = written.and_then(|()| out::flush()) {
                 write_error = Some(e);
@@ -307,13 +346,67 @@ pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     } else {
         outln!()?;
         eprintln!(
-            "{} tokens, {:.1} tok/s decode, {:.1} tok/s prompt",
+            "{} tokens ({:?}), {:.1} tok/s decode, {:.1} tok/s prompt",
             result.tokens.len(),
+            result.stop_reason,
             result.tok_s,
             result.prefill_tok_s
         );
     }
     Ok(())
+}
+
+/// Largest prompt file read, in bytes.
+const MAX_PROMPT_BYTES: u64 = 64 << 20;
+
+/// The prompt text of `--prompt-file` ('-': standard input), at most [`MAX_PROMPT_BYTES`].
+fn read_prompt_file(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let what = path.display().to_string();
+    let read = if what == "-" {
+        std::io::stdin()
+            .lock()
+            .take(MAX_PROMPT_BYTES + 1)
+            .read_to_end(&mut bytes)
+    } else {
+        let meta = std::fs::metadata(path).map_err(|e| format!("{what}: {e}"))?;
+        if !meta.is_file() {
+            return Err(format!("{what}: not a regular file"));
+        }
+        std::fs::File::open(path).and_then(|f| f.take(MAX_PROMPT_BYTES + 1).read_to_end(&mut bytes))
+    };
+    read.map_err(|e| format!("{what}: {e}"))?;
+    if bytes.len() as u64 > MAX_PROMPT_BYTES {
+        return Err(format!(
+            "{what}: prompt longer than {MAX_PROMPT_BYTES} bytes"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("{what}: not UTF-8 text ({e})"))
+}
+
+/// `text` as one user message (after `system`, if given) through the model's chat
+/// template, tokenized with special tokens parsed; BOS added only when the model asks for
+/// it and the template did not write it.
+fn chat_prompt(
+    tok: &sluice_llm::tokenizer::Tokenizer,
+    system: Option<&str>,
+    text: &str,
+) -> Result<Vec<u32>, String> {
+    use sluice_llm::chat::{ChatTemplate, Message};
+    let src = tok.chat_template().ok_or(
+        "the model has no chat template (tokenizer.chat_template / tokenizer_config.json)",
+    )?;
+    let bos = tok.bos_text().unwrap_or("");
+    let template = ChatTemplate::new(src, bos, tok.eos_text().unwrap_or("")).map_err(err)?;
+    let mut messages = Vec::new();
+    if let Some(s) = system {
+        messages.push(Message::new("system", s));
+    }
+    messages.push(Message::new("user", text));
+    let rendered = template.render(&messages, true).map_err(err)?;
+    let add_bos = tok.add_bos() && (bos.is_empty() || !rendered.starts_with(bos));
+    tok.encode(&rendered, add_bos, true).map_err(err)
 }
 
 /// `sluice bench`: llama-bench-like `pp` (with `-p N`) and `tg` (`-n N`) rows, mean ±

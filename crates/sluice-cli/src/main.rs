@@ -4,13 +4,17 @@
 //! Adding a subcommand: a module with a `#[derive(clap::Args)]` struct and a `run`
 //! function, one variant in [`Command`] and one arm in [`run`].
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 #[macro_use]
 mod out;
+mod chat;
 mod demo;
 mod info;
 mod llm;
 mod logger;
 mod microbench;
+mod tokenize;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use sluice::{BarrierMode, Device, Options, Validation};
@@ -64,6 +68,10 @@ enum Command {
     Graph(llm::GraphArgs),
     /// Perfetto trace, SVG timeline and per-op table of one decode step
     Profile(llm::ProfileArgs),
+    /// A multi-turn chat through the model's chat template (keeps the KV cache)
+    Chat(chat::ChatArgs),
+    /// Token ids and pieces of a text (GGUF vocabulary or tokenizer.json; no GPU needed)
+    Tokenize(tokenize::TokenizeArgs),
 }
 
 /// `--json` alone.
@@ -225,6 +233,10 @@ fn microbench(device: &Device, a: &MicrobenchArgs) -> Result<(), String> {
 /// Runs the parsed command on a freshly opened device; validation messages (with
 /// `--validate`) are printed to stderr at the end, also when the command failed.
 fn run(cli: Cli) -> Result<(), String> {
+    // Commands that need no device.
+    if let Command::Tokenize(a) = &cli.command {
+        return tokenize::run(a).and_then(|()| out::flush());
+    }
     let opts = options(&cli.common);
     let validate = cli.common.validate;
     let device = Device::new(opts).map_err(|e| e.to_string())?;
@@ -242,6 +254,8 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Bench(a) => llm::bench(a, &device),
         Command::Graph(a) => llm::graph(a, &device),
         Command::Profile(a) => llm::profile(a, &device),
+        Command::Chat(a) => chat::run(a, &device),
+        Command::Tokenize(a) => tokenize::run(a),
     };
     let result = result.and_then(|()| out::flush());
     if validate {

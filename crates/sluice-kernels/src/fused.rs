@@ -171,7 +171,7 @@ pub fn sample_cpu(logits: &[f32], p: &SamplePush, pos: u32) -> u32 {
         .copied()
         .filter(|v| valid(*v))
         .fold(f32::MIN, f32::max);
-    let greedy = !(p.temperature >= SAMPLE_MIN_TEMPERATURE);
+    let greedy = p.temperature.is_nan() || p.temperature < SAMPLE_MIN_TEMPERATURE;
     let inv_t = if greedy { 1.0 } else { 1.0 / p.temperature };
     let weight = |v: f32| -> f32 {
         if greedy {

@@ -5,6 +5,9 @@
 //! `build.rs`. Push-constant structs live here too, checked against those sizes at compile
 //! time.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
+
 use sluice::kernel::{BindingAccess, KernelDesc, Pod};
 
 include!(concat!(env!("OUT_DIR"), "/kernels.rs"));

@@ -467,7 +467,7 @@ fn open_hf(
     )?;
     let tokenizer = files
         .tokenizer_path()
-        .map(Tokenizer::from_file)
+        .map(Tokenizer::from_hf_file)
         .transpose()?;
     Ok(Loaded {
         dtype: format_summary(&model),
@@ -522,7 +522,7 @@ fn open_gguf(
     Ok(Loaded {
         dtype: format_summary(&model),
         model,
-        tokenizer: None,
+        tokenizer: Some(Tokenizer::from_gguf(&file)?),
     })
 }
 

@@ -287,7 +287,12 @@ fn gpu_sampling_is_seeded_and_mode_independent() {
         assert_eq!(loaded.model.samples_on_gpu(), !sampling.is_greedy());
         let decoder = Decoder::new(&loaded.model, mode, GraphOptions::default()).unwrap();
         let host_calls = d.counters().bytes_downloaded;
-        let g = sluice_llm::run::generate(&decoder, &[1, 2, 3], 24, &sampling, |_| {}).unwrap();
+        let opts = sluice_llm::run::GenerateOptions {
+            sampling,
+            ..sluice_llm::run::GenerateOptions::new(24)
+        };
+        let g = sluice_llm::run::generate(&decoder, None, &[1, 2, 3], &opts, |_, _| {}).unwrap();
+        assert_eq!(g.tokens.len(), 24);
         // Sampling happened on the GPU: no logits were read back (only token ids).
         assert!(
             d.counters().bytes_downloaded - host_calls < 24 * 64,

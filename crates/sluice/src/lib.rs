@@ -6,6 +6,9 @@
 //! waits only for the tickets that matter. See DESIGN.md in the shared folder and
 //! `docs/` for the layers.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
+
 pub mod class;
 pub mod counters;
 pub mod device;

@@ -250,9 +250,9 @@ fn create_buffer_at(
     };
     // SAFETY: the allocation satisfies the buffer's requirements and outlives it
     // (both are released together in BufferInner::drop).
-    if let Err(e) =
-        unsafe { raw_dev.bind_buffer_memory(raw, allocation.memory(), allocation.offset()) }
-    {
+    let bound =
+        unsafe { raw_dev.bind_buffer_memory(raw, allocation.memory(), allocation.offset()) };
+    if let Err(e) = bound {
         // SAFETY: never used.
         unsafe { raw_dev.destroy_buffer(raw, None) };
         let _ = shared

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod run;
 pub mod scheduler;
 pub mod server;
+pub mod testing;
 pub mod text;
 
 pub use error::ServeError;

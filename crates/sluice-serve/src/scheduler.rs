@@ -314,6 +314,7 @@ struct Loop<'a> {
 
 impl Loop<'_> {
     fn run(&mut self) {
+        self.publish();
         loop {
             if !self.take_commands() {
                 break;

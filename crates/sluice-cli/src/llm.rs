@@ -40,12 +40,9 @@ fn model_args(args: &Args, device: &Device, default_context: usize) -> Result<Mo
         .map(|v| v.parse().map_err(|_| format!("--matvec-tpr {v:?}")))
         .transpose()?;
     if let Some(dt) = args.value("dtype") {
-        load.dtype = Some(match dt {
-            "f16" => sluice_kernels::WeightDtype::F16,
-            "bf16" => sluice_kernels::WeightDtype::Bf16,
-            "f32" => sluice_kernels::WeightDtype::F32,
-            other => return Err(format!("--dtype {other:?}: use f16, bf16 or f32")),
-        });
+        load.dtype = Some(sluice_kernels::WeightDtype::from_name(dt).ok_or_else(|| {
+            format!("--dtype {dt:?}: use f16, bf16, f32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k")
+        })?);
     }
     load.gpu.fuse_gate_up = !args.flag("no-fuse");
     load.gpu.fuse_norm = !args.flag("no-fuse");

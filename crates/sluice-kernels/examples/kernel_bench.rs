@@ -237,7 +237,7 @@ fn main() {
             n: 2560,
             rows: 1,
             eps: 1e-6,
-            _pad: 0,
+            stride: 0,
         };
         enc.dispatch(
             &rms,

@@ -26,20 +26,12 @@ const _: () = assert!(
 
 /// `matvec_norm` (RMSNorm feeding a matvec) for a weight dtype.
 pub fn matvec_norm(dtype: WeightDtype) -> &'static KernelDesc {
-    match dtype {
-        WeightDtype::F16 => &crate::MATVEC_NORM_F16,
-        WeightDtype::Bf16 => &crate::MATVEC_NORM_BF16,
-        WeightDtype::F32 => &crate::MATVEC_NORM_F32,
-    }
+    crate::by_dtype(dtype, "matvec_norm")
 }
 
 /// `matvec_silu_norm` (RMSNorm + gate/up + SiLU·mul) for a weight dtype.
 pub fn matvec_silu_norm(dtype: WeightDtype) -> &'static KernelDesc {
-    match dtype {
-        WeightDtype::F16 => &crate::MATVEC_SILU_NORM_F16,
-        WeightDtype::Bf16 => &crate::MATVEC_SILU_NORM_BF16,
-        WeightDtype::F32 => &crate::MATVEC_SILU_NORM_F32,
-    }
+    crate::by_dtype(dtype, "matvec_silu_norm")
 }
 
 /// Push constants of [`crate::ATTENTION_ROPE`]: attention with the q/k RMSNorm, rotary
@@ -98,24 +90,20 @@ const _: () = assert!(
 /// The prefill (many tokens per dispatch, token index = workgroup z) variants of the
 /// matvec family: `matvec_tokens`, `matvec_norm_tokens`, `matvec_silu_norm_tokens`.
 pub fn matvec_tokens(dtype: WeightDtype) -> [&'static KernelDesc; 3] {
-    match dtype {
-        WeightDtype::F16 => [
-            &crate::MATVEC_TOKENS_F16,
-            &crate::MATVEC_NORM_TOKENS_F16,
-            &crate::MATVEC_SILU_NORM_TOKENS_F16,
-        ],
-        WeightDtype::Bf16 => [
-            &crate::MATVEC_TOKENS_BF16,
-            &crate::MATVEC_NORM_TOKENS_BF16,
-            &crate::MATVEC_SILU_NORM_TOKENS_BF16,
-        ],
-        WeightDtype::F32 => [
-            &crate::MATVEC_TOKENS_F32,
-            &crate::MATVEC_NORM_TOKENS_F32,
-            &crate::MATVEC_SILU_NORM_TOKENS_F32,
-        ],
-    }
+    [
+        crate::by_dtype(dtype, "matvec_tokens"),
+        crate::by_dtype(dtype, "matvec_norm_tokens"),
+        crate::by_dtype(dtype, "matvec_silu_norm_tokens"),
+    ]
 }
+
+/// The prefill variant of `matvec_silu` (gate/up + SiLU·mul without the folded norm).
+pub fn matvec_silu_tokens(dtype: WeightDtype) -> &'static KernelDesc {
+    crate::by_dtype(dtype, "matvec_silu_tokens")
+}
+const _: () = assert!(
+    std::mem::size_of::<MatvecPush>() == crate::MATVEC_SILU_TOKENS_F16.push_constant_bytes as usize
+);
 const _: () = assert!(
     std::mem::size_of::<MatvecPush>() == crate::MATVEC_TOKENS_F16.push_constant_bytes as usize
 );

@@ -69,7 +69,12 @@ pub fn groups_for(n: u32, size: u32) -> u32 {
 mod reference;
 pub use reference::*;
 
-/// Element type of weight matrices on the GPU; picks the kernel variant.
+pub mod quant;
+pub use quant::{dequantize, gpu_matrix_bytes, gpu_row_bytes, quantize, to_gpu_layout};
+
+/// Element type of weight matrices on the GPU; picks the kernel variant. The block
+/// formats (GGML's, see [`quant`]) stay in blocks on the GPU and are decoded in the kernels.
+#[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WeightDtype {
     /// IEEE half.
@@ -78,23 +83,45 @@ pub enum WeightDtype {
     Bf16,
     /// IEEE single.
     F32,
+    /// 8-bit, blocks of 32 with an f16 scale.
+    Q8_0,
+    /// 4-bit, blocks of 32 with an f16 scale.
+    Q4_0,
+    /// 4-bit, blocks of 32 with an f16 scale and minimum.
+    Q4_1,
+    /// 5-bit, blocks of 32 with an f16 scale.
+    Q5_0,
+    /// 5-bit, blocks of 32 with an f16 scale and minimum.
+    Q5_1,
+    /// 4-bit K-quant: super-blocks of 256, 6-bit scales and mins per 32.
+    Q4K,
+    /// 5-bit K-quant: super-blocks of 256, 6-bit scales and mins per 32.
+    Q5K,
+    /// 6-bit K-quant: super-blocks of 256, 8-bit scales per 16.
+    Q6K,
 }
 
 impl WeightDtype {
-    /// Bytes per element.
+    /// Bytes per element (block formats: bytes per block / elements per block, rounded
+    /// up; use [`gpu_matrix_bytes`] for sizes).
     pub fn bytes(self) -> usize {
-        match self {
-            WeightDtype::F16 | WeightDtype::Bf16 => 2,
-            WeightDtype::F32 => 4,
-        }
+        self.block_bytes().div_ceil(self.block_elems())
     }
 
-    /// Lower-case name, as in kernel names (`f16`, `bf16`, `f32`).
+    /// Lower-case name, as in kernel names (`f16`, `bf16`, `f32`, `q8_0`, `q4_k`, ...).
     pub fn name(self) -> &'static str {
         match self {
             WeightDtype::F16 => "f16",
             WeightDtype::Bf16 => "bf16",
             WeightDtype::F32 => "f32",
+            WeightDtype::Q8_0 => "q8_0",
+            WeightDtype::Q4_0 => "q4_0",
+            WeightDtype::Q4_1 => "q4_1",
+            WeightDtype::Q5_0 => "q5_0",
+            WeightDtype::Q5_1 => "q5_1",
+            WeightDtype::Q4K => "q4_k",
+            WeightDtype::Q5K => "q5_k",
+            WeightDtype::Q6K => "q6_k",
         }
     }
 }
@@ -105,19 +132,24 @@ pub fn stride8(cols: u32) -> u32 {
 }
 
 /// Rounds `v` to the nearest value representable in `dtype` (round to nearest even), as
-/// [`pack_weights`] does; for building CPU references of f16/bf16 paths.
+/// [`pack_weights`] does; for building CPU references of f16/bf16 paths. Block formats
+/// round a whole block at once: use [`quantize`] + [`dequantize`]; here they return `v`.
 pub fn round_to(dtype: WeightDtype, v: f32) -> f32 {
     match dtype {
         WeightDtype::F16 => half::f16::from_f32(v).to_f32(),
         WeightDtype::Bf16 => half::bf16::from_f32(v).to_f32(),
-        WeightDtype::F32 => v,
+        _ => v,
     }
 }
 
 /// Packs a row-major `[rows, cols]` f32 matrix into the GPU layout of `dtype`: rows padded
-/// to `stride8(cols) * 8` elements with zeros, little-endian. Panics if
-/// `data.len() != rows * cols`.
+/// to `stride8(cols) * 8` elements with zeros, little-endian; block formats:
+/// `to_gpu_layout(quantize(..))`. Panics if `data.len() != rows * cols` (or `cols` is not
+/// a multiple of the block size).
 pub fn pack_weights(dtype: WeightDtype, rows: usize, cols: usize, data: &[f32]) -> Vec<u8> {
+    if dtype.is_quantized() {
+        return to_gpu_layout(dtype, rows, cols, &quantize(dtype, rows, cols, data));
+    }
     assert_eq!(
         data.len(),
         rows * cols,
@@ -133,7 +165,7 @@ pub fn pack_weights(dtype: WeightDtype, rows: usize, cols: usize, data: &[f32]) 
             match dtype {
                 WeightDtype::F16 => out.extend_from_slice(&half::f16::from_f32(v).to_le_bytes()),
                 WeightDtype::Bf16 => out.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
-                WeightDtype::F32 => out.extend_from_slice(&v.to_le_bytes()),
+                _ => out.extend_from_slice(&v.to_le_bytes()),
             }
         }
     }
@@ -141,8 +173,17 @@ pub fn pack_weights(dtype: WeightDtype, rows: usize, cols: usize, data: &[f32]) 
 }
 
 /// Decodes little-endian `dtype` elements (as stored in a file, no padding) to f32. A
-/// trailing partial element is ignored.
+/// trailing partial element (block) is ignored.
 pub fn unpack_to_f32(dtype: WeightDtype, bytes: &[u8]) -> Vec<f32> {
+    if dtype.is_quantized() {
+        let blocks = bytes.len() / dtype.block_bytes();
+        return dequantize(
+            dtype,
+            1,
+            blocks * dtype.block_elems(),
+            &bytes[..blocks * dtype.block_bytes()],
+        );
+    }
     match dtype {
         WeightDtype::F16 => bytes
             .chunks_exact(2)
@@ -152,7 +193,7 @@ pub fn unpack_to_f32(dtype: WeightDtype, bytes: &[u8]) -> Vec<f32> {
             .chunks_exact(2)
             .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
             .collect(),
-        WeightDtype::F32 => bytes
+        _ => bytes
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect(),
@@ -187,31 +228,26 @@ pub fn unpack_f16_pairs(words: &[u32]) -> Vec<f32> {
         .collect()
 }
 
-/// The `embed` variant for `dtype` ([`EMBED_F16`], [`EMBED_BF16`], [`EMBED_F32`]).
-pub fn embed(dtype: WeightDtype) -> &'static KernelDesc {
-    match dtype {
-        WeightDtype::F16 => &EMBED_F16,
-        WeightDtype::Bf16 => &EMBED_BF16,
-        WeightDtype::F32 => &EMBED_F32,
-    }
+/// The variant of kernel family `stem` for `dtype`; every family with a
+/// `//! variants:` line is built for every dtype (checked by a test).
+pub(crate) fn by_dtype(dtype: WeightDtype, stem: &str) -> &'static KernelDesc {
+    variant(stem, dtype.name())
+        .unwrap_or_else(|| unreachable!("kernel {stem} has no {} variant", dtype.name()))
 }
 
-/// The `matvec` variant for `dtype` ([`MATVEC_F16`], [`MATVEC_BF16`], [`MATVEC_F32`]).
+/// The `embed` variant for `dtype` ([`EMBED_F16`], [`EMBED_Q4_K`], ...).
+pub fn embed(dtype: WeightDtype) -> &'static KernelDesc {
+    by_dtype(dtype, "embed")
+}
+
+/// The `matvec` variant for `dtype` ([`MATVEC_F16`], [`MATVEC_Q8_0`], ...).
 pub fn matvec(dtype: WeightDtype) -> &'static KernelDesc {
-    match dtype {
-        WeightDtype::F16 => &MATVEC_F16,
-        WeightDtype::Bf16 => &MATVEC_BF16,
-        WeightDtype::F32 => &MATVEC_F32,
-    }
+    by_dtype(dtype, "matvec")
 }
 
 /// The `matvec_silu` variant for `dtype`.
 pub fn matvec_silu(dtype: WeightDtype) -> &'static KernelDesc {
-    match dtype {
-        WeightDtype::F16 => &MATVEC_SILU_F16,
-        WeightDtype::Bf16 => &MATVEC_SILU_BF16,
-        WeightDtype::F32 => &MATVEC_SILU_F32,
-    }
+    by_dtype(dtype, "matvec_silu")
 }
 
 /// Threads per output row the matvec family uses for rows of `cols` elements (the same
@@ -245,6 +281,74 @@ pub fn embed_groups(cols: u32) -> [u32; 3] {
     [groups_for(stride8(cols), 64), 1, 1]
 }
 
+/// Row stride the matvec family and `embed` read for `dtype` (`MatvecPush::stride8`,
+/// `EmbedPush::stride8`): 8-element chunks for float dtypes, 16-byte vec4s of the GPU
+/// layout for block formats. 0 when `cols` does not fit the block size.
+pub fn row_stride_field(dtype: WeightDtype, cols: u32) -> u32 {
+    if dtype.is_quantized() {
+        gpu_row_bytes(dtype, cols as u64).map_or(0, |b| (b / 16) as u32)
+    } else {
+        stride8(cols)
+    }
+}
+
+/// Push constants of a matvec-family dispatch of a `[rows, cols]` `dtype` matrix (one
+/// token; set `x_stride4` / `y_stride` for the `*_tokens` variants). `tpr` overrides the
+/// threads per row (dispatch with [`matvec_groups_dt`] and the same `tpr`).
+pub fn matvec_push(
+    dtype: WeightDtype,
+    rows: u32,
+    cols: u32,
+    accumulate: bool,
+    eps: f32,
+    tpr: Option<u32>,
+) -> MatvecPush {
+    MatvecPush {
+        rows,
+        cols,
+        stride8: row_stride_field(dtype, cols),
+        accumulate: accumulate as u32,
+        eps,
+        threads_per_row: tpr.unwrap_or(0),
+        x_stride4: 0,
+        y_stride: 0,
+    }
+}
+
+/// Dispatch size of the matvec family for a `[rows, cols]` `dtype` matrix with `tpr`
+/// threads per row (None: the kernels' default, 64).
+pub fn matvec_groups_dt(dtype: WeightDtype, rows: u32, cols: u32, tpr: Option<u32>) -> [u32; 3] {
+    let _ = dtype;
+    matvec_groups_for(rows, tpr.unwrap_or_else(|| matvec_threads_per_row(cols)))
+}
+
+/// Bytes of f32 x one token's matvec reads for `cols` columns: `stride8(cols) * 32` for
+/// float dtypes (zero-padded to 8), `cols * 4` for block formats.
+pub fn matvec_x_bytes(dtype: WeightDtype, cols: u32) -> u64 {
+    if dtype.is_quantized() {
+        cols as u64 * 4
+    } else {
+        stride8(cols) as u64 * 32
+    }
+}
+
+/// Push constants of `embed(dtype)` for rows of `cols` elements.
+pub fn embed_push(dtype: WeightDtype, cols: u32, prefill: bool, x_stride: u32) -> EmbedPush {
+    EmbedPush {
+        cols,
+        stride8: row_stride_field(dtype, cols),
+        prefill: prefill as u32,
+        x_stride,
+    }
+}
+
+/// Dispatch size of `embed(dtype)` for rows of `cols` elements (times the prompt tokens in
+/// y for prefill).
+pub fn embed_groups_dt(dtype: WeightDtype, cols: u32) -> [u32; 3] {
+    let _ = dtype;
+    embed_groups(cols)
+}
+
 /// Splits `attention_split` needs to cover `capacity` positions with `chunk` per split.
 pub fn attention_splits(capacity: u32, chunk: u32) -> u32 {
     capacity.div_ceil(chunk).max(1)
@@ -257,7 +361,8 @@ pub fn attention_splits(capacity: u32, chunk: u32) -> u32 {
 pub struct EmbedPush {
     /// Row length (hidden size).
     pub cols: u32,
-    /// Padded row stride in 8-element chunks, [`stride8`]`(cols)`.
+    /// Row stride: [`stride8`]`(cols)` for float dtypes, vec4s for block formats
+    /// ([`row_stride_field`]).
     pub stride8: u32,
     /// Non-zero: embed the prompt tokens stored after the params header, one per
     /// workgroup row y (prefill); zero: `params.token`.
@@ -285,7 +390,8 @@ pub struct MatvecPush {
     pub rows: u32,
     /// Input columns.
     pub cols: u32,
-    /// Padded row stride in 8-element chunks, [`stride8`]`(cols)`.
+    /// Row stride: [`stride8`]`(cols)` for float dtypes, vec4s for block formats
+    /// ([`row_stride_field`]).
     pub stride8: u32,
     /// Non-zero: add to y (fused residual add) instead of overwriting it.
     pub accumulate: u32,
@@ -324,8 +430,8 @@ pub struct RmsNormPush {
     pub rows: u32,
     /// Added to the mean square.
     pub eps: f32,
-    /// Zero.
-    pub _pad: u32,
+    /// Floats from one row's start to the next (0: `n`).
+    pub stride: u32,
 }
 // SAFETY: repr(C), 4-byte fields only, no padding, any bit pattern valid.
 unsafe impl Pod for RmsNormPush {}

@@ -380,7 +380,7 @@ fn rmsnorm_matches_reference() {
             n: n as u32,
             rows: rows as u32,
             eps: 1e-6,
-            _pad: 0,
+            stride: 0,
         };
         let mut enc = d.encoder().unwrap();
         enc.dispatch(

@@ -65,22 +65,22 @@ fn norm_rope(base: u32, is_q: bool, tid: u32, sg_id: u32, sg_lane: u32, nsg: u32
         b = qkv.d[base + tid + half];
     }
     let ss = wg_sum(a * a + b * b, sg_id, sg_lane, nsg);
-    if (pc.use_norm != 0u && on) {
-        let inv = inverseSqrt(ss / f32(hd) + pc.eps);
-        if (is_q) {
-            a *= inv * q_norm.d[tid];
-            b *= inv * q_norm.d[tid + half];
-        } else {
-            a *= inv * k_norm.d[tid];
-            b *= inv * k_norm.d[tid + half];
-        }
-    }
     if (on) {
-        let cs = rope_cos_sin(params.pos, tid, hd, pc.theta);
-        let c = cs.x;
-        let s = cs.y;
-        rot[tid] = a * c - b * s;
-        rot[tid + half] = b * c + a * s;
+        var wa = 1.0;
+        var wb = 1.0;
+        if (pc.use_norm != 0u) {
+            if (is_q) {
+                wa = q_norm.d[tid];
+                wb = q_norm.d[tid + half];
+            } else {
+                wa = k_norm.d[tid];
+                wb = k_norm.d[tid + half];
+            }
+        }
+        let r = norm_rope_pair(a, b, ss, wa, wb, pc.use_norm != 0u, pc.eps, params.pos, tid, hd,
+                               pc.theta);
+        rot[tid] = r.x;
+        rot[tid + half] = r.y;
     }
     workgroupBarrier();
 }

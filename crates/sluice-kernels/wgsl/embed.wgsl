@@ -1,5 +1,6 @@
-//! variants: f16 bf16 f32
-// Token embedding gather: x[c] = W[params.token, c] for c < cols. W: [vocab, stride8 * 8].
+//! variants: f16 bf16 f32 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k
+// Token embedding gather: x[c] = W[params.token, c] for c < cols. W: [vocab, stride8 * 8]
+// (block formats: rows of stride8 vec4s in the GPU layout of quant.rs, decoded here).
 // Workgroup of 64, one 8-element chunk per invocation: dispatch embed_groups(cols) =
 // [ceil(stride8 / 64), 1, 1]. A token past the table's end writes zeros.
 
@@ -17,7 +18,7 @@ var<immediate> pc: Push;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wg: vec3<u32>) {
     let c8 = gid.x;
-    if (c8 >= pc.stride8) {
+    if (c8 * 8u >= pc.cols) {
         return;
     }
     let vocab = arrayLength(&w.d) / (pc.stride8 * W_VEC4S);
@@ -29,7 +30,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wg
     let xo = wg.y * pc.x_stride;
     var v = W8(vec4<f32>(0.0), vec4<f32>(0.0));
     if (token < vocab) {
-        v = load_w8(token * pc.stride8 + c8);
+        v = load_w8_rc(token, c8, pc.stride8, pc.cols);
     }
     let base = c8 * 8u;
     for (var k = 0u; k < 4u; k++) {
@@ -40,4 +41,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wg
             x.d[xo + base + 4u + k] = v.b[k];
         }
     }
+}
+
+// Raw weight vec4s for the block-format decoders (dtype/q*.wgsl).
+fn wraw(sel: bool, i: u32) -> vec4<u32> {
+    return w.d[i];
 }

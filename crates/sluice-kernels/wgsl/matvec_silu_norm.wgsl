@@ -1,4 +1,4 @@
-//! variants: f16 bf16 f32
+//! variants: f16 bf16 f32 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k
 //! include: matvec_body
 // RMSNorm + gate/up + SiLU·mul in one dispatch: with x' = x * norm_w * inv,
 // y[r] = silu(Wg[r] . x') * (Wu[r] . x'). See include/matvec_body.wgsl.
@@ -13,3 +13,4 @@ const SILU: bool = true;
 const BATCHED: bool = false;
 fn w_b8(i: u32) -> W8 { return decode_w8(w_b.d[i], w_b.d[i + W_VEC4S - 1u]); }
 fn norm4(i: u32) -> vec4<f32> { return norm_w.d[i]; }
+fn wb_raw(i: u32) -> vec4<u32> { return w_b.d[i]; }

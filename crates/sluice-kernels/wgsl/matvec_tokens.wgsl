@@ -1,4 +1,4 @@
-//! variants: f16 bf16 f32
+//! variants: f16 bf16 f32 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k
 //! include: matvec_body
 // Prefill variant: one dispatch covers many tokens (token index = workgroup z).
 // y[r] = (accumulate ? y[r] : 0) + W[r] . x. See include/matvec_body.wgsl.
@@ -11,3 +11,4 @@ const SILU: bool = false;
 const BATCHED: bool = true;
 fn w_b8(i: u32) -> W8 { return W8(vec4<f32>(0.0), vec4<f32>(0.0)); }
 fn norm4(i: u32) -> vec4<f32> { return vec4<f32>(1.0); }
+fn wb_raw(i: u32) -> vec4<u32> { return vec4<u32>(0u); }

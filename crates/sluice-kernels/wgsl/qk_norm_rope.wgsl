@@ -67,19 +67,18 @@ fn main(
             b = k.d[base + ia + half];
         }
     }
+    var ss = 0.0;
+    var wa = 1.0;
+    var wb = 1.0;
     if (pc.use_norm != 0u) {
         let s = subgroupAdd(a * a + b * b);
         if (sg_lane == 0u) {
             red[sg_id] = s;
         }
         workgroupBarrier();
-        var ss = 0.0;
         for (var j = 0u; j < nsg; j++) {
             ss += red[j];
         }
-        let inv = inverseSqrt(ss / f32(hd) + pc.eps);
-        var wa = 0.0;
-        var wb = 0.0;
         if (is_q) {
             wa = q_norm.d[ia];
             wb = q_norm.d[ia + half];
@@ -87,15 +86,11 @@ fn main(
             wa = k_norm.d[ia];
             wb = k_norm.d[ia + half];
         }
-        a = a * inv * wa;
-        b = b * inv * wb;
     }
     let pos = params.pos + wg.y;
-    let cs = rope_cos_sin(pos, ia, hd, pc.theta);
-    let c = cs.x;
-    let sn = cs.y;
-    let oa = a * c - b * sn;
-    let ob = b * c + a * sn;
+    let r = norm_rope_pair(a, b, ss, wa, wb, pc.use_norm != 0u, pc.eps, pos, ia, hd, pc.theta);
+    let oa = r.x;
+    let ob = r.y;
     if (is_q) {
         if (in_range) {
             q.d[base + i] = oa;

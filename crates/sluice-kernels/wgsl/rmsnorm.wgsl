@@ -1,8 +1,9 @@
 // RMSNorm with weight, one workgroup of 256 per row: dispatch [rows, 1, 1].
-// y[row*n + i] = x[row*n + i] * inverseSqrt(mean_i(x^2) + eps) * w[i].
+// y[row*s + i] = x[row*s + i] * inverseSqrt(mean_i(x^2) + eps) * w[i], i < n, row stride
+// s = stride (0: n).
 
 struct F32s { d: array<f32> }
-struct Push { n: u32, rows: u32, eps: f32, pad: u32 }
+struct Push { n: u32, rows: u32, eps: f32, stride: u32 }
 
 @group(0) @binding(0) var<storage, read> x: F32s;
 @group(0) @binding(1) var<storage, read> w: F32s;
@@ -23,7 +24,7 @@ fn main(
     if (row >= pc.rows) {
         return;
     }
-    let base = row * pc.n;
+    let base = row * select(pc.n, pc.stride, pc.stride != 0u);
     var ss = 0.0;
     for (var i = tid; i < pc.n; i += 256u) {
         let v = x.d[base + i];

@@ -42,7 +42,7 @@ impl Arch {
 }
 
 /// The names accepted by [`ModelConfig::synthetic`].
-pub const SYNTHETIC_NAMES: &[&str] = &["tiny", "tiny-llama", "qwen3-0.6b", "qwen3-4b"];
+pub const SYNTHETIC_NAMES: &[&str] = &["tiny", "tiny-llama", "tiny-256", "qwen3-0.6b", "qwen3-4b"];
 
 /// Hyper-parameters of a dense decoder-only model (Qwen3 or Llama).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -395,6 +395,23 @@ impl ModelConfig {
                 rope_theta: 1_000_000.0,
                 rms_eps: 1e-6,
                 tied_embeddings: true,
+                max_positions: 4096,
+                bos_token: None,
+                eos_token: None,
+            },
+            // Rows of 256 and 512: every block format, K-quants included, fits.
+            "tiny-256" => ModelConfig {
+                arch: Arch::Qwen3,
+                hidden: 256,
+                intermediate: 512,
+                layers: 2,
+                heads: 4,
+                kv_heads: 2,
+                head_dim: 64,
+                vocab: 384,
+                rope_theta: 1_000_000.0,
+                rms_eps: 1e-6,
+                tied_embeddings: false,
                 max_positions: 4096,
                 bos_token: None,
                 eos_token: None,

@@ -60,6 +60,28 @@ pub enum LlmError {
         /// The dtype as written in the header.
         dtype: String,
     },
+    /// A GGUF file is corrupt, truncated or out of the bounds this reader accepts.
+    #[error("{}: {msg}", .path.display())]
+    Gguf {
+        /// The GGUF file.
+        path: PathBuf,
+        /// What is wrong, with the offsets and counts involved.
+        msg: String,
+    },
+    /// A GGUF tensor is stored in a GGML type sluice cannot compute with.
+    #[error("{}: tensor {tensor:?} has GGML type {type_name} ({ggml_type}), which is not supported (supported: {supported})", .path.display())]
+    UnsupportedGgmlType {
+        /// The GGUF file.
+        path: PathBuf,
+        /// The tensor name.
+        tensor: String,
+        /// The GGML type number.
+        ggml_type: u32,
+        /// The type's name ("IQ2_XS", or "type N").
+        type_name: String,
+        /// The supported types, comma separated.
+        supported: String,
+    },
     /// A tensor the model needs is not in the files.
     #[error("{}: tensor {tensor:?} is missing", .path.display())]
     MissingTensor {

@@ -10,7 +10,9 @@
 pub mod config;
 pub mod decode;
 pub mod error;
+pub mod gguf;
 pub mod gpu;
+pub mod layer;
 pub mod load;
 pub mod reference;
 pub mod run;

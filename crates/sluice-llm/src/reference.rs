@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use crate::config::ModelConfig;
 use crate::error::{LlmError, Result};
+use crate::layer::LayerTensor as T;
 use crate::safetensors::{DType, ModelFiles};
 use crate::weights::{
     expected_tensors, layer_tensor, load_f32, synthetic_f32, EMBED, FINAL_NORM, LM_HEAD,
@@ -222,17 +223,17 @@ impl CpuModel {
             .map(|l| {
                 let mut t = |part: &str| take(&layer_tensor(l, part));
                 Layer {
-                    attn_norm: t("input_layernorm.weight"),
-                    wq: t("self_attn.q_proj.weight"),
-                    wk: t("self_attn.k_proj.weight"),
-                    wv: t("self_attn.v_proj.weight"),
-                    wo: t("self_attn.o_proj.weight"),
-                    q_norm: cfg.arch.has_qk_norm().then(|| t("self_attn.q_norm.weight")),
-                    k_norm: cfg.arch.has_qk_norm().then(|| t("self_attn.k_norm.weight")),
-                    mlp_norm: t("post_attention_layernorm.weight"),
-                    gate: t("mlp.gate_proj.weight"),
-                    up: t("mlp.up_proj.weight"),
-                    down: t("mlp.down_proj.weight"),
+                    attn_norm: t(T::AttnNorm.hf_part()),
+                    wq: t(T::Q.hf_part()),
+                    wk: t(T::K.hf_part()),
+                    wv: t(T::V.hf_part()),
+                    wo: t(T::O.hf_part()),
+                    q_norm: cfg.arch.has_qk_norm().then(|| t(T::QNorm.hf_part())),
+                    k_norm: cfg.arch.has_qk_norm().then(|| t(T::KNorm.hf_part())),
+                    mlp_norm: t(T::MlpNorm.hf_part()),
+                    gate: t(T::Gate.hf_part()),
+                    up: t(T::Up.hf_part()),
+                    down: t(T::Down.hf_part()),
                 }
             })
             .collect();

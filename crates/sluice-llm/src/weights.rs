@@ -11,16 +11,17 @@ use half::{bf16, f16};
 
 use crate::config::ModelConfig;
 use crate::error::{LlmError, Result};
+use crate::layer::ModelTensor;
 use crate::safetensors::{
     write_safetensors_with, DType, ModelFiles, TensorView, CONFIG_FILE, WEIGHTS_FILE,
 };
 
 /// Token embedding, `[vocab, hidden]`.
-pub const EMBED: &str = "model.embed_tokens.weight";
+pub const EMBED: &str = ModelTensor::Embed.hf_name();
 /// Final RMSNorm weight, `[hidden]`.
-pub const FINAL_NORM: &str = "model.norm.weight";
+pub const FINAL_NORM: &str = ModelTensor::FinalNorm.hf_name();
 /// LM head, `[vocab, hidden]`; absent when embeddings are tied.
-pub const LM_HEAD: &str = "lm_head.weight";
+pub const LM_HEAD: &str = ModelTensor::LmHead.hf_name();
 
 /// The full name of a per-layer tensor, e.g. `layer_tensor(3, "self_attn.q_proj.weight")`.
 pub fn layer_tensor(layer: usize, part: &str) -> String {
@@ -43,38 +44,13 @@ impl TensorSpec {
     }
 }
 
-/// Every tensor a model with this config stores, in checkpoint order.
+/// Every tensor a model with this config stores, in checkpoint order (the list lives in
+/// [`crate::layer::tensors`]).
 pub fn expected_tensors(cfg: &ModelConfig) -> Vec<TensorSpec> {
-    let t = |name: String, shape: Vec<usize>| TensorSpec { name, shape };
-    let (h, q, kv, d, i) = (
-        cfg.hidden,
-        cfg.q_dim(),
-        cfg.kv_dim(),
-        cfg.head_dim,
-        cfg.intermediate,
-    );
-    let mut v = vec![t(EMBED.into(), vec![cfg.vocab, h])];
-    for l in 0..cfg.layers {
-        let n = |part: &str| layer_tensor(l, part);
-        v.push(t(n("input_layernorm.weight"), vec![h]));
-        v.push(t(n("self_attn.q_proj.weight"), vec![q, h]));
-        v.push(t(n("self_attn.k_proj.weight"), vec![kv, h]));
-        v.push(t(n("self_attn.v_proj.weight"), vec![kv, h]));
-        v.push(t(n("self_attn.o_proj.weight"), vec![h, q]));
-        if cfg.arch.has_qk_norm() {
-            v.push(t(n("self_attn.q_norm.weight"), vec![d]));
-            v.push(t(n("self_attn.k_norm.weight"), vec![d]));
-        }
-        v.push(t(n("post_attention_layernorm.weight"), vec![h]));
-        v.push(t(n("mlp.gate_proj.weight"), vec![i, h]));
-        v.push(t(n("mlp.up_proj.weight"), vec![i, h]));
-        v.push(t(n("mlp.down_proj.weight"), vec![h, i]));
-    }
-    v.push(t(FINAL_NORM.into(), vec![h]));
-    if !cfg.tied_embeddings {
-        v.push(t(LM_HEAD.into(), vec![cfg.vocab, h]));
-    }
-    v
+    crate::layer::tensors(cfg)
+        .into_iter()
+        .map(|(name, shape)| TensorSpec { name, shape })
+        .collect()
 }
 
 /// Checks that every tensor the config needs is in the files, in a supported dtype and

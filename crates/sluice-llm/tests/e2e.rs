@@ -174,7 +174,8 @@ fn a_model_larger_than_the_device_is_refused_before_upload() {
     let needs = sluice_llm::gpu::weight_bytes(
         &ModelConfig::synthetic("qwen3-4b").unwrap(),
         sluice_kernels::WeightDtype::F16,
-    );
+    )
+    .unwrap();
     if needs < heap {
         // A device this large fits the model; nothing to refuse here.
         return;
@@ -219,11 +220,12 @@ fn missing_model_directory_is_a_clear_error() {
 
 /// The batched prefill (many prompt tokens per dispatch, chunks of 16) gives the CPU
 /// reference's logits after the prompt, and decoding continues from it like after a
-/// token-by-token prompt.
-fn prefill_matches(name: &str) {
+/// token-by-token prompt. `fuse` switches every fusion: prefill and decode are lowerings
+/// of one layer description, so both must hold either way.
+fn prefill_matches(name: &str, fuse: bool) {
     let d = device(BarrierMode::Auto);
     let _guard = ValidationGuard::new(&d);
-    let loaded = load(&d, name);
+    let loaded = load_with(&d, name, fuse);
     let cfg = ModelConfig::synthetic(name).unwrap();
     let prompt: Vec<u32> = (0..37u32)
         .map(|i| (i * 31 + 5) % cfg.vocab as u32)
@@ -239,7 +241,7 @@ fn prefill_matches(name: &str) {
         want = cpu.forward(t).unwrap();
     }
     let err = rel_err(&got, &want);
-    eprintln!("{name}: prefill relative logit error {err:.2e}");
+    eprintln!("{name} (fused {fuse}): prefill relative logit error {err:.2e}");
     assert!(
         err < 2e-3,
         "{name}: prefill logits differ from the CPU reference by {err}"
@@ -261,8 +263,14 @@ fn prefill_matches(name: &str) {
 
 #[test]
 fn batched_prefill_matches_cpu_reference_and_token_by_token() {
-    prefill_matches("tiny");
-    prefill_matches("tiny-llama");
+    prefill_matches("tiny", true);
+    prefill_matches("tiny-llama", true);
+}
+
+#[test]
+fn unfused_prefill_matches_cpu_reference_and_token_by_token() {
+    prefill_matches("tiny", false);
+    prefill_matches("tiny-llama", false);
 }
 
 #[test]
@@ -307,4 +315,70 @@ fn gpu_sampling_is_seeded_and_mode_independent() {
         greedy,
         "top-k 1 is greedy"
     );
+}
+
+/// A tiny model in each block format (every matrix quantized on load) matches the CPU
+/// reference run on the same quantized-then-dequantized weights, 32 teacher-forced steps.
+#[test]
+fn quantized_models_match_cpu_reference() {
+    use sluice_kernels::WeightDtype;
+    use sluice_llm::load::target_dtype;
+    use sluice_llm::weights::{expected_tensors, synthetic_tensor_f32};
+    let d = device(BarrierMode::Auto);
+    let _guard = ValidationGuard::new(&d);
+    let name = "tiny-256";
+    let cfg = ModelConfig::synthetic(name).unwrap();
+    for dt in [
+        WeightDtype::Q8_0,
+        WeightDtype::Q4_0,
+        WeightDtype::Q4_1,
+        WeightDtype::Q5_0,
+        WeightDtype::Q5_1,
+        WeightDtype::Q4K,
+        WeightDtype::Q5K,
+        WeightDtype::Q6K,
+    ] {
+        let mut o = LoadOptions::default();
+        o.dtype = Some(dt);
+        o.gpu.context = 64;
+        o.gpu.attention_chunk = 16;
+        let loaded = open_model(&d, &format!("synthetic:{name}"), &o, |_, _| {}).unwrap();
+        assert_eq!(
+            loaded.dtype,
+            dt.name(),
+            "every matrix of {name} fits {}",
+            dt.name()
+        );
+        let mut weights = std::collections::HashMap::new();
+        for spec in expected_tensors(&cfg) {
+            let mut v = synthetic_tensor_f32(&cfg, DEFAULT_SEED, &spec, DType::F32);
+            if let [rows, cols] = spec.shape[..] {
+                let q = target_dtype(dt, cols);
+                let bytes = sluice_kernels::quantize(q, rows, cols, &v);
+                v = sluice_kernels::dequantize(q, rows, cols, &bytes);
+            }
+            weights.insert(spec.name, v);
+        }
+        let mut cpu = CpuModel::new(&cfg, weights).unwrap();
+        let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
+        let (mut token, mut worst, mut agree) = (1u32, 0f32, 0);
+        for pos in 0..32 {
+            let want = cpu.forward(token).unwrap();
+            let next = decoder.step(token, pos).unwrap();
+            worst = worst.max(rel_err(&loaded.model.logits().unwrap(), &want));
+            let cpu_next = argmax(&want).unwrap();
+            agree += (next == cpu_next) as usize;
+            token = cpu_next;
+        }
+        eprintln!(
+            "{name} {}: worst relative logit error {worst:.2e}, greedy {agree}/32",
+            dt.name()
+        );
+        assert!(
+            worst < 2e-3,
+            "{}: worst relative logit error {worst}",
+            dt.name()
+        );
+        assert!(agree >= 31, "{}: greedy agreed on {agree}/32", dt.name());
+    }
 }

@@ -112,7 +112,7 @@ pub(crate) struct DeviceShared {
     pub allocator: ManuallyDrop<Mutex<Allocator>>,
     pub queue: QueueState,
     pub pipeline_cache: vk::PipelineCache,
-    pub pipelines: Mutex<HashMap<(usize, usize, usize), Arc<Pipeline>>>,
+    pub pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
     pub counters: AtomicCounters,
     pub next_buffer_id: AtomicU64,
     pub validation_log: Box<ValidationLog>,
@@ -574,11 +574,7 @@ impl Device {
 
     /// The cached pipeline for `kernel`, made on first use.
     pub fn pipeline(&self, kernel: &KernelDesc) -> Result<Arc<Pipeline>> {
-        let key = (
-            kernel.name.as_ptr() as usize,
-            kernel.spirv.as_ptr() as usize,
-            kernel.bindings.as_ptr() as usize,
-        );
+        let key = PipelineKey::of(kernel);
         let mut map = self
             .handle
             .shared
@@ -699,6 +695,28 @@ impl Drop for DeviceShared {
                 }
             }
             self.instance.destroy_instance(None);
+        }
+    }
+}
+
+/// What identifies a pipeline in the cache: the kernel's name (unique per variant) and its
+/// declared interface, so a descriptor that reuses a name with other binding accesses (the
+/// validation canary does) gets its own pipeline.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PipelineKey {
+    name: &'static str,
+    bindings: Vec<crate::kernel::BindingAccess>,
+    push_constant_bytes: u32,
+    spirv_len: usize,
+}
+
+impl PipelineKey {
+    fn of(kernel: &KernelDesc) -> PipelineKey {
+        PipelineKey {
+            name: kernel.name,
+            bindings: kernel.bindings.to_vec(),
+            push_constant_bytes: kernel.push_constant_bytes,
+            spirv_len: kernel.spirv.len(),
         }
     }
 }

@@ -20,3 +20,8 @@ fn load_w8(chunk: u32) -> W8 {
     let v = w.d[chunk];
     return decode_w8(v, v);
 }
+
+// Row `row` (stride `stride8` chunks), chunk c8 (embedding rows).
+fn load_w8_rc(row: u32, c8: u32, stride8: u32, cols: u32) -> W8 {
+    return load_w8(row * stride8 + c8);
+}

@@ -13,3 +13,8 @@ fn decode_w8(lo: vec4<u32>, hi: vec4<u32>) -> W8 {
 fn load_w8(chunk: u32) -> W8 {
     return decode_w8(w.d[2u * chunk], w.d[2u * chunk + 1u]);
 }
+
+// Row `row` (stride `stride8` chunks), chunk c8 (embedding rows).
+fn load_w8_rc(row: u32, c8: u32, stride8: u32, cols: u32) -> W8 {
+    return load_w8(row * stride8 + c8);
+}

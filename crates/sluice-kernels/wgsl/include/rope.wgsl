@@ -14,3 +14,18 @@ fn rope_cos_sin(pos: u32, i: u32, hd: u32, theta: f32) -> vec2<f32> {
     let reduced = (angle - turns * TWO_PI_HI) - turns * TWO_PI_LO;
     return vec2<f32>(cos(reduced), sin(reduced));
 }
+
+// The pair (a, b) = (x[i], x[i + hd/2]) of one head, RMS-normalised when `use_norm` (`ss` =
+// the head's sum of squares, (wa, wb) the norm weights at i and i + hd/2), then rotated
+// for position `pos`. Every kernel that writes rotated q/k goes through here, so decode
+// and prefill write bit-identical keys.
+fn norm_rope_pair(a: f32, b: f32, ss: f32, wa: f32, wb: f32, use_norm: bool, eps: f32,
+                  pos: u32, i: u32, hd: u32, theta: f32) -> vec2<f32> {
+    var v = vec2<f32>(a, b);
+    if (use_norm) {
+        let inv = inverseSqrt(ss / f32(hd) + eps);
+        v = v * inv * vec2<f32>(wa, wb);
+    }
+    let cs = rope_cos_sin(pos, i, hd, theta);
+    return vec2<f32>(v.x * cs.x - v.y * cs.y, v.y * cs.x + v.x * cs.y);
+}

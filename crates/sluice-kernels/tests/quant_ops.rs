@@ -1,0 +1,433 @@
+//! The block-format variants of the matvec family and `embed` against CPU references,
+//! with synchronization validation on.
+//!
+//! Reference: the weights are quantized on the CPU (`quantize`), dequantized
+//! (`dequantize`, bit-exact with llama.cpp), and multiplied in f64. The GPU decodes the
+//! same blocks, so only f32 summation order differs: NMSE bound 1e-6 for every matvec
+//! path (as for the float kernels in ops.rs); `embed` copies decoded values, NMSE 1e-12.
+//! Shapes are odd on purpose: rows not a multiple of the rows per workgroup, several
+//! blocks (and several work units per thread) per row.
+
+use sluice::testing::{test_device, ValidationGuard};
+use sluice::{Buffer, Device, ResourceClass};
+use sluice_kernels::quant::QUANT_DTYPES;
+use sluice_kernels::*;
+
+const NMSE_MAX: f64 = 1e-6;
+const NMSE_EMBED: f64 = 1e-12;
+
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next_u32(&mut self) -> u32 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32
+    }
+    /// Uniform in [-1, 1) times `scale`, plus a per-32 offset so blocks differ in range.
+    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                let u = (self.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0;
+                u * scale + if (i / 32) % 3 == 1 { 0.3 * scale } else { 0.0 }
+            })
+            .collect()
+    }
+}
+
+fn nmse(gpu: &[f32], reference: &[f32]) -> f64 {
+    assert_eq!(gpu.len(), reference.len());
+    let (mut num, mut den) = (0f64, 0f64);
+    for (&g, &r) in gpu.iter().zip(reference) {
+        num += (g as f64 - r as f64).powi(2);
+        den += (r as f64).powi(2);
+    }
+    if den == 0.0 {
+        if num == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY
+        }
+    } else {
+        num / den
+    }
+}
+
+#[track_caller]
+fn assert_close(what: &str, gpu: &[f32], reference: &[f32], bound: f64) {
+    let e = nmse(gpu, reference);
+    assert!(
+        e <= bound,
+        "{what}: NMSE {e:e} > {bound:e}\n gpu[..4] {:?}\n ref[..4] {:?}",
+        &gpu[..gpu.len().min(4)],
+        &reference[..reference.len().min(4)]
+    );
+}
+
+fn f32_buffer(d: &Device, name: &str, data: &[f32], class: ResourceClass) -> Buffer {
+    let b = d
+        .create_buffer(name, (data.len().max(1) * 4) as u64, class)
+        .unwrap();
+    b.write(0, data).unwrap();
+    b
+}
+
+/// A quantized matrix: GPU buffer plus the dequantized values the reference uses.
+struct QMat {
+    buf: Buffer,
+    deq: Vec<f32>,
+}
+
+fn qmat(d: &Device, dt: WeightDtype, rows: usize, cols: usize, w: &[f32]) -> QMat {
+    let file = quantize(dt, rows, cols, w);
+    let deq = dequantize(dt, rows, cols, &file);
+    let gpu = to_gpu_layout(dt, rows, cols, &file);
+    assert_eq!(
+        gpu.len() as u64,
+        gpu_matrix_bytes(dt, rows as u64, cols as u64).unwrap()
+    );
+    // pack_weights is the same pipeline.
+    assert_eq!(gpu, pack_weights(dt, rows, cols, w));
+    let buf = d
+        .create_buffer("w", gpu.len() as u64, ResourceClass::ReadOnlyWeight)
+        .unwrap();
+    buf.write_bytes(0, &gpu).unwrap();
+    QMat { buf, deq }
+}
+
+/// Shapes per format: 32-element blocks get cols = 32k, K-quants 256k.
+fn shapes(dt: WeightDtype) -> &'static [(usize, usize)] {
+    if dt.block_elems() == 256 {
+        &[(37, 256), (5, 1280)]
+    } else {
+        &[(37, 96), (6, 2080)]
+    }
+}
+
+#[test]
+fn quant_matvec_matches_reference() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(31);
+    for dt in QUANT_DTYPES {
+        let k = d.pipeline(matvec(dt)).unwrap();
+        for &(rows, cols) in shapes(dt) {
+            let w = rng.vec(rows * cols, 1.0);
+            let x = rng.vec(cols, 1.0);
+            let y0 = rng.vec(rows, 1.0);
+            let m = qmat(&d, dt, rows, cols, &w);
+            let xb = f32_buffer(&d, "x", &x, ResourceClass::TokenScratch);
+            assert_eq!(matvec_x_bytes(dt, cols as u32), xb.size());
+            for (acc, tpr) in [
+                (false, None),
+                (true, None),
+                (false, Some(32)),
+                (true, Some(128)),
+            ] {
+                let yb = if acc {
+                    f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch)
+                } else {
+                    f32_buffer(&d, "y", &vec![f32::NAN; rows], ResourceClass::TokenScratch)
+                };
+                let push = matvec_push(dt, rows as u32, cols as u32, acc, 0.0, tpr);
+                let mut enc = d.encoder().unwrap();
+                enc.dispatch(
+                    &k,
+                    matvec_groups_dt(dt, rows as u32, cols as u32, tpr),
+                    &[m.buf.slice(..), xb.slice(..), yb.slice(..)],
+                    &push,
+                )
+                .unwrap();
+                enc.submit().unwrap().wait().unwrap();
+                let got: Vec<f32> = yb.read(0, rows).unwrap();
+                let want = matvec_cpu(&m.deq, rows, cols, &x, acc.then_some(&y0[..]));
+                assert_close(
+                    &format!("matvec {} {rows}x{cols} acc {acc} tpr {tpr:?}", dt.name()),
+                    &got,
+                    &want,
+                    NMSE_MAX,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn quant_fused_variants_match_reference() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(32);
+    let eps = 1e-5;
+    for dt in QUANT_DTYPES {
+        for &(rows, cols) in shapes(dt) {
+            let wg = rng.vec(rows * cols, 0.3);
+            let wu = rng.vec(rows * cols, 0.3);
+            let x = rng.vec(cols, 2.0);
+            let nw = rng.vec(cols, 1.0);
+            let y0 = rng.vec(rows, 1.0);
+            let xn = rmsnorm_cpu(&x, &nw, cols, eps);
+            let (g, u) = (qmat(&d, dt, rows, cols, &wg), qmat(&d, dt, rows, cols, &wu));
+            let xb = f32_buffer(&d, "x", &x, ResourceClass::TokenScratch);
+            let nb = f32_buffer(&d, "norm", &nw, ResourceClass::ReadOnlyWeight);
+            let y_norm = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
+            let nan = vec![f32::NAN; rows];
+            let y_silu = f32_buffer(&d, "y_silu", &nan, ResourceClass::TokenScratch);
+            let y_sn = f32_buffer(&d, "y_sn", &nan, ResourceClass::TokenScratch);
+            let groups = matvec_groups_dt(dt, rows as u32, cols as u32, None);
+            let (r32, c32) = (rows as u32, cols as u32);
+            let mut enc = d.encoder().unwrap();
+            let k = d.pipeline(matvec_norm(dt)).unwrap();
+            enc.dispatch(
+                &k,
+                groups,
+                &[
+                    g.buf.slice(..),
+                    xb.slice(..),
+                    nb.slice(..),
+                    y_norm.slice(..),
+                ],
+                &matvec_push(dt, r32, c32, true, eps, None),
+            )
+            .unwrap();
+            let k = d.pipeline(matvec_silu(dt)).unwrap();
+            enc.dispatch(
+                &k,
+                groups,
+                &[
+                    g.buf.slice(..),
+                    u.buf.slice(..),
+                    xb.slice(..),
+                    y_silu.slice(..),
+                ],
+                &matvec_push(dt, r32, c32, false, eps, None),
+            )
+            .unwrap();
+            let k = d.pipeline(matvec_silu_norm(dt)).unwrap();
+            let slices = [
+                g.buf.slice(..),
+                u.buf.slice(..),
+                xb.slice(..),
+                nb.slice(..),
+                y_sn.slice(..),
+            ];
+            enc.dispatch(
+                &k,
+                groups,
+                &slices,
+                &matvec_push(dt, r32, c32, false, eps, None),
+            )
+            .unwrap();
+            enc.submit().unwrap().wait().unwrap();
+            let what = |k: &str| format!("{k} {} {rows}x{cols}", dt.name());
+            assert_close(
+                &what("matvec_norm"),
+                &y_norm.read::<f32>(0, rows).unwrap(),
+                &matvec_cpu(&g.deq, rows, cols, &xn, Some(&y0)),
+                NMSE_MAX,
+            );
+            assert_close(
+                &what("matvec_silu"),
+                &y_silu.read::<f32>(0, rows).unwrap(),
+                &matvec_silu_cpu(&g.deq, &u.deq, rows, cols, &x),
+                NMSE_MAX,
+            );
+            assert_close(
+                &what("matvec_silu_norm"),
+                &y_sn.read::<f32>(0, rows).unwrap(),
+                &matvec_silu_cpu(&g.deq, &u.deq, rows, cols, &xn),
+                NMSE_MAX,
+            );
+        }
+    }
+}
+
+#[test]
+fn quant_tokens_variants_match_reference() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(33);
+    let eps = 1e-5;
+    let tokens = 3usize;
+    for dt in QUANT_DTYPES {
+        let (rows, cols) = shapes(dt)[0];
+        // Token t's x starts at vec4 t * x_stride4 (a gap after each), y at t * y_stride.
+        let x_stride4 = cols / 4 + 2;
+        let y_stride = rows + 3;
+        let wg = rng.vec(rows * cols, 0.3);
+        let wu = rng.vec(rows * cols, 0.3);
+        let nw = rng.vec(cols, 1.0);
+        let xs: Vec<Vec<f32>> = (0..tokens).map(|_| rng.vec(cols, 2.0)).collect();
+        let mut xflat = vec![f32::NAN; tokens * x_stride4 * 4];
+        for (t, x) in xs.iter().enumerate() {
+            xflat[t * x_stride4 * 4..t * x_stride4 * 4 + cols].copy_from_slice(x);
+        }
+        let (g, u) = (qmat(&d, dt, rows, cols, &wg), qmat(&d, dt, rows, cols, &wu));
+        let xb = f32_buffer(&d, "x", &xflat, ResourceClass::TokenScratch);
+        let nb = f32_buffer(&d, "norm", &nw, ResourceClass::ReadOnlyWeight);
+        let y0 = rng.vec(tokens * y_stride, 1.0);
+        let ys: Vec<Buffer> = (0..3)
+            .map(|i| f32_buffer(&d, &format!("y{i}"), &y0, ResourceClass::TokenScratch))
+            .collect();
+        let [k_plain, k_norm, k_silu_norm] = matvec_tokens(dt);
+        let [gx, gy, _] = matvec_groups_dt(dt, rows as u32, cols as u32, None);
+        let groups = [gx, gy, tokens as u32];
+        let push = |acc| MatvecPush {
+            x_stride4: x_stride4 as u32,
+            y_stride: y_stride as u32,
+            ..matvec_push(dt, rows as u32, cols as u32, acc, eps, None)
+        };
+        let mut enc = d.encoder().unwrap();
+        let k = d.pipeline(k_plain).unwrap();
+        enc.dispatch(
+            &k,
+            groups,
+            &[g.buf.slice(..), xb.slice(..), ys[0].slice(..)],
+            &push(true),
+        )
+        .unwrap();
+        let k = d.pipeline(k_norm).unwrap();
+        enc.dispatch(
+            &k,
+            groups,
+            &[g.buf.slice(..), xb.slice(..), nb.slice(..), ys[1].slice(..)],
+            &push(false),
+        )
+        .unwrap();
+        let k = d.pipeline(k_silu_norm).unwrap();
+        let slices = [
+            g.buf.slice(..),
+            u.buf.slice(..),
+            xb.slice(..),
+            nb.slice(..),
+            ys[2].slice(..),
+        ];
+        enc.dispatch(&k, groups, &slices, &push(false)).unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let got: Vec<Vec<f32>> = ys
+            .iter()
+            .map(|b| b.read(0, tokens * y_stride).unwrap())
+            .collect();
+        for (t, x) in xs.iter().enumerate() {
+            let xn = rmsnorm_cpu(x, &nw, cols, eps);
+            let yo = t * y_stride;
+            let y0t = &y0[yo..yo + rows];
+            let what = |k: &str| format!("{k} {} token {t}", dt.name());
+            let wants = [
+                matvec_cpu(&g.deq, rows, cols, x, Some(y0t)),
+                matvec_cpu(&g.deq, rows, cols, &xn, None),
+                matvec_silu_cpu(&g.deq, &u.deq, rows, cols, &xn),
+            ];
+            for (i, want) in wants.iter().enumerate() {
+                assert_close(&what(k_plain.name), &got[i][yo..yo + rows], want, NMSE_MAX);
+                // Rows between tokens' outputs are untouched.
+                assert_eq!(
+                    &got[i][yo + rows..yo + y_stride],
+                    &y0[yo + rows..yo + y_stride]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn quant_embed_matches_dequantized_rows() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(34);
+    for dt in QUANT_DTYPES {
+        let (vocab, cols) = (19usize, shapes(dt)[1].1);
+        let table = rng.vec(vocab * cols, 1.0);
+        let m = qmat(&d, dt, vocab, cols, &table);
+        let k = d.pipeline(embed(dt)).unwrap();
+        // Decode: params.token; prefill: the prompt tokens after the header, one per y.
+        let prompt = [18u32, 0, 7];
+        let mut params = vec![5u32, 3, 4, 0];
+        params.extend(prompt);
+        let pb = d
+            .create_buffer("params", (params.len() * 4) as u64, ResourceClass::Generic)
+            .unwrap();
+        pb.write(0, &params).unwrap();
+        let x1 = f32_buffer(&d, "x1", &vec![f32::NAN; cols], ResourceClass::TokenScratch);
+        let xs = cols + 5;
+        let xp = f32_buffer(
+            &d,
+            "xp",
+            &vec![f32::NAN; 3 * xs],
+            ResourceClass::TokenScratch,
+        );
+        let [gx, _, _] = embed_groups_dt(dt, cols as u32);
+        let mut enc = d.encoder().unwrap();
+        enc.dispatch(
+            &k,
+            [gx, 1, 1],
+            &[pb.slice(..), m.buf.slice(..), x1.slice(..)],
+            &embed_push(dt, cols as u32, false, 0),
+        )
+        .unwrap();
+        enc.dispatch(
+            &k,
+            [gx, 3, 1],
+            &[pb.slice(..), m.buf.slice(..), xp.slice(..)],
+            &embed_push(dt, cols as u32, true, xs as u32),
+        )
+        .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        assert_close(
+            &format!("embed {} token 5", dt.name()),
+            &x1.read::<f32>(0, cols).unwrap(),
+            &embed_cpu(&m.deq, cols, 5),
+            NMSE_EMBED,
+        );
+        let got: Vec<f32> = xp.read(0, 3 * xs).unwrap();
+        for (i, &t) in prompt.iter().enumerate() {
+            assert_close(
+                &format!("embed prefill {} token {t}", dt.name()),
+                &got[i * xs..i * xs + cols],
+                &embed_cpu(&m.deq, cols, t),
+                NMSE_EMBED,
+            );
+        }
+    }
+}
+
+#[test]
+fn helpers_and_variants_cover_every_dtype() {
+    for dt in quant::ALL_DTYPES {
+        for k in [
+            matvec(dt),
+            matvec_norm(dt),
+            matvec_silu(dt),
+            matvec_silu_norm(dt),
+            embed(dt),
+        ]
+        .into_iter()
+        .chain(matvec_tokens(dt))
+        {
+            assert!(k.name.ends_with(dt.name()), "{} for {}", k.name, dt.name());
+        }
+    }
+    // Float helpers equal the existing rules.
+    let p = matvec_push(WeightDtype::F16, 37, 100, true, 1e-5, None);
+    assert_eq!((p.stride8, p.accumulate, p.threads_per_row), (13, 1, 0));
+    assert_eq!(matvec_x_bytes(WeightDtype::F16, 100), 13 * 32);
+    assert_eq!(
+        matvec_groups_dt(WeightDtype::F16, 37, 100, None),
+        matvec_groups(37, 100)
+    );
+    assert_eq!(embed_push(WeightDtype::Bf16, 100, false, 0).stride8, 13);
+    // Block formats: stride in vec4s of the GPU row.
+    assert_eq!(
+        matvec_push(WeightDtype::Q8_0, 3, 576, false, 0.0, None).stride8,
+        39
+    );
+    assert_eq!(
+        matvec_push(WeightDtype::Q4K, 3, 512, false, 0.0, None).stride8,
+        18
+    );
+    assert_eq!(matvec_x_bytes(WeightDtype::Q4_1, 576), 576 * 4);
+    assert_eq!(gpu_matrix_bytes(WeightDtype::Q6K, 10, 100), None);
+}

@@ -1,0 +1,180 @@
+//! One RoPE for every kernel that rotates: the prefill path (`qk_norm_rope`, a chunk of
+//! tokens per dispatch) and the fused decode path (`attention_rope`, one token per
+//! dispatch) must write bit-identical K/V cache entries for the same q/k/v inputs.
+
+use sluice::testing::{test_device, ValidationGuard};
+use sluice::{Buffer, Device, ResourceClass};
+use sluice_kernels::*;
+
+fn u32_buffer(d: &Device, name: &str, data: &[u32], class: ResourceClass) -> Buffer {
+    let b = d.create_buffer(name, data.len() as u64 * 4, class).unwrap();
+    b.write(0, data).unwrap();
+    b
+}
+
+fn f32_buffer(d: &Device, name: &str, data: &[f32], class: ResourceClass) -> Buffer {
+    let b = d.create_buffer(name, data.len() as u64 * 4, class).unwrap();
+    b.write(0, data).unwrap();
+    b
+}
+
+/// Deterministic values in [-scale, scale).
+fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s as f32 / u32::MAX as f32 * 2.0 - 1.0) * scale
+        })
+        .collect()
+}
+
+#[test]
+fn prefill_and_decode_write_bit_identical_kv_entries() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let prefill = d.pipeline(&QK_NORM_ROPE).unwrap();
+    let decode = d.pipeline(&ATTENTION_ROPE).unwrap();
+    let capacity = 64u32;
+    for (heads, kv_heads, hd, use_norm, pos0, tokens, theta) in [
+        (4u32, 2u32, 64u32, 1u32, 0u32, 5u32, 1.0e6f32),
+        (3, 1, 128, 0, 21, 7, 1.0e4),
+        (2, 2, 32, 1, 40, 3, 5.0e5),
+    ] {
+        // q | k | v of one token, each block aligned to 64 floats so every token's slice
+        // starts on a 256-byte boundary.
+        let (nq, nk) = (heads * hd, kv_heads * hd);
+        let (k_off, v_off) = (
+            nq.next_multiple_of(64),
+            nq.next_multiple_of(64) + nk.next_multiple_of(64),
+        );
+        let stride = (v_off + nk).next_multiple_of(64);
+        let qkv = values((stride * tokens) as usize, heads * 7 + hd + pos0, 3.0);
+        let qn = values(hd as usize, 11, 1.5);
+        let kn = values(hd as usize, 13, 1.5);
+        let sentinel = 0x7E00_7E00u32;
+        let words = (kv_heads * capacity * hd / 2) as usize;
+        let caches = |tag: &str| {
+            (
+                u32_buffer(
+                    &d,
+                    &format!("k{tag}"),
+                    &vec![sentinel; words],
+                    ResourceClass::AppendOnlyKv,
+                ),
+                u32_buffer(
+                    &d,
+                    &format!("v{tag}"),
+                    &vec![sentinel; words],
+                    ResourceClass::AppendOnlyKv,
+                ),
+            )
+        };
+        let qnb = f32_buffer(&d, "qn", &qn, ResourceClass::ReadOnlyWeight);
+        let knb = f32_buffer(&d, "kn", &kn, ResourceClass::ReadOnlyWeight);
+
+        // Prefill: the whole chunk in one dispatch (q rotated in place in its own copy).
+        let (kp, vp) = caches("p");
+        let qkv_p = f32_buffer(&d, "qkv_p", &qkv, ResourceClass::TokenScratch);
+        let params = u32_buffer(
+            &d,
+            "params",
+            &[0, pos0, pos0 + 1, 0],
+            ResourceClass::Generic,
+        );
+        let push = QkRopePush {
+            heads,
+            kv_heads,
+            head_dim: hd,
+            capacity,
+            use_norm,
+            eps: 1e-6,
+            theta,
+            token_stride: stride,
+        };
+        let mut enc = d.encoder().unwrap();
+        enc.dispatch(
+            &prefill,
+            [heads + kv_heads, tokens, 1],
+            &[
+                params.slice(..),
+                qkv_p.slice(0..),
+                qkv_p.slice(k_off as u64 * 4..),
+                qkv_p.slice(v_off as u64 * 4..),
+                qnb.slice(..),
+                knb.slice(..),
+                kp.slice(..),
+                vp.slice(..),
+            ],
+            &push,
+        )
+        .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+
+        // Decode: one fused attention dispatch per token, at its position.
+        let (kd, vd) = caches("d");
+        let qkv_d = f32_buffer(&d, "qkv_d", &qkv, ResourceClass::TokenScratch);
+        let splits = 1u32;
+        let partial = f32_buffer(
+            &d,
+            "partial",
+            &vec![0.0; (heads * splits * (hd + 2)) as usize],
+            ResourceClass::TokenScratch,
+        );
+        for t in 0..tokens {
+            let pos = pos0 + t;
+            let params = u32_buffer(&d, "params", &[0, pos, pos + 1, 0], ResourceClass::Generic);
+            let at = (t * stride) as u64 * 4;
+            let push = AttnRopePush {
+                heads,
+                kv_heads,
+                head_dim: hd,
+                capacity,
+                chunk: capacity,
+                splits,
+                scale: 1.0 / (hd as f32).sqrt(),
+                use_norm,
+                eps: 1e-6,
+                theta,
+                k_offset: k_off,
+                v_offset: v_off,
+            };
+            let mut enc = d.encoder().unwrap();
+            enc.dispatch(
+                &decode,
+                [splits, heads, 1],
+                &[
+                    params.slice(..),
+                    qkv_d.slice(at..at + stride as u64 * 4),
+                    qnb.slice(..),
+                    knb.slice(..),
+                    kd.slice(..),
+                    vd.slice(..),
+                    partial.slice(..),
+                ],
+                &push,
+            )
+            .unwrap();
+            enc.submit().unwrap().wait().unwrap();
+        }
+        let what = format!("heads {heads}/{kv_heads} hd {hd} norm {use_norm} pos {pos0}+{tokens}");
+        let (kp, kd) = (
+            kp.read::<u32>(0, words).unwrap(),
+            kd.read::<u32>(0, words).unwrap(),
+        );
+        let (vp, vd) = (
+            vp.read::<u32>(0, words).unwrap(),
+            vd.read::<u32>(0, words).unwrap(),
+        );
+        let written = kp.iter().filter(|&&w| w != sentinel).count();
+        assert_eq!(
+            written as u32,
+            kv_heads * tokens * hd / 2,
+            "{what}: entries written"
+        );
+        assert_eq!(kp, kd, "{what}: K cache differs between prefill and decode");
+        assert_eq!(vp, vd, "{what}: V cache differs between prefill and decode");
+    }
+}

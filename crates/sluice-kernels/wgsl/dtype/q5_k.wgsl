@@ -1,0 +1,56 @@
+// Q5_K super-blocks (256 elements: f16 d, f16 dmin, 12 bytes of scales/mins, 32 bytes qh
+// (bit 2c / 2c + 1 of byte l = fifth bit of element 64c + l / 64c + 32 + l), 128 bytes of
+// nibbles as Q4_K). Row sections: qs (128 bytes per block), qh (32), d|dmin|scales (16).
+//! replaces: matvec_body matvec_q_body
+//! include: quant_common
+//! include: quant_k
+const QBLOCK: u32 = 256u;
+const QUNIT: u32 = 64u;
+
+fn q_xv4(u: u32, k: u32) -> u32 { return u * 16u + k; }
+
+fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+    let s = u / 4u;
+    let c = u % 4u;
+    let a = wraw(sel, rb + 8u * s + 2u * c);
+    let b = wraw(sel, rb + 8u * s + 2u * c + 1u);
+    let ha = wraw(sel, rb + nb * 8u + 2u * s);
+    let hb = wraw(sel, rb + nb * 8u + 2u * s + 1u);
+    let m = wraw(sel, rb + nb * 10u + s);
+    var slo = 0.0;
+    var shi = 0.0;
+    var xlo = vec4<f32>(0.0);
+    var xhi = vec4<f32>(0.0);
+    for (var k = 0u; k < 4u; k++) {
+        slo += dot(lo4(a[k]) + bits16(ha[k], 2u * c), (*xs)[k])
+            + dot(lo4(b[k]) + bits16(hb[k], 2u * c), (*xs)[k + 4u]);
+        shi += dot(hi4(a[k]) + bits16(ha[k], 2u * c + 1u), (*xs)[k + 8u])
+            + dot(hi4(b[k]) + bits16(hb[k], 2u * c + 1u), (*xs)[k + 12u]);
+        xlo += (*xs)[k] + (*xs)[k + 4u];
+        xhi += (*xs)[k + 8u] + (*xs)[k + 12u];
+    }
+    let dm = unpack2x16float(m.x);
+    let sm0 = k_scale_min(m, 2u * c);
+    let sm1 = k_scale_min(m, 2u * c + 1u);
+    let one = vec4<f32>(1.0);
+    return dm.x * (sm0.x * slo + sm1.x * shi) - dm.y * (sm0.y * dot(xlo, one) + sm1.y * dot(xhi, one));
+}
+
+fn q_elem(rb: u32, nb: u32, e: u32) -> f32 {
+    let s = e / 256u;
+    let r = e % 256u;
+    let c = r / 64u;
+    let hi = (r % 64u) / 32u;
+    let l = r % 32u;
+    let w = wword(false, rb, 128u * s + 32u * c + (l & ~3u));
+    var q = lo4(w);
+    if (hi == 1u) {
+        q = hi4(w);
+    }
+    let hw = wword(false, rb, nb * 128u + 32u * s + (l & ~3u));
+    let h = f32(((hw >> (8u * (l & 3u) + 2u * c + hi)) & 1u) * 16u);
+    let m = wraw(false, rb + nb * 10u + s);
+    let sm = k_scale_min(m, 2u * c + hi);
+    let dm = unpack2x16float(m.x);
+    return (dm.x * sm.x) * (q[l & 3u] + h) - dm.y * sm.y;
+}

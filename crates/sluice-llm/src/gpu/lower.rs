@@ -1,0 +1,489 @@
+//! The step described in [`crate::layer`] lowered to dispatches. One walk over the ops
+//! serves every [`Shape`]: decode (one token) and prefill (a chunk of tokens, token index
+//! in a workgroup dimension). The fusion switches of [`super::GpuOptions`] mean the same
+//! in both: a norm folded into the linear op that consumes it, gate/up + SiLU in one
+//! kernel, and (decode only, see `fuse_attention`) q/k norm + RoPE + KV append folded into
+//! attention.
+
+use sluice::{Buffer, BufferSlice, Encoder};
+use sluice_kernels as k;
+
+use super::layout::{qkv_offsets, qkv_rows, Matrix};
+use super::{GpuModel, Qkv};
+use crate::config::Arch;
+use crate::layer::{self, Act, LayerTensor as T, Linear, Norm, Op, Weight};
+
+/// What one recorded step covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// One token at `params.pos`.
+    Decode,
+    /// The `n` prompt tokens held by the params buffer, at positions `params.pos..`.
+    Prefill(u32),
+}
+
+impl Shape {
+    /// Tokens the step covers.
+    pub fn tokens(self) -> u32 {
+        match self {
+            Shape::Decode => 1,
+            Shape::Prefill(n) => n,
+        }
+    }
+
+    fn batched(self) -> bool {
+        matches!(self, Shape::Prefill(_))
+    }
+}
+
+/// Which member of the matvec family a dispatch uses.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Plain,
+    Norm,
+    Silu,
+    SiluNorm,
+}
+
+/// Per-token layout of a dispatch over several tokens: strides of x (vec4s) and y
+/// (floats), and the token count (workgroup z).
+#[derive(Clone, Copy)]
+struct Tokens {
+    n: u32,
+    x_stride4: u32,
+    y_stride: u32,
+}
+
+impl GpuModel {
+    /// Records the step for `shape` from the layer description.
+    pub(super) fn encode(&self, enc: &mut Encoder, shape: Shape) -> sluice::Result<()> {
+        for op in layer::forward(self.config.layers) {
+            match op {
+                Op::Embed => self.lower_embed(enc, shape)?,
+                Op::Linear(l) => self.lower_linear(enc, &l, shape)?,
+                Op::Attention(i) => self.lower_attention(enc, i, shape)?,
+                Op::Next => self.lower_next(enc, shape)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn label(&self, enc: &mut Encoder, shape: Shape, op: &str, layer: Option<usize>) {
+        let prefix = if shape.batched() { "prefill." } else { "" };
+        match layer {
+            Some(i) => enc.set_label(&format!("{prefix}{op} L{i}")),
+            None => enc.set_label(&format!("{prefix}{op}")),
+        }
+    }
+
+    /// An activation's buffer and its floats per token.
+    fn act(&self, a: Act) -> (&Buffer, u32) {
+        let s = &self.scratch;
+        let z = &self.sizes;
+        match a {
+            Act::X => (&s.x, z.x_stride as u32),
+            Act::Qkv => (&s.qkv, qkv_rows(&self.config) as u32),
+            Act::Attn => (&s.attn, z.attn_stride as u32),
+            Act::H => (&s.h, z.h_stride as u32),
+            Act::Logits => (&self.logits, self.config.vocab as u32),
+        }
+    }
+
+    /// The matrices of a weight with the first output row each writes.
+    fn matrices(&self, w: Weight) -> Vec<(&Matrix, u64)> {
+        match w {
+            Weight::Qkv(i) => match &self.layers[i].qkv {
+                Qkv::Stacked(m) => vec![(m, 0)],
+                Qkv::Split([q, kk, v]) => {
+                    let (qa, ka, va) = qkv_offsets(&self.config);
+                    vec![(q, qa), (kk, ka), (v, va)]
+                }
+            },
+            Weight::Layer(i, t) => {
+                let l = &self.layers[i];
+                let m = match t {
+                    T::O => &l.o,
+                    T::Gate => &l.gate,
+                    T::Up => &l.up,
+                    T::Down => &l.down,
+                    other => unreachable!("{other:?} is not a single projection"),
+                };
+                vec![(m, 0)]
+            }
+            Weight::Head => vec![(self.head(), 0)],
+        }
+    }
+
+    fn norm_weight(&self, n: Norm) -> &Buffer {
+        match n {
+            Norm::Layer(i, T::MlpNorm) => &self.layers[i].mlp_norm,
+            Norm::Layer(i, _) => &self.layers[i].attn_norm,
+            Norm::Final => &self.final_norm,
+        }
+    }
+
+    fn lower_embed(&self, enc: &mut Encoder, shape: Shape) -> sluice::Result<()> {
+        let h = self.config.hidden as u32;
+        self.label(enc, shape, "embed", None);
+        let mut groups = k::embed_groups_dt(self.embed.dtype, h);
+        groups[1] = shape.tokens();
+        enc.dispatch(
+            &self.device.pipeline(k::embed(self.embed.dtype))?,
+            groups,
+            &[
+                self.params.slice(..),
+                self.embed.buffer.slice(..),
+                self.scratch.x.slice(..),
+            ],
+            &k::embed_push(
+                self.embed.dtype,
+                h,
+                shape.batched(),
+                if shape.batched() {
+                    self.sizes.x_stride as u32
+                } else {
+                    0
+                },
+            ),
+        )
+    }
+
+    /// One matvec-family dispatch: `m` (and `up` for the gated ones) over `x` into `y`;
+    /// `tokens` for the token-batched variants.
+    #[allow(clippy::too_many_arguments)]
+    fn matvec(
+        &self,
+        enc: &mut Encoder,
+        family: Family,
+        m: &Matrix,
+        up: Option<&Matrix>,
+        x: BufferSlice<'_>,
+        norm: Option<&Buffer>,
+        y: BufferSlice<'_>,
+        accumulate: bool,
+        tokens: Option<Tokens>,
+    ) -> sluice::Result<()> {
+        let dt = m.dtype;
+        let desc = match (family, tokens.is_some()) {
+            (Family::Plain, false) => k::matvec(dt),
+            (Family::Norm, false) => k::matvec_norm(dt),
+            (Family::Silu, false) => k::matvec_silu(dt),
+            (Family::SiluNorm, false) => k::matvec_silu_norm(dt),
+            (Family::Plain, true) => k::matvec_tokens(dt)[0],
+            (Family::Norm, true) => k::matvec_tokens(dt)[1],
+            (Family::Silu, true) => k::matvec_silu_tokens(dt),
+            (Family::SiluNorm, true) => k::matvec_tokens(dt)[2],
+        };
+        let tpr = self.options.matvec_threads_per_row;
+        let eps = if norm.is_some() {
+            self.config.rms_eps
+        } else {
+            0.0
+        };
+        let mut push = m.push(accumulate, eps, tpr);
+        let mut groups = m.groups(tpr);
+        if let Some(t) = tokens {
+            push.x_stride4 = t.x_stride4;
+            push.y_stride = t.y_stride;
+            groups[2] = t.n;
+        }
+        let mut bindings = vec![m.buffer.slice(..)];
+        bindings.extend(up.map(|u| u.buffer.slice(..)));
+        bindings.push(x);
+        bindings.extend(norm.map(|n| n.slice(..)));
+        bindings.push(y);
+        enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push)
+    }
+
+    fn rmsnorm(
+        &self,
+        enc: &mut Encoder,
+        x: (&Buffer, u32),
+        w: &Buffer,
+        n: u32,
+        rows: u32,
+        first_row: u32,
+    ) -> sluice::Result<()> {
+        let (buf, stride) = x;
+        let off = first_row as u64 * stride as u64 * 4;
+        let bytes = ((rows - 1) as u64 * stride as u64 + n as u64) * 4;
+        let xn_bytes = bytes.max(n.next_multiple_of(8) as u64 * 4);
+        enc.dispatch(
+            &self.kernels.rmsnorm,
+            [rows, 1, 1],
+            &[
+                buf.slice(off..off + bytes),
+                w.slice(..),
+                self.scratch.xn.slice(0..xn_bytes),
+            ],
+            &k::RmsNormPush {
+                n,
+                rows,
+                eps: self.config.rms_eps,
+                stride,
+            },
+        )
+    }
+
+    /// A linear op: the norm folded in or separate, gated or not, per the fusion switches.
+    fn lower_linear(&self, enc: &mut Encoder, l: &Linear, shape: Shape) -> sluice::Result<()> {
+        let layer = match l.weight {
+            Weight::Qkv(i) | Weight::Layer(i, _) => Some(i),
+            Weight::Head => None,
+        };
+        self.label(enc, shape, l.label, layer);
+        let (mut xb, mut xs) = self.act(l.input);
+        let (yb, ys) = self.act(l.output);
+        let parts = self.matrices(l.weight);
+        let cols = parts[0].0.cols;
+        // The logits are the last token's only: the op runs once, on that token's input.
+        let last_only = l.output == Act::Logits;
+        let t = if last_only { 1 } else { shape.tokens() };
+        let first = if last_only { shape.tokens() - 1 } else { 0 };
+        let mut norm = l.norm.map(|n| self.norm_weight(n));
+        if let (Some(w), false) = (norm, self.options.fuse_norm) {
+            self.rmsnorm(enc, (xb, xs), w, cols, t, first)?;
+            (xb, xs) = (&self.scratch.xn, xs);
+            norm = None;
+        }
+        let xn_src = std::ptr::eq(xb, &self.scratch.xn);
+        let x_at = if xn_src {
+            0
+        } else {
+            first as u64 * xs as u64 * 4
+        };
+        let tokens = (shape.batched() && !last_only).then_some(Tokens {
+            n: t,
+            x_stride4: xs / 4,
+            y_stride: ys,
+        });
+        let x_slice = |m: &Matrix| match tokens {
+            Some(_) => xb.slice(..),
+            None => xb.slice(x_at..x_at + m.x_bytes()),
+        };
+        fn y_slice<'b>(buf: &'b Buffer, m: &Matrix, row: u64, batched: bool) -> BufferSlice<'b> {
+            if batched {
+                buf.slice(row * 4..)
+            } else {
+                buf.slice(row * 4..(row + m.rows as u64) * 4)
+            }
+        }
+        let batched = tokens.is_some();
+        let Some(upw) = l.up else {
+            let family = if norm.is_some() {
+                Family::Norm
+            } else {
+                Family::Plain
+            };
+            for (m, row) in parts {
+                let (x, y) = (x_slice(m), y_slice(yb, m, row, batched));
+                self.matvec(enc, family, m, None, x, norm, y, l.accumulate, tokens)?;
+            }
+            return Ok(());
+        };
+        let gate = parts[0].0;
+        let up = self.matrices(upw)[0].0;
+        if self.options.fuse_gate_up && gate.dtype == up.dtype {
+            let family = if norm.is_some() {
+                Family::SiluNorm
+            } else {
+                Family::Silu
+            };
+            let (x, y) = (x_slice(gate), y_slice(yb, gate, 0, batched));
+            return self.matvec(enc, family, gate, Some(up), x, norm, y, false, tokens);
+        }
+        // Unfused: gate and up into g and u (same per-token stride as the output), then
+        // silu(g) * u over every token's row.
+        let family = if norm.is_some() {
+            Family::Norm
+        } else {
+            Family::Plain
+        };
+        let s = &self.scratch;
+        for (m, out) in [(gate, &s.g), (up, &s.u)] {
+            let (x, y) = (x_slice(m), y_slice(out, m, 0, batched));
+            self.matvec(enc, family, m, None, x, norm, y, false, tokens)?;
+        }
+        let n = (t - 1) * ys + gate.rows;
+        enc.dispatch(
+            &self.kernels.silu_mul,
+            [k::groups_for(n, 256), 1, 1],
+            &[
+                s.g.slice(0..n as u64 * 4),
+                s.u.slice(0..n as u64 * 4),
+                yb.slice(0..n as u64 * 4),
+            ],
+            &k::CountPush { n },
+        )
+    }
+
+    /// Push constants of `qk_norm_rope`; `token_stride` > 0 for prefill chunks.
+    fn rope_push(&self, token_stride: u32) -> k::QkRopePush {
+        let c = &self.config;
+        k::QkRopePush {
+            heads: c.heads as u32,
+            kv_heads: c.kv_heads as u32,
+            head_dim: c.head_dim as u32,
+            capacity: self.options.context as u32,
+            use_norm: (c.arch == Arch::Qwen3) as u32,
+            eps: c.rms_eps,
+            theta: c.rope_theta,
+            token_stride,
+        }
+    }
+
+    /// Push constants of split attention and its combine; `q_stride` > 0 for prefill chunks.
+    fn attn_push(&self, q_stride: u32) -> k::AttnPush {
+        let c = &self.config;
+        k::AttnPush {
+            heads: c.heads as u32,
+            kv_heads: c.kv_heads as u32,
+            head_dim: c.head_dim as u32,
+            capacity: self.options.context as u32,
+            chunk: self.options.attention_chunk,
+            splits: self.sizes.splits,
+            scale: 1.0 / (c.head_dim as f32).sqrt(),
+            q_stride,
+        }
+    }
+
+    fn lower_attention(&self, enc: &mut Encoder, i: usize, shape: Shape) -> sluice::Result<()> {
+        let c = &self.config;
+        let l = &self.layers[i];
+        let s = &self.scratch;
+        let t = shape.tokens();
+        let (nh, hd) = (c.heads as u32, c.head_dim as u64);
+        let (q_at, k_at, v_at) = qkv_offsets(c);
+        let stride = if shape.batched() {
+            qkv_rows(c) as u32
+        } else {
+            0
+        };
+        let rope = self.rope_push(stride);
+        let attn = self.attn_push(stride);
+        let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
+        let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
+        let splits = self.sizes.splits;
+        if self.options.fuse_attention && !shape.batched() {
+            self.label(enc, shape, "attention", Some(i));
+            let push = k::AttnRopePush {
+                heads: nh,
+                kv_heads: rope.kv_heads,
+                head_dim: rope.head_dim,
+                capacity: rope.capacity,
+                chunk: attn.chunk,
+                splits,
+                scale: attn.scale,
+                use_norm: rope.use_norm,
+                eps: c.rms_eps,
+                theta: c.rope_theta,
+                k_offset: k_at as u32,
+                v_offset: v_at as u32,
+            };
+            enc.dispatch(
+                &self.kernels.attn_rope,
+                [splits, nh, 1],
+                &[
+                    self.params.slice(..),
+                    s.qkv.slice(..),
+                    qn.slice(..),
+                    kn.slice(..),
+                    l.k_cache.slice(..),
+                    l.v_cache.slice(..),
+                    s.partial.slice(..),
+                ],
+                &push,
+            )?;
+        } else {
+            // Views of q, k and v: one token's rows in decode, from there on in prefill.
+            let view = |at: u64, heads: u64| match shape {
+                Shape::Decode => s.qkv.slice(at * 4..(at + heads * hd) * 4),
+                Shape::Prefill(_) => s.qkv.slice(at * 4..),
+            };
+            let (q, kk, v) = (
+                view(q_at, c.heads as u64),
+                view(k_at, c.kv_heads as u64),
+                view(v_at, c.kv_heads as u64),
+            );
+            self.label(enc, shape, "qk_norm_rope", Some(i));
+            enc.dispatch(
+                &self.kernels.qk_rope,
+                [rope.heads + rope.kv_heads, t, 1],
+                &[
+                    self.params.slice(..),
+                    q,
+                    kk,
+                    v,
+                    qn.slice(..),
+                    kn.slice(..),
+                    l.k_cache.slice(..),
+                    l.v_cache.slice(..),
+                ],
+                &rope,
+            )?;
+            self.label(enc, shape, "attention", Some(i));
+            enc.dispatch(
+                &self.kernels.attn_split,
+                [splits, nh, t],
+                &[
+                    self.params.slice(..),
+                    q,
+                    l.k_cache.slice(..),
+                    l.v_cache.slice(..),
+                    s.partial.slice(..),
+                ],
+                &attn,
+            )?;
+        }
+        enc.dispatch(
+            &self.kernels.attn_combine,
+            [nh, t, 1],
+            &[self.params.slice(..), s.partial.slice(..), s.attn.slice(..)],
+            &attn,
+        )
+    }
+
+    /// The argmax (or the sampling kernel when sampling is on) into the result buffer and
+    /// `params.token`, then the position advanced by the step's tokens.
+    fn lower_next(&self, enc: &mut Encoder, shape: Shape) -> sluice::Result<()> {
+        let n = self.config.vocab as u32;
+        let bindings = [
+            self.logits.slice(..),
+            self.result.slice(..),
+            self.params.slice(..),
+        ];
+        match self.options.sampling.filter(|s| !s.is_greedy()) {
+            Some(s) => {
+                enc.set_label("sample");
+                let push = k::SamplePush {
+                    n,
+                    top_k: s.top_k as u32,
+                    temperature: s.temperature,
+                    top_p: s.top_p,
+                    seed_lo: s.seed as u32,
+                    seed_hi: (s.seed >> 32) as u32,
+                    _pad: [0; 2],
+                };
+                enc.dispatch(&self.kernels.sample, [1, 1, 1], &bindings, &push)?;
+            }
+            None => {
+                enc.set_label("argmax");
+                enc.dispatch(
+                    &self.kernels.argmax,
+                    [1, 1, 1],
+                    &bindings,
+                    &k::ArgmaxPush { n },
+                )?;
+            }
+        }
+        enc.set_label("advance");
+        enc.dispatch(
+            &self.kernels.advance,
+            [1, 1, 1],
+            &[self.params.slice(..), self.tokens.slice(..)],
+            &k::AdvancePush {
+                steps: shape.tokens(),
+            },
+        )
+    }
+}

@@ -1,0 +1,351 @@
+//! The model on the GPU: weights in `ReadOnlyWeight` buffers (each matrix in its own
+//! format), the KV cache in `AppendOnlyKv` buffers, per-token intermediates in
+//! `TokenScratch`, logits and the next token in `PersistentOutput`, and the per-token values
+//! (token id, position) in a small params buffer the kernels read — so a recorded step can
+//! be replayed unchanged.
+//!
+//! Split by concern: [`layout`] (where things live, checked sizes), [`upload`] (weights to
+//! the device), [`lower`] (the forward description of `crate::layer` lowered to dispatches
+//! for decode and prefill). Every dispatch declares its accesses; the runtime's hazard
+//! tracker places every barrier.
+
+pub mod layout;
+mod lower;
+mod upload;
+
+use std::sync::Arc;
+
+use sluice::{Buffer, Device, Pipeline};
+use sluice_kernels::WeightDtype;
+
+use crate::config::ModelConfig;
+use crate::error::LlmError;
+pub use layout::Matrix;
+pub use lower::Shape;
+
+/// Tensor data handed to the uploader: raw little-endian bytes of a dtype, or f32 values.
+pub enum TensorData<'a> {
+    /// Bytes as stored in a file (borrowed from the mapping) or generated, `[rows, cols]`
+    /// row-major, unpadded.
+    Raw {
+        /// Element type of the bytes.
+        dtype: WeightDtype,
+        /// The bytes.
+        bytes: std::borrow::Cow<'a, [u8]>,
+    },
+    /// f32 values, `[rows, cols]` row-major.
+    F32(Vec<f32>),
+}
+
+/// How the GPU model is built.
+#[derive(Clone, Debug)]
+pub struct GpuOptions {
+    /// KV-cache capacity in tokens (prompt + generated). Default 4352 (4096 + 256).
+    pub context: usize,
+    /// Fuse gate/up projections with SiLU·mul into one kernel. Default true.
+    pub fuse_gate_up: bool,
+    /// Positions per attention workgroup (<= 256). Default 256.
+    pub attention_chunk: u32,
+    /// Fold each RMSNorm into the matvec that consumes it (qkv, gate/up, LM head): one
+    /// dispatch and one barrier less per norm. Default true.
+    pub fuse_norm: bool,
+    /// Fold the q/k norm, rotary embedding and KV append into the attention kernel: one
+    /// dispatch and one barrier less per layer. Default true. Decode only: a prefill chunk's
+    /// keys must all be in the cache before any of its queries attends, so prefill always
+    /// appends first.
+    pub fuse_attention: bool,
+    /// Threads per output row in the matvec kernels (32, 64, 128 or 256); `None` picks by
+    /// row length (`sluice_kernels::matvec_threads_per_row`). Default `None`.
+    pub matvec_threads_per_row: Option<u32>,
+    /// Prompt tokens per prefill chunk (each heavy dispatch of a chunk covers all of its
+    /// tokens). Default 16.
+    pub prefill_chunk: usize,
+    /// Sample the next token on the GPU with these settings instead of taking the argmax
+    /// (the token still stays on the GPU, so replayed steps queue back to back). Default
+    /// `None`: greedy.
+    pub sampling: Option<crate::sampler::Sampling>,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            context: 4352,
+            fuse_gate_up: true,
+            attention_chunk: 256,
+            fuse_norm: true,
+            fuse_attention: true,
+            matvec_threads_per_row: None,
+            prefill_chunk: 16,
+            sampling: None,
+        }
+    }
+}
+
+/// The q, k and v projections of a layer: one stacked matrix when they share a format,
+/// else three (written to the same rows of the qkv activation).
+pub(crate) enum Qkv {
+    /// `[q; k; v]` rows, each block padded to `QKV_ALIGN` rows.
+    Stacked(Matrix),
+    /// Separate matrices (formats differ, as in some quantized files).
+    Split([Matrix; 3]),
+}
+
+impl Qkv {
+    /// The matrices, in q, k, v order when split.
+    pub fn matrices(&self) -> std::slice::Iter<'_, Matrix> {
+        match self {
+            Qkv::Stacked(m) => std::slice::from_ref(m).iter(),
+            Qkv::Split(ms) => ms.iter(),
+        }
+    }
+}
+
+pub(crate) struct Layer {
+    pub attn_norm: Buffer,
+    pub qkv: Qkv,
+    pub o: Matrix,
+    pub q_norm: Option<Buffer>,
+    pub k_norm: Option<Buffer>,
+    pub mlp_norm: Buffer,
+    pub gate: Matrix,
+    pub up: Matrix,
+    pub down: Matrix,
+    pub k_cache: Buffer,
+    pub v_cache: Buffer,
+}
+
+/// Per-token activations; each holds a whole prefill chunk (token t at t * stride).
+pub(crate) struct Scratch {
+    pub x: Buffer,
+    pub xn: Buffer,
+    /// q | k | v outputs, laid out like the stacked matrix's rows.
+    pub qkv: Buffer,
+    pub attn: Buffer,
+    pub partial: Buffer,
+    pub h: Buffer,
+    pub g: Buffer,
+    pub u: Buffer,
+    /// Stand-in for the q/k norm weights of models without them (Llama).
+    pub ones: Buffer,
+}
+
+/// Pipelines that do not depend on a weight format.
+pub(crate) struct Kernels {
+    pub rmsnorm: Arc<Pipeline>,
+    pub qk_rope: Arc<Pipeline>,
+    pub attn_split: Arc<Pipeline>,
+    pub attn_combine: Arc<Pipeline>,
+    pub attn_rope: Arc<Pipeline>,
+    pub argmax: Arc<Pipeline>,
+    pub sample: Arc<Pipeline>,
+    pub silu_mul: Arc<Pipeline>,
+    pub advance: Arc<Pipeline>,
+}
+
+/// A model resident on the GPU, ready to decode.
+pub struct GpuModel {
+    device: Device,
+    config: ModelConfig,
+    options: GpuOptions,
+    kernels: Kernels,
+    sizes: layout::Sizes,
+    embed: Matrix,
+    layers: Vec<Layer>,
+    final_norm: Buffer,
+    lm_head: Option<Matrix>,
+    scratch: Scratch,
+    /// `[token, pos, seq_len, 0]` as u32, then the prompt tokens of a prefill chunk.
+    params: Buffer,
+    /// Logits of the last step, f32 `[vocab]`. Device-local scratch: the host reads them
+    /// (sampling, parity) through a copy, which beats uncached reads of BAR memory.
+    logits: Buffer,
+    /// `(index: u32, value: f32)` of the last step's argmax.
+    result: Buffer,
+    /// Token ring: `tokens[pos]` is the token at position `pos` chosen on the GPU.
+    tokens: Buffer,
+}
+
+impl GpuModel {
+    /// The model's configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The device it lives on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// KV-cache capacity in tokens.
+    pub fn context(&self) -> usize {
+        self.options.context
+    }
+
+    /// Bytes of weights read per decode step.
+    pub fn weight_bytes(&self) -> u64 {
+        let mut n = self.embed.buffer.size() / self.embed.rows as u64; // one embedding row
+        for l in &self.layers {
+            n += l.qkv.matrices().map(|m| m.buffer.size()).sum::<u64>();
+            n += [&l.o, &l.gate, &l.up, &l.down]
+                .iter()
+                .map(|m| m.buffer.size())
+                .sum::<u64>();
+        }
+        n + self.head().buffer.size()
+    }
+
+    /// Writes the per-token params: the input token and its position.
+    pub fn set_params(&self, token: u32, pos: usize) -> Result<(), LlmError> {
+        if pos >= self.options.context {
+            return Err(LlmError::ContextFull {
+                context: self.options.context,
+            });
+        }
+        if token as usize >= self.config.vocab {
+            return Err(LlmError::InvalidArgument(format!(
+                "token id {token} is outside the vocabulary of {}",
+                self.config.vocab
+            )));
+        }
+        self.params
+            .write(0, &[token, pos as u32, pos as u32 + 1, 0])?;
+        Ok(())
+    }
+
+    /// The LM head (the embedding when tied).
+    fn head(&self) -> &Matrix {
+        self.lm_head.as_ref().unwrap_or(&self.embed)
+    }
+
+    /// Weight formats of the model's matrices, with the number of matrices of each.
+    pub fn weight_formats(&self) -> Vec<(WeightDtype, usize)> {
+        let mut v: Vec<(WeightDtype, usize)> = Vec::new();
+        let mut add = |d: WeightDtype| match v.iter_mut().find(|(x, _)| *x == d) {
+            Some((_, n)) => *n += 1,
+            None => v.push((d, 1)),
+        };
+        add(self.embed.dtype);
+        for l in &self.layers {
+            l.qkv.matrices().for_each(|m| add(m.dtype));
+            [&l.o, &l.gate, &l.up, &l.down]
+                .iter()
+                .for_each(|m| add(m.dtype));
+        }
+        if let Some(h) = &self.lm_head {
+            add(h.dtype);
+        }
+        v
+    }
+
+    /// Records one decode step (params must hold the token and position): logits, the next
+    /// token into the result buffer and `params.token`, the position advanced by one.
+    pub fn encode_step(&self, enc: &mut sluice::Encoder) -> sluice::Result<()> {
+        self.encode(enc, Shape::Decode)
+    }
+
+    /// Records the prefill of `n` prompt tokens (in the params buffer, see
+    /// [`GpuModel::set_prefill_params`]): every op covers all `n` tokens; the logits and
+    /// the next token are the last token's and the position advances by `n`.
+    pub fn encode_prefill(&self, enc: &mut sluice::Encoder, n: usize) -> sluice::Result<()> {
+        let n = u32::try_from(n)
+            .ok()
+            .filter(|&n| n >= 1 && n as usize <= self.prefill_chunk())
+            .ok_or_else(|| {
+                sluice::Error::InvalidUse(format!(
+                    "prefill of {n} tokens: the model takes 1..={} per chunk",
+                    self.prefill_chunk()
+                ))
+            })?;
+        self.encode(enc, Shape::Prefill(n))
+    }
+
+    /// Whether the next token is sampled on the GPU (else it is the argmax).
+    pub fn samples_on_gpu(&self) -> bool {
+        self.options.sampling.is_some_and(|s| !s.is_greedy())
+    }
+
+    /// Prompt tokens per prefill chunk.
+    pub fn prefill_chunk(&self) -> usize {
+        self.options.prefill_chunk.max(1)
+    }
+
+    /// Writes the params for a prefill chunk: `tokens` at positions `pos..`.
+    pub fn set_prefill_params(&self, tokens: &[u32], pos: usize) -> Result<(), LlmError> {
+        if tokens.is_empty() || tokens.len() > self.prefill_chunk() {
+            return Err(LlmError::InvalidArgument(format!(
+                "prefill chunk of {} tokens (1..={})",
+                tokens.len(),
+                self.prefill_chunk()
+            )));
+        }
+        if pos + tokens.len() > self.options.context {
+            return Err(LlmError::ContextFull {
+                context: self.options.context,
+            });
+        }
+        if let Some(t) = tokens.iter().find(|&&t| t as usize >= self.config.vocab) {
+            return Err(LlmError::InvalidArgument(format!(
+                "token id {t} is outside the vocabulary of {}",
+                self.config.vocab
+            )));
+        }
+        let mut words = vec![tokens[0], pos as u32, pos as u32 + 1, 0];
+        words.extend_from_slice(tokens);
+        self.params.write(0, &words)?;
+        Ok(())
+    }
+
+    /// Tokens the GPU chose for positions `from..to` (waits for their writers).
+    pub fn gpu_tokens(&self, from: usize, to: usize) -> Result<Vec<u32>, LlmError> {
+        if to > self.options.context || from > to {
+            return Err(LlmError::ContextFull {
+                context: self.options.context,
+            });
+        }
+        Ok(self.tokens.read::<u32>(from as u64 * 4, to - from)?)
+    }
+
+    /// Runs one step for `token` at `pos` and returns the greedy next token.
+    pub fn step(&self, token: u32, pos: usize) -> Result<u32, LlmError> {
+        self.set_params(token, pos)?;
+        let mut enc = self.device.encoder()?;
+        self.encode_step(&mut enc)?;
+        enc.submit()?;
+        self.next_token()
+    }
+
+    /// The argmax of the last completed step (waits for it).
+    pub fn next_token(&self) -> Result<u32, LlmError> {
+        Ok(self.result.read::<u32>(0, 1)?[0])
+    }
+
+    /// The logits of the last step (waits for it).
+    pub fn logits(&self) -> Result<Vec<f32>, LlmError> {
+        Ok(self.logits.read::<f32>(0, self.config.vocab)?)
+    }
+}
+
+/// Bytes of all weights of `config` stored as `dtype` on the GPU (rows padded to 8);
+/// `None` when the size overflows.
+pub fn weight_bytes(config: &ModelConfig, dtype: WeightDtype) -> Option<u64> {
+    let c = config;
+    let m = |rows: usize, cols: usize| layout::matrix_bytes(dtype, rows, cols);
+    let vectors = ((2 * c.hidden + 2 * c.head_dim) as u64).checked_mul(4)?;
+    let per_layer = [
+        m(c.heads.checked_mul(c.head_dim)?, c.hidden)?,
+        m(c.kv_heads.checked_mul(c.head_dim)?, c.hidden)?.checked_mul(2)?,
+        m(c.hidden, c.heads.checked_mul(c.head_dim)?)?,
+        m(c.intermediate, c.hidden)?.checked_mul(2)?,
+        m(c.hidden, c.intermediate)?,
+        vectors,
+    ]
+    .iter()
+    .try_fold(0u64, |a, &b| a.checked_add(b))?;
+    let embed = m(c.vocab, c.hidden)?;
+    let head = if c.tied_embeddings { 0 } else { embed };
+    (c.layers as u64)
+        .checked_mul(per_layer)?
+        .checked_add(embed)?
+        .checked_add(head)?
+        .checked_add((c.hidden * 4) as u64)
+}

@@ -1,0 +1,317 @@
+//! Building a [`GpuModel`]: options checked, sizes computed (checked) and compared with
+//! the device's memory before anything is uploaded, then weights uploaded tensor by
+//! tensor in the format the source hands over (`TensorData`), and the KV cache, scratch
+//! and output buffers created.
+
+use sluice::{Buffer, Device, ResourceClass};
+use sluice_kernels as k;
+use sluice_kernels::WeightDtype;
+
+use super::layout::{self, qkv_rows, Matrix, Sizes, QKV_ALIGN};
+use super::{GpuModel, GpuOptions, Kernels, Layer, Qkv, Scratch, TensorData};
+use crate::config::ModelConfig;
+use crate::error::LlmError;
+use crate::layer::{LayerTensor as T, ModelTensor};
+
+fn f32_bytes(v: &[f32]) -> &[u8] {
+    // SAFETY: f32 has no padding and any byte is initialised; the slice borrows `v`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+/// A tensor's data as (format, file-layout bytes): raw data as it came, f32 as f32.
+fn as_raw(data: TensorData<'_>) -> (WeightDtype, Vec<u8>) {
+    match data {
+        TensorData::Raw { dtype, bytes } => (dtype, bytes.into_owned()),
+        TensorData::F32(v) => (WeightDtype::F32, f32_bytes(&v).to_vec()),
+    }
+}
+
+fn check_options(device: &Device, c: &ModelConfig, o: &GpuOptions) -> Result<(), LlmError> {
+    if !c.head_dim.is_multiple_of(2) || c.head_dim > 256 {
+        return Err(LlmError::InvalidArgument(format!(
+            "head_dim {} is not supported (must be even and <= 256)",
+            c.head_dim
+        )));
+    }
+    if let Some(t) = o.matvec_threads_per_row {
+        let sg = device.info().subgroup_size;
+        if !(t.is_power_of_two() && (32..=256).contains(&t) && t >= sg) {
+            return Err(LlmError::InvalidArgument(format!(
+                "matvec threads per row {t}: must be a power of two in 32..=256 and at least the subgroup size {sg}"
+            )));
+        }
+    }
+    if o.attention_chunk == 0 || o.attention_chunk > 256 {
+        return Err(LlmError::InvalidArgument(format!(
+            "attention chunk {} must be in 1..=256",
+            o.attention_chunk
+        )));
+    }
+    if let Some(sampling) = &o.sampling {
+        sampling.check()?;
+    }
+    Ok(())
+}
+
+/// Fails before any upload when the model cannot fit in device memory.
+fn check_fits(device: &Device, weights: u64, sizes: &Sizes) -> Result<(), LlmError> {
+    let needed = weights.saturating_add(sizes.total);
+    let available: u64 = device
+        .heaps()
+        .iter()
+        .filter(|h| h.device_local)
+        .map(|h| {
+            h.budget
+                .unwrap_or(h.size)
+                .saturating_sub(h.usage.unwrap_or(0))
+        })
+        .max()
+        .unwrap_or(0);
+    if needed > available {
+        return Err(LlmError::DoesNotFit {
+            needed,
+            available,
+            device: device.info().name.clone(),
+        });
+    }
+    Ok(())
+}
+
+impl GpuModel {
+    /// Uploads a model. `tensor(name)` returns each HF-named tensor (in the format it is to
+    /// have on the GPU); `progress` is called with (bytes uploaded, total bytes).
+    /// `weight_estimate` is the expected total of weight bytes, for the memory check and
+    /// the progress bar (e.g. [`super::weight_bytes`]).
+    pub fn load<'a>(
+        device: &Device,
+        config: &ModelConfig,
+        options: GpuOptions,
+        weight_estimate: u64,
+        mut tensor: impl FnMut(&str) -> Result<TensorData<'a>, LlmError>,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<GpuModel, LlmError> {
+        let c = config;
+        check_options(device, c, &options)?;
+        let mut options = options;
+        if !(c.heads * c.head_dim).is_multiple_of(8) && options.prefill_chunk > 1 {
+            // Prefill strides of the attention output must keep 16-byte alignment.
+            log::debug!(
+                "prefill chunk forced to 1: heads x head_dim = {} is not a multiple of 8",
+                c.heads * c.head_dim
+            );
+            options.prefill_chunk = 1;
+        }
+        let sizes = Sizes::new(
+            c,
+            options.context,
+            options.prefill_chunk,
+            options.attention_chunk,
+        )?;
+        check_fits(device, weight_estimate, &sizes)?;
+        let kernels = Kernels {
+            rmsnorm: device.pipeline(&k::RMSNORM)?,
+            qk_rope: device.pipeline(&k::QK_NORM_ROPE)?,
+            attn_split: device.pipeline(&k::ATTENTION_SPLIT)?,
+            attn_combine: device.pipeline(&k::ATTENTION_COMBINE)?,
+            attn_rope: device.pipeline(&k::ATTENTION_ROPE)?,
+            argmax: device.pipeline(&k::ARGMAX)?,
+            sample: device.pipeline(&k::SAMPLE)?,
+            silu_mul: device.pipeline(&k::SILU_MUL)?,
+            advance: device.pipeline(&k::ADVANCE_PARAMS)?,
+        };
+        let total = weight_estimate.max(1);
+        let mut done = 0u64;
+        let mut fetch = |name: &str, rows: usize, cols: usize| -> Result<_, LlmError> {
+            let (dtype, bytes) = as_raw(tensor(name)?);
+            let want = layout::file_bytes(dtype, rows, cols);
+            if want != Some(bytes.len()) {
+                return Err(LlmError::InvalidArgument(format!(
+                    "tensor {name:?}: {} bytes of {} for shape [{rows}, {cols}] (expected {})",
+                    bytes.len(),
+                    dtype.name(),
+                    want.map_or("a whole number of blocks per row".into(), |w| w.to_string())
+                )));
+            }
+            let gpu = k::to_gpu_layout(dtype, rows, cols, &bytes);
+            done += gpu.len() as u64;
+            progress(done.min(total), total);
+            Ok((dtype, gpu))
+        };
+        let upload = |name: &str, dtype: WeightDtype, bytes: &[u8], rows: usize, cols: usize| {
+            let buffer =
+                device.create_buffer(name, bytes.len() as u64, ResourceClass::ReadOnlyWeight)?;
+            buffer.write_bytes(0, bytes)?;
+            Ok::<_, LlmError>(Matrix {
+                buffer,
+                rows: rows as u32,
+                cols: cols as u32,
+                dtype,
+            })
+        };
+        let (h, hd, inter) = (c.hidden, c.head_dim, c.intermediate);
+        let embed_name = ModelTensor::Embed.hf_name();
+        let (dt, bytes) = fetch(embed_name, c.vocab, h)?;
+        let embed = upload(embed_name, dt, &bytes, c.vocab, h)?;
+        let mut matrices = Vec::new();
+        for i in 0..c.layers {
+            // q, k, v: stacked into one matrix (each block padded to QKV_ALIGN rows of
+            // zeros) when they share a format.
+            let parts = [
+                (T::Q, c.heads * hd),
+                (T::K, c.kv_heads * hd),
+                (T::V, c.kv_heads * hd),
+            ];
+            let mut fetched = Vec::with_capacity(3);
+            for (t, rows) in parts {
+                let (dt, bytes) = fetch(&t.hf_name(i), rows, h)?;
+                fetched.push((t, rows, dt, bytes));
+            }
+            let qkv = if fetched.iter().all(|f| f.2 == fetched[0].2) {
+                let dt = fetched[0].2;
+                let row_bytes = fetched[0].3.len() / fetched[0].1;
+                let mut stacked = Vec::with_capacity(qkv_rows(c) * row_bytes);
+                for (_, rows, _, bytes) in &fetched {
+                    stacked.extend_from_slice(bytes);
+                    let pad = rows.next_multiple_of(QKV_ALIGN) - rows;
+                    stacked.resize(stacked.len() + pad * row_bytes, 0);
+                }
+                Qkv::Stacked(upload(
+                    &format!("model.layers.{i}.self_attn.qkv"),
+                    dt,
+                    &stacked,
+                    qkv_rows(c),
+                    h,
+                )?)
+            } else {
+                let mut ms = fetched
+                    .into_iter()
+                    .map(|(t, rows, dt, bytes)| upload(&t.hf_name(i), dt, &bytes, rows, h));
+                let (q, kk, v) = (
+                    ms.next().unwrap()?,
+                    ms.next().unwrap()?,
+                    ms.next().unwrap()?,
+                );
+                Qkv::Split([q, kk, v])
+            };
+            let mut matrix = |t: T, rows: usize, cols: usize| -> Result<Matrix, LlmError> {
+                let name = t.hf_name(i);
+                let (dt, bytes) = fetch(&name, rows, cols)?;
+                upload(&name, dt, &bytes, rows, cols)
+            };
+            let o = matrix(T::O, h, c.heads * hd)?;
+            let gate = matrix(T::Gate, inter, h)?;
+            let up = matrix(T::Up, inter, h)?;
+            let down = matrix(T::Down, h, inter)?;
+            matrices.push((qkv, o, gate, up, down));
+            // Bound staging memory: let the uploads of one layer finish before the next.
+            device.synchronize()?;
+        }
+        let lm_head = if c.tied_embeddings {
+            None
+        } else {
+            let name = ModelTensor::LmHead.hf_name();
+            let (dt, bytes) = fetch(name, c.vocab, h)?;
+            Some(upload(name, dt, &bytes, c.vocab, h)?)
+        };
+        let mut vector = |name: &str, n: usize| -> Result<Buffer, LlmError> {
+            let mut v = match tensor(name)? {
+                TensorData::Raw { dtype, bytes } => k::unpack_to_f32(dtype, &bytes),
+                TensorData::F32(v) => v,
+            };
+            if v.len() != n {
+                return Err(LlmError::InvalidArgument(format!(
+                    "tensor {name:?} has {} values, expected {n}",
+                    v.len()
+                )));
+            }
+            v.resize(n.next_multiple_of(8), 0.0);
+            let b =
+                device.create_buffer(name, (v.len() * 4) as u64, ResourceClass::ReadOnlyWeight)?;
+            b.write_bytes(0, f32_bytes(&v))?;
+            Ok(b)
+        };
+        // Activations are padded to whole 8-element chunks and zeroed: the matvec kernels
+        // read x in 16-byte pieces up to the padded length.
+        let f32_buf = |name: &str, n: usize, class| -> Result<Buffer, LlmError> {
+            let n = n.max(1).next_multiple_of(8);
+            let b = device.create_buffer(name, (n * 4) as u64, class)?;
+            b.write(0, &vec![0f32; n])?;
+            Ok(b)
+        };
+        let mut layers = Vec::with_capacity(c.layers);
+        for (i, (qkv, o, gate, up, down)) in matrices.into_iter().enumerate() {
+            let qk = c.arch.has_qk_norm();
+            layers.push(Layer {
+                attn_norm: vector(&T::AttnNorm.hf_name(i), h)?,
+                q_norm: qk.then(|| vector(&T::QNorm.hf_name(i), hd)).transpose()?,
+                k_norm: qk.then(|| vector(&T::KNorm.hf_name(i), hd)).transpose()?,
+                mlp_norm: vector(&T::MlpNorm.hf_name(i), h)?,
+                qkv,
+                o,
+                gate,
+                up,
+                down,
+                k_cache: device.create_buffer(
+                    &format!("kv.{i}.k"),
+                    sizes.kv_bytes,
+                    ResourceClass::AppendOnlyKv,
+                )?,
+                v_cache: device.create_buffer(
+                    &format!("kv.{i}.v"),
+                    sizes.kv_bytes,
+                    ResourceClass::AppendOnlyKv,
+                )?,
+            });
+        }
+        let final_norm = vector(ModelTensor::FinalNorm.hf_name(), h)?;
+        let chunk = sizes.chunk;
+        let tok = ResourceClass::TokenScratch;
+        let scratch = Scratch {
+            x: f32_buf("x", sizes.x_stride * chunk, tok)?,
+            xn: f32_buf("xn", sizes.x_stride.max(sizes.attn_stride) * chunk, tok)?,
+            qkv: f32_buf("qkv", qkv_rows(c) * chunk, tok)?,
+            attn: f32_buf("attn", sizes.attn_stride * chunk, tok)?,
+            partial: f32_buf(
+                "attn.partial",
+                c.heads * sizes.splits as usize * (hd + 2) * chunk,
+                tok,
+            )?,
+            h: f32_buf("mlp.h", sizes.h_stride * chunk, tok)?,
+            g: f32_buf("mlp.g", sizes.h_stride * chunk, tok)?,
+            u: f32_buf("mlp.u", sizes.h_stride * chunk, tok)?,
+            ones: {
+                let b = f32_buf("ones", hd, ResourceClass::ReadOnlyWeight)?;
+                b.write(0, &vec![1.0f32; hd])?;
+                b
+            },
+        };
+        progress(total, total);
+        let params =
+            device.create_buffer("params", 16 + 4 * chunk as u64, ResourceClass::Generic)?;
+        let logits =
+            device.create_buffer("logits", (c.vocab * 4) as u64, ResourceClass::TokenScratch)?;
+        let result = device.create_buffer("next_token", 8, ResourceClass::PersistentOutput)?;
+        let tokens = device.create_buffer(
+            "tokens",
+            (options.context * 4) as u64,
+            ResourceClass::PersistentOutput,
+        )?;
+        device.synchronize()?;
+        Ok(GpuModel {
+            device: device.clone(),
+            config: c.clone(),
+            options,
+            kernels,
+            sizes,
+            embed,
+            layers,
+            final_norm,
+            lm_head,
+            scratch,
+            params,
+            logits,
+            result,
+            tokens,
+        })
+    }
+}

@@ -119,7 +119,7 @@ pub fn generate(args: &Args, device: &Device) -> Result<(), String> {
     let loaded = open_model(device, &m.model, &m.load, progress(json)).map_err(err)?;
     let prompt = match (prompt_ids, &prompt_text, &loaded.tokenizer) {
         (Some(ids), _, _) => ids,
-        (None, Some(text), Some(tok)) => tok.encode(text),
+        (None, Some(text), Some(tok)) => tok.encode(text, true, true).map_err(err)?,
         (None, Some(_), None) => {
             return Err(format!(
                 "{} has no tokenizer.json: give --prompt-ids",
@@ -137,7 +137,7 @@ pub fn generate(args: &Args, device: &Device) -> Result<(), String> {
         if stream {
             match tok {
                 Some(tk) => {
-                    let _ = write!(out, "{}", tk.decode(&[t]));
+                    let _ = write!(out, "{}", tk.decode(&[t], true).unwrap_or_default());
                 }
                 None => {
                     let _ = write!(out, "{t} ");

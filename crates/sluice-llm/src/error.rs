@@ -129,6 +129,15 @@ pub enum LlmError {
         /// KV-cache capacity in tokens.
         context: usize,
     },
+    /// A tokenizer (tokenizer.json, a GGUF vocabulary) or chat template is invalid or
+    /// unsupported, or a request to it is (a token id outside the vocabulary).
+    #[error("{what}: {msg}")]
+    Tokenizer {
+        /// The file, `gguf vocabulary`, `chat template` or `tokenizer`.
+        what: String,
+        /// What is wrong, with the numbers involved.
+        msg: String,
+    },
     /// The GPU runtime failed (device lost, out of memory, timeout, ...).
     #[error(transparent)]
     Gpu(#[from] sluice::Error),
@@ -138,6 +147,14 @@ pub enum LlmError {
 pub type Result<T> = std::result::Result<T, LlmError>;
 
 impl LlmError {
+    /// An [`LlmError::Tokenizer`] about `what`.
+    pub fn tokenizer(what: impl Into<String>, msg: impl Into<String>) -> Self {
+        LlmError::Tokenizer {
+            what: what.into(),
+            msg: msg.into(),
+        }
+    }
+
     /// An [`LlmError::Io`] for `path`.
     pub fn io(path: impl Into<PathBuf>, op: &'static str, source: std::io::Error) -> Self {
         LlmError::Io {

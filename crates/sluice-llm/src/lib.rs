@@ -2,11 +2,12 @@
 //!
 //! CPU side: model config ([`config`]), safetensors reading ([`safetensors`]), tensor
 //! naming and synthetic weights ([`weights`]), an f32 reference forward ([`reference`]),
-//! sampling ([`sampler`]) and a BPE tokenizer ([`tokenizer`]). GPU side: the model on the
+//! sampling ([`sampler`]), tokenizers ([`tokenizer`]) and chat templates ([`chat`]). GPU side: the model on the
 //! device ([`gpu`]), the decode loop in direct or replay mode ([`decode`]), generation and
 //! benchmarks ([`run`]) and opening models by name ([`load`]).
 #![warn(missing_docs)]
 
+pub mod chat;
 pub mod config;
 pub mod decode;
 pub mod error;

@@ -292,7 +292,7 @@ fn open_hf(
     )?;
     let tokenizer = files
         .tokenizer_path()
-        .map(Tokenizer::from_file)
+        .map(Tokenizer::from_hf_file)
         .transpose()?;
     Ok(Loaded {
         dtype: format_summary(&model),

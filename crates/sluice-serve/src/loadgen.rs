@@ -202,3 +202,13 @@ pub async fn run(cfg: LoadgenConfig) -> Result<LoadgenReport> {
         itl: Latency::of(itl),
     })
 }
+
+/// [`run`] on a runtime of its own (for callers without one).
+pub fn run_blocking(cfg: LoadgenConfig) -> Result<LoadgenReport> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| ServeError::io("start the async runtime", e))?
+        .block_on(run(cfg))
+}

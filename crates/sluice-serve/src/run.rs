@@ -53,7 +53,7 @@ pub fn start_gpu(source: ModelSource, limits: Limits) -> Result<GpuServer> {
         load.gpu.sampling = None;
         let loaded = open_model(&device, &source.spec, &load, |_, _| {})?;
         let eos = loaded.model.config().eos_token;
-        let _ = codec_tx.send(TextCodec::new(loaded.tokenizer, eos));
+        let _ = codec_tx.send(TextCodec::new(loaded.tokenizer, eos)?);
         {
             let decoder = Decoder::new(&loaded.model, source.mode, source.graph)?;
             let mut engine = GpuEngine::new(decoder);

@@ -123,7 +123,34 @@ pub struct Scheduler {
     next_id: Arc<AtomicU64>,
     limits: Limits,
     info: EngineInfo,
-    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+    thread: Arc<Joiner>,
+}
+
+/// Stops and joins the engine thread when the last [`Scheduler`] handle goes away, so the
+/// engine (and its GPU objects) never outlive the server, also when a caller unwinds.
+struct Joiner {
+    tx: Mutex<mpsc::Sender<Command>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Joiner {
+    fn join(&self) {
+        let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Joiner {
+    fn drop(&mut self) {
+        let _ = self
+            .tx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(Command::Abort);
+        self.join();
+    }
 }
 
 impl Scheduler {
@@ -197,6 +224,10 @@ impl Scheduler {
             }
         };
         metrics.max_running.store(info.max_running as u64, Relaxed);
+        let joiner = Arc::new(Joiner {
+            tx: Mutex::new(tx.clone()),
+            thread: Mutex::new(Some(thread)),
+        });
         Ok(Scheduler {
             tx,
             metrics,
@@ -206,7 +237,7 @@ impl Scheduler {
             next_id: Arc::new(AtomicU64::new(1)),
             limits,
             info,
-            thread: Arc::new(Mutex::new(Some(thread))),
+            thread: joiner,
         })
     }
 
@@ -288,10 +319,7 @@ impl Scheduler {
         if !clean {
             self.abort();
         }
-        let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(h) = handle {
-            let _ = h.join();
-        }
+        self.thread.join();
         clean
     }
 }

@@ -246,11 +246,7 @@ async fn handle(s: &AppState, headers: &HeaderMap, body: Body, kind: Kind) -> Re
         Kind::Chat => {
             let req: ChatRequest = parse_body(&bytes)?;
             let settings = req.common.settings()?;
-            let prompt = blocking(move || {
-                let text = codec.render_chat(&req.messages)?;
-                codec.encode(&text)
-            })
-            .await?;
+            let prompt = blocking(move || codec.encode_chat(&req.messages)).await?;
             (prompt, settings)
         }
         Kind::Text => {

@@ -1,6 +1,7 @@
 //! A tiny chat model directory for tests and demos: the `synthetic:tiny` shapes with a
 //! 260-token vocabulary (the 256 bytes plus ChatML specials) written as a Hugging Face
-//! directory (`config.json`, `model.safetensors`, `tokenizer.json`).
+//! directory (`config.json`, `model.safetensors`, `tokenizer.json`, `tokenizer_config.json`
+//! with a ChatML template).
 
 use std::io::Write;
 use std::path::Path;
@@ -54,13 +55,36 @@ pub fn write_tiny_chat_model(dir: &Path) -> Result<ModelConfig> {
     let added: Vec<Value> = SPECIALS
         .iter()
         .enumerate()
-        .map(|(i, s)| json!({"id": 256 + i, "content": s, "special": true}))
+        .map(|(i, s)| {
+            json!({"id": 256 + i, "content": s, "single_word": false, "lstrip": false,
+                   "rstrip": false, "normalized": false, "special": true})
+        })
         .collect();
+    let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+                            "use_regex": true});
     let tokenizer = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
         "added_tokens": added,
-        "model": {"type": "BPE", "vocab": vocab, "merges": []},
+        "normalizer": null,
+        "pre_tokenizer": byte_level,
+        "post_processor": null,
+        "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": null, "unk_token": null,
+                  "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                  "fuse_unk": false, "byte_fallback": false, "vocab": vocab, "merges": []},
     });
     write("tokenizer.json", tokenizer.to_string())?;
+    let tcfg = json!({
+        "bos_token": null,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|pad|>",
+        "add_bos_token": false,
+        "clean_up_tokenization_spaces": false,
+        "chat_template": crate::text::CHATML,
+    });
+    write("tokenizer_config.json", tcfg.to_string())?;
     let specs = expected_tensors(&cfg);
     let list: Vec<(String, DType, Vec<usize>)> = specs
         .iter()

@@ -3,9 +3,9 @@
 //! templates from the model, `StreamDecoder`, `is_eog`) swaps in here alone.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use serde::Deserialize;
+use sluice_llm::chat::{ChatTemplate, Message};
 use sluice_llm::tokenizer::Tokenizer;
 
 use crate::error::{Result, ServeError};
@@ -49,33 +49,38 @@ impl ChatMessage {
 
 /// Encodes prompts, renders chats, decodes tokens and knows the end-of-generation tokens.
 pub struct TextCodec {
-    tokenizer: Option<Tokenizer>,
+    /// Leaked on purpose: streaming decoders borrow it for the life of the process (one
+    /// tokenizer per server start).
+    tokenizer: Option<&'static Tokenizer>,
+    template: Option<ChatTemplate>,
     eog: HashSet<u32>,
 }
 
-/// Special tokens that end a generation when the tokenizer has them.
-const EOG_NAMES: &[&str] = &[
-    "<|im_end|>",
-    "<|endoftext|>",
-    "<|eot_id|>",
-    "<|end_of_text|>",
-    "</s>",
-];
+/// The template used when the model ships none: ChatML.
+pub const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 impl TextCodec {
     /// An adapter over `tokenizer` (none: prompts must be token ids and output text is
-    /// written as `<id>` per token); `eos` is the config's end-of-sequence token.
-    pub fn new(tokenizer: Option<Tokenizer>, eos: Option<u32>) -> TextCodec {
+    /// written as `<id>` per token); `eos` is the model config's end-of-sequence token.
+    /// The chat template is the tokenizer's, or ChatML when it has none.
+    pub fn new(tokenizer: Option<Tokenizer>, eos: Option<u32>) -> Result<TextCodec> {
+        let tokenizer: Option<&'static Tokenizer> = tokenizer.map(|t| &*Box::leak(Box::new(t)));
         let mut eog: HashSet<u32> = eos.into_iter().collect();
-        if let Some(t) = &tokenizer {
-            for name in EOG_NAMES {
-                let ids = t.encode(name);
-                if ids.len() == 1 && t.decode(&ids) == *name {
-                    eog.insert(ids[0]);
-                }
-            }
+        let mut template = None;
+        if let Some(t) = tokenizer {
+            eog.extend(t.eog_ids().iter().copied());
+            let src = t.chat_template().unwrap_or(CHATML);
+            template = Some(ChatTemplate::new(
+                src,
+                t.bos_text().unwrap_or(""),
+                t.eos_text().unwrap_or(""),
+            )?);
         }
-        TextCodec { tokenizer, eog }
+        Ok(TextCodec {
+            tokenizer,
+            template,
+            eog,
+        })
     }
 
     /// Whether text prompts and text output are available.
@@ -95,91 +100,79 @@ impl TextCodec {
         v
     }
 
-    /// Token ids of a prompt text (special tokens written in the text are matched).
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        match &self.tokenizer {
-            Some(t) => Ok(t.encode(text)),
-            None => Err(ServeError::bad_request(
-                "this model has no tokenizer.json: send the prompt as an array of token ids",
-            )),
-        }
+    fn tokenizer(&self) -> Result<&'static Tokenizer> {
+        self.tokenizer.ok_or_else(|| {
+            ServeError::bad_request(
+                "this model has no tokenizer: send the prompt as an array of token ids",
+            )
+        })
     }
 
-    /// The chat rendered as the model's prompt (ChatML, ending with the assistant's turn).
+    /// Token ids of a completion prompt (BOS added when the model asks for it; special
+    /// tokens written in the text are recognized).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        Ok(self.tokenizer()?.encode(text, true, true)?)
+    }
+
+    /// Token ids of a chat: the rendered template (which writes its own special tokens).
+    pub fn encode_chat(&self, messages: &[ChatMessage]) -> Result<Vec<u32>> {
+        let text = self.render_chat(messages)?;
+        Ok(self.tokenizer()?.encode(&text, false, true)?)
+    }
+
+    /// The chat rendered as the model's prompt, ending with the assistant's turn.
     pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String> {
         if messages.is_empty() {
             return Err(ServeError::bad_request("`messages` must not be empty"));
         }
-        let mut out = String::new();
-        for m in messages {
-            out.push_str("<|im_start|>");
-            out.push_str(&m.role);
-            out.push('\n');
-            out.push_str(&m.text()?);
-            out.push_str("<|im_end|>\n");
-        }
-        out.push_str("<|im_start|>assistant\n");
-        Ok(out)
+        let template = self.template.as_ref().ok_or_else(|| {
+            ServeError::bad_request(
+                "this model has no tokenizer: use /v1/completions with token ids",
+            )
+        })?;
+        let msgs = messages
+            .iter()
+            .map(|m| Ok(Message::new(m.role.clone(), m.text()?)))
+            .collect::<Result<Vec<Message>>>()?;
+        template
+            .render(&msgs, true)
+            .map_err(|e| ServeError::bad_request(format!("chat template: {e}")))
     }
 
-    /// Text of `ids` (bytes that are not UTF-8 come out as U+FFFD).
-    pub fn decode(&self, ids: &[u32]) -> String {
-        match &self.tokenizer {
-            Some(t) => t.decode(ids),
-            None => ids.iter().map(|i| format!("<{i}>")).collect(),
+    /// Text of `ids` (control tokens skipped; bytes that are not UTF-8 come out as U+FFFD).
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        match self.tokenizer {
+            Some(t) => Ok(t.decode(ids, true)?),
+            None => Ok(ids.iter().map(|i| format!("<{i}>")).collect()),
         }
     }
 
     /// An incremental decoder for one generation.
-    pub fn stream(self: &Arc<Self>) -> StreamDecoder {
-        StreamDecoder {
-            codec: self.clone(),
-            ids: Vec::new(),
-            prefix: 0,
-            read: 0,
-        }
+    pub fn stream(&self) -> StreamDecoder {
+        StreamDecoder(self.tokenizer.map(|t| t.stream(true)))
     }
 }
 
-/// Turns tokens into text pieces as they come, holding back bytes of an unfinished
-/// UTF-8 character until the token that completes it.
-pub struct StreamDecoder {
-    codec: Arc<TextCodec>,
-    ids: Vec<u32>,
-    prefix: usize,
-    read: usize,
-}
+/// Turns generated tokens into text pieces as they come (an unfinished UTF-8 character
+/// is held back until the token that completes it).
+pub struct StreamDecoder(Option<sluice_llm::tokenizer::StreamDecoder<'static>>);
 
 impl StreamDecoder {
-    /// Adds a token; returns the new text it completes (maybe empty).
+    /// Adds a token; returns the new text it completes (maybe empty). Ids the tokenizer
+    /// does not know (padding rows of the model's vocabulary) give no text.
     pub fn push(&mut self, id: u32) -> String {
-        self.ids.push(id);
-        let before = self.codec.decode(&self.ids[self.prefix..self.read]);
-        let now = self.codec.decode(&self.ids[self.prefix..]);
-        if now.ends_with('\u{FFFD}') {
-            return String::new();
+        match &mut self.0 {
+            Some(d) => d.push(id).unwrap_or_default(),
+            None => format!("<{id}>"),
         }
-        let piece = match now.strip_prefix(before.as_str()) {
-            Some(p) => p.to_string(),
-            None => now,
-        };
-        self.prefix = self.read;
-        self.read = self.ids.len();
-        piece
     }
 
-    /// Text still held back (an unfinished character at the end), lossily.
+    /// Text still held back (an unfinished character becomes U+FFFD).
     pub fn finish(&mut self) -> String {
-        if self.read == self.ids.len() {
-            return String::new();
+        match &mut self.0 {
+            Some(d) => d.flush(),
+            None => String::new(),
         }
-        let before = self.codec.decode(&self.ids[self.prefix..self.read]);
-        let now = self.codec.decode(&self.ids[self.prefix..]);
-        self.read = self.ids.len();
-        self.prefix = self.read;
-        now.strip_prefix(before.as_str())
-            .map(str::to_string)
-            .unwrap_or(now)
     }
 }
 
@@ -291,7 +284,7 @@ mod tests {
 
     #[test]
     fn no_tokenizer_writes_ids() {
-        let c = Arc::new(TextCodec::new(None, Some(7)));
+        let c = TextCodec::new(None, Some(7)).unwrap();
         assert!(c.is_eog(7) && !c.is_eog(8));
         let mut s = c.stream();
         assert_eq!(s.push(3), "<3>");

@@ -99,7 +99,11 @@ async fn start(max: usize, limits: Limits, delay: Duration, timeout: Duration) -
         request_timeout: timeout,
         ..ServerConfig::default()
     };
-    let app = router(sched.clone(), Arc::new(TextCodec::new(None, None)), cfg);
+    let app = router(
+        sched.clone(),
+        Arc::new(TextCodec::new(None, None).unwrap()),
+        cfg,
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(serve(listener, app, std::future::pending()));

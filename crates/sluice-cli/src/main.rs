@@ -5,6 +5,7 @@ mod demo;
 mod info;
 mod llm;
 mod microbench;
+mod serve;
 
 use args::Args;
 use sluice::{BarrierMode, Device, Options, Validation};
@@ -23,6 +24,11 @@ USAGE:
   sluice bench [--model M] [-n 128] [--depth D] [--repeat R] [--json]
   sluice graph [--model M] [--dump text|json]
   sluice profile [--model M] [-n 16] [--out DIR]
+  sluice serve --model M [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--context N]
+               [--max-queue N] [--timeout S] [--shutdown-grace S]   (see sluice serve --help)
+                                             OpenAI-compatible HTTP server (one sequence at a time)
+  sluice loadgen [--url URL] [--concurrency N] [--requests M] [--max-tokens T] [--chat] [--json]
+                                             streamed requests: aggregate tok/s, TTFT, inter-token latency
 
 MODEL OPTIONS:
   --model M           synthetic:tiny | synthetic:tiny-llama | synthetic:qwen3-0.6b |
@@ -73,11 +79,65 @@ fn print<T: serde::Serialize>(value: &T, json: bool, table: impl FnOnce(&T)) -> 
     Ok(())
 }
 
+/// `serve` and `loadgen`, parsed with clap.
+#[derive(clap::Parser, Debug)]
+#[command(name = "sluice", max_term_width = 100)]
+enum ServeCli {
+    /// OpenAI-compatible HTTP server
+    Serve {
+        /// Use the first device whose name contains NAME
+        #[arg(long, value_name = "NAME")]
+        adapter: Option<String>,
+        /// Khronos validation with synchronization validation
+        #[arg(long)]
+        validate: bool,
+        #[command(flatten)]
+        args: serve::ServeArgs,
+    },
+    /// Concurrent streamed requests against a server
+    Loadgen(serve::LoadgenArgs),
+}
+
+fn serve_command(raw: &[String]) -> Result<(), String> {
+    use clap::Parser;
+    let cli = match ServeCli::try_parse_from(
+        std::iter::once("sluice".to_string()).chain(raw.iter().cloned()),
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match cli {
+        ServeCli::Serve {
+            adapter,
+            validate,
+            args,
+        } => {
+            let opts = Options {
+                adapter,
+                validation: if validate {
+                    Validation::Synchronization
+                } else {
+                    Validation::Off
+                },
+                ..Options::default()
+            };
+            serve::run(&args, opts)
+        }
+        ServeCli::Loadgen(args) => serve::loadgen(&args),
+    }
+}
+
 fn run(raw: Vec<String>) -> Result<(), String> {
     let Some(cmd) = raw.first().cloned() else {
         print!("{USAGE}");
         return Ok(());
     };
+    if cmd == "serve" || cmd == "loadgen" {
+        return serve_command(&raw);
+    }
     let args = Args::parse(
         &raw[1..],
         &[

@@ -39,11 +39,14 @@ fn load_options() -> LoadOptions {
     load
 }
 
+/// Greedy tokens for a prompt, generated directly on the reference device.
+type Generate = Box<dyn Fn(&[u32], usize) -> Vec<u32>>;
+
 /// Direct greedy generation (no server): text up to the first end-of-generation token,
 /// its token count and finish reason.
 struct Reference {
     tok: Tokenizer,
-    run: Box<dyn Fn(&[u32], usize) -> Vec<u32>>,
+    run: Generate,
 }
 
 impl Reference {

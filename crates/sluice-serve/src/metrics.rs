@@ -74,6 +74,11 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self, model: &str) -> String {
+        // Label values escape backslash, quote and newline.
+        let model = model
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
         let mut out = String::new();
         let mut put = |name: &str, kind: &str, help: &str, value: String| {
             let _ = writeln!(out, "# HELP sluice_{name} {help}");
@@ -178,5 +183,27 @@ impl Metrics {
             g(&self.kv_total),
         );
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_escapes_labels() {
+        let m = Metrics::default();
+        m.record_tokens(3);
+        m.record_tokens(2);
+        m.queue_depth.store(4, Relaxed);
+        let text = m.render("a\"b\\c");
+        assert!(
+            text.contains("sluice_generation_tokens_total{model=\"a\\\"b\\\\c\"} 5\n"),
+            "{text}"
+        );
+        assert!(text.contains("sluice_engine_steps_total{model=\"a\\\"b\\\\c\"} 2\n"));
+        assert!(text.contains("sluice_queue_depth{model=\"a\\\"b\\\\c\"} 4\n"));
+        assert!(m.tokens_per_second() > 0.0);
+        assert_eq!(text.matches("# TYPE").count(), 16);
     }
 }

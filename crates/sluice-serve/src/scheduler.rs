@@ -401,7 +401,6 @@ impl Loop<'_> {
                     self.draining = true;
                     while let Some(job) = self.queue.pop_front() {
                         self.unqueue();
-                        self.metrics.requests_failed.fetch_add(1, Relaxed);
                         let _ = job.events.send(Event::Failed(ServeError::Unavailable(
                             "the server is shutting down".into(),
                         )));
@@ -427,7 +426,6 @@ impl Loop<'_> {
             } else if now >= job.deadline {
                 self.unqueue();
                 self.metrics.requests_timed_out.fetch_add(1, Relaxed);
-                self.metrics.requests_failed.fetch_add(1, Relaxed);
                 let _ = job
                     .events
                     .send(Event::Failed(ServeError::Timeout(job.req.timeout)));
@@ -448,7 +446,6 @@ impl Loop<'_> {
                 self.free(id);
             } else if now >= r.job.deadline {
                 self.metrics.requests_timed_out.fetch_add(1, Relaxed);
-                self.metrics.requests_failed.fetch_add(1, Relaxed);
                 let e = ServeError::Timeout(r.job.req.timeout);
                 let _ = r.job.events.send(Event::Failed(e));
                 self.free(id);
@@ -483,7 +480,6 @@ impl Loop<'_> {
                     self.running.insert(job.id, Running { job, generated: 0 });
                 }
                 Err(e) => {
-                    self.metrics.requests_failed.fetch_add(1, Relaxed);
                     let _ = job.events.send(Event::Failed(e));
                 }
             }
@@ -508,7 +504,6 @@ impl Loop<'_> {
             let token = match r {
                 Ok(t) => t,
                 Err(e) => {
-                    self.metrics.requests_failed.fetch_add(1, Relaxed);
                     let _ = run.job.events.send(Event::Failed(e));
                     self.free(id);
                     continue;
@@ -539,14 +534,12 @@ impl Loop<'_> {
         let ids: Vec<SeqId> = self.running.keys().copied().collect();
         for id in ids {
             if let Some(r) = self.running.get(&id) {
-                self.metrics.requests_failed.fetch_add(1, Relaxed);
                 let _ = r.job.events.send(Event::Failed(err()));
             }
             self.free(id);
         }
         while let Some(job) = self.queue.pop_front() {
             self.unqueue();
-            self.metrics.requests_failed.fetch_add(1, Relaxed);
             let _ = job.events.send(Event::Failed(err()));
         }
     }

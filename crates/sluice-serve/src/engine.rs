@@ -25,6 +25,8 @@ pub trait Engine {
     fn max_sequences(&self) -> usize;
     /// Positions per sequence (prompt + generated) the KV cache holds.
     fn context(&self) -> usize;
+    /// Token ids the model knows (`0..vocab`).
+    fn vocab(&self) -> usize;
     /// KV-cache token slots in all (`context` × sequences the cache can hold).
     fn kv_slots_total(&self) -> usize;
     /// KV-cache token slots the running sequences hold now.
@@ -105,6 +107,10 @@ impl Engine for GpuEngine<'_> {
 
     fn context(&self) -> usize {
         self.model().context()
+    }
+
+    fn vocab(&self) -> usize {
+        self.model().config().vocab
     }
 
     fn kv_slots_total(&self) -> usize {

@@ -108,6 +108,8 @@ enum Command {
 pub struct EngineInfo {
     /// Positions per sequence.
     pub context: usize,
+    /// Token ids the model knows.
+    pub vocab: usize,
     /// Sequences run at once.
     pub max_running: usize,
 }
@@ -187,6 +189,7 @@ impl Scheduler {
                         .max(1);
                         let _ = ready2.send(Ok(EngineInfo {
                             context: engine.context(),
+                            vocab: engine.vocab(),
                             max_running,
                         }));
                         if let Some(rx) = rx.take() {

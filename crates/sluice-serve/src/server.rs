@@ -273,6 +273,12 @@ async fn handle(s: &AppState, headers: &HeaderMap, body: Body, kind: Kind) -> Re
     if prompt.is_empty() {
         return Err(ServeError::bad_request("the prompt is empty"));
     }
+    let vocab = s.0.sched.info().vocab;
+    if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= vocab) {
+        return Err(ServeError::bad_request(format!(
+            "token id {bad} is outside the vocabulary of {vocab} tokens"
+        )));
+    }
     let room = context.saturating_sub(prompt.len());
     let max_tokens = match settings.max_tokens {
         _ if room == 0 => 0,

@@ -307,10 +307,11 @@ async fn bad_requests(t: &Target) {
     let vocab = post(
         t,
         "/v1/completions",
-        json!({"prompt": [1, 999], "max_tokens": 2}),
+        json!({"prompt": [1, 999], "max_tokens": 2, "stream": true}),
         &[AUTH],
     )
     .await;
+    // Checked before the request is queued, so also a streamed request gets a 400.
     error_of(&vocab, 400);
     let n2 = post(
         t,

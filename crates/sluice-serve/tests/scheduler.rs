@@ -39,6 +39,9 @@ impl Engine for Mock {
     fn context(&self) -> usize {
         4096
     }
+    fn vocab(&self) -> usize {
+        256
+    }
     fn kv_slots_total(&self) -> usize {
         4096 * self.max
     }
@@ -176,6 +179,12 @@ async fn requests_join_running_sequences_at_token_boundaries() {
     )
     .await;
     assert_eq!(metric(&s, "max_running_sequences").await, 4.0);
+    let outside = complete(&s, &[1, 256], 3).await;
+    assert_eq!(outside.status, 400);
+    assert!(error_of(&outside)["message"]
+        .as_str()
+        .unwrap()
+        .contains("vocabulary"));
     let body = json!({"prompt": [1, 2], "max_tokens": 200, "temperature": 0, "stream": true});
     let mut a = stream(
         &s.target,

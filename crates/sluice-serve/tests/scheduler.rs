@@ -328,3 +328,63 @@ async fn a_request_past_its_deadline_times_out() {
     let r = complete(&s, &[1], 2).await;
     assert_eq!(r.status, 503);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_refuses_queued_work_and_cancels_running_work_after_the_grace() {
+    let limits = Limits {
+        max_queue: 4,
+        max_running: 1,
+    };
+    let s = start(1, limits, Duration::from_millis(5), Duration::from_secs(30)).await;
+    let body = json!({"prompt": [1], "max_tokens": 2000, "stream": true, "temperature": 0});
+    let mut a = stream(
+        &s.target,
+        "/v1/completions",
+        &[],
+        body.to_string().into_bytes(),
+    )
+    .await
+    .unwrap();
+    a.next().await.unwrap().unwrap();
+    let target = s.target.clone();
+    let queued = tokio::spawn(async move {
+        let body = json!({"prompt": [2], "max_tokens": 3});
+        request(
+            &target,
+            "POST",
+            "/v1/completions",
+            &[],
+            Some(body.to_string().into_bytes()),
+        )
+        .await
+        .unwrap()
+    });
+    wait_metric(&s, "queue_depth", 1.0).await;
+    let sched = s.sched.clone();
+    let clean = tokio::task::spawn_blocking(move || sched.shutdown(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    assert!(
+        !clean,
+        "a 2000-token sequence cannot finish within the grace period"
+    );
+    // The queued request was refused, the running stream ends with an error event.
+    let q = queued.await.unwrap();
+    assert_eq!(q.status, 503);
+    assert_eq!(error_of(&q)["type"], "service_unavailable");
+    let mut error = Value::Null;
+    while let Some((data, _)) = a.next().await.unwrap() {
+        if data == "[DONE]" {
+            break;
+        }
+        let v: Value = serde_json::from_str(&data).unwrap();
+        if v.get("error").is_some() {
+            error = v["error"].clone();
+        }
+    }
+    assert_eq!(error["type"], "service_unavailable", "{error}");
+    let h = request(&s.target, "GET", "/health", &[], None)
+        .await
+        .unwrap();
+    assert_eq!(h.status, 503);
+}

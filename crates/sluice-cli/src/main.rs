@@ -14,6 +14,7 @@ mod info;
 mod llm;
 mod logger;
 mod microbench;
+mod serve;
 mod tokenize;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -72,6 +73,10 @@ enum Command {
     Chat(chat::ChatArgs),
     /// Token ids and pieces of a text (GGUF vocabulary or tokenizer.json; no GPU needed)
     Tokenize(tokenize::TokenizeArgs),
+    /// OpenAI-compatible HTTP server (chat/completions, completions, models, health, metrics)
+    Serve(serve::ServeArgs),
+    /// Load generator for `sluice serve`: aggregate tok/s, time to first token, inter-token latency
+    Loadgen(serve::LoadgenArgs),
 }
 
 /// `--json` alone.
@@ -234,8 +239,12 @@ fn microbench(device: &Device, a: &MicrobenchArgs) -> Result<(), String> {
 /// `--validate`) are printed to stderr at the end, also when the command failed.
 fn run(cli: Cli) -> Result<(), String> {
     // Commands that need no device.
-    if let Command::Tokenize(a) = &cli.command {
-        return tokenize::run(a).and_then(|()| out::flush());
+    match &cli.command {
+        Command::Tokenize(a) => return tokenize::run(a).and_then(|()| out::flush()),
+        // The server opens its own device on its engine thread.
+        Command::Serve(a) => return serve::run(a, options(&cli.common)),
+        Command::Loadgen(a) => return serve::loadgen(a),
+        _ => {}
     }
     let opts = options(&cli.common);
     let validate = cli.common.validate;
@@ -256,6 +265,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Profile(a) => llm::profile(a, &device),
         Command::Chat(a) => chat::run(a, &device),
         Command::Tokenize(a) => tokenize::run(a),
+        Command::Serve(_) | Command::Loadgen(_) => unreachable!("handled before the device"),
     };
     let result = result.and_then(|()| out::flush());
     if validate {

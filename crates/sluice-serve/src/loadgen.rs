@@ -1,0 +1,214 @@
+//! `sluice loadgen`: concurrent streamed completions against an OpenAI-compatible server,
+//! reporting aggregate tokens per second, time to first token and inter-token latency.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::client::{stream, Target};
+use crate::error::{Result, ServeError};
+
+/// What to send.
+#[derive(Clone, Debug)]
+pub struct LoadgenConfig {
+    /// Base URL `http://HOST:PORT`.
+    pub url: String,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+    /// Requests in all.
+    pub requests: usize,
+    /// `max_tokens` of each request.
+    pub max_tokens: usize,
+    /// Prompt text (request `i` gets ` #i` appended so prompts differ).
+    pub prompt: String,
+    /// Use `/v1/chat/completions` instead of `/v1/completions`.
+    pub chat: bool,
+    /// Bearer token.
+    pub api_key: Option<String>,
+    /// Give up on one request after this long.
+    pub timeout: Duration,
+}
+
+/// Percentiles of a latency set, in milliseconds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Mean.
+    pub mean_ms: f64,
+    /// Samples.
+    pub n: usize,
+}
+
+impl Latency {
+    fn of(mut v: Vec<f64>) -> Latency {
+        if v.is_empty() {
+            return Latency::default();
+        }
+        v.sort_by(f64::total_cmp);
+        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] * 1e3;
+        Latency {
+            p50_ms: at(0.5),
+            p99_ms: at(0.99),
+            mean_ms: v.iter().sum::<f64>() / v.len() as f64 * 1e3,
+            n: v.len(),
+        }
+    }
+}
+
+/// The load generator's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadgenReport {
+    /// Requests that completed.
+    pub ok: usize,
+    /// Requests that failed (status, error event, timeout).
+    pub failed: usize,
+    /// First failure message, if any.
+    pub first_error: Option<String>,
+    /// Completion tokens (from `usage`).
+    pub completion_tokens: u64,
+    /// Wall time of the whole run in seconds.
+    pub wall_s: f64,
+    /// Completion tokens per wall second over all requests.
+    pub aggregate_tok_s: f64,
+    /// Time from sending a request to its first content event.
+    pub ttft: Latency,
+    /// Gaps between successive content events of a request.
+    pub itl: Latency,
+}
+
+struct One {
+    tokens: u64,
+    ttft: Option<f64>,
+    gaps: Vec<f64>,
+}
+
+async fn one(target: &Target, cfg: &LoadgenConfig, i: usize) -> Result<One> {
+    let prompt = format!("{} #{i}", cfg.prompt);
+    let mut body = json!({
+        "model": "sluice",
+        "max_tokens": cfg.max_tokens,
+        "temperature": 0,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    let path = if cfg.chat {
+        body["messages"] = json!([{"role": "user", "content": prompt}]);
+        "/v1/chat/completions"
+    } else {
+        body["prompt"] = json!(prompt);
+        "/v1/completions"
+    };
+    let auth = cfg.api_key.as_ref().map(|k| format!("Bearer {k}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
+    let t0 = Instant::now();
+    let mut ev = stream(target, path, &headers, body.to_string().into_bytes()).await?;
+    let mut out = One {
+        tokens: 0,
+        ttft: None,
+        gaps: Vec::new(),
+    };
+    let mut last: Option<Instant> = None;
+    while let Some((data, at)) = ev.next().await? {
+        if data == "[DONE]" {
+            break;
+        }
+        let v: serde_json::Value = serde_json::from_str(&data)
+            .map_err(|e| ServeError::Http(format!("bad event {data:?}: {e}")))?;
+        if ev.status != 200 || v.get("error").is_some() {
+            return Err(ServeError::Http(format!("status {}: {data}", ev.status)));
+        }
+        if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
+            out.tokens = n;
+        }
+        let c = &v["choices"][0];
+        let piece = c["delta"]["content"]
+            .as_str()
+            .or(c["text"].as_str())
+            .unwrap_or("");
+        if piece.is_empty() {
+            continue;
+        }
+        match last {
+            None => out.ttft = Some((at - t0).as_secs_f64()),
+            Some(l) => out.gaps.push((at - l).as_secs_f64()),
+        }
+        last = Some(at);
+    }
+    Ok(out)
+}
+
+/// Runs the load and reports.
+pub async fn run(cfg: LoadgenConfig) -> Result<LoadgenReport> {
+    let target = Target::parse(&cfg.url)?;
+    let cfg = Arc::new(cfg);
+    let next = Arc::new(AtomicUsize::new(0));
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..cfg.concurrency.max(1) {
+        let (cfg, next, target) = (cfg.clone(), next.clone(), target.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut results = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Relaxed);
+                if i >= cfg.requests {
+                    break;
+                }
+                let r = tokio::time::timeout(cfg.timeout, one(&target, &cfg, i))
+                    .await
+                    .unwrap_or_else(|_| Err(ServeError::Timeout(cfg.timeout)));
+                results.push(r);
+            }
+            results
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(
+            t.await
+                .map_err(|e| ServeError::Http(format!("worker failed: {e}")))?,
+        );
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let (mut ok, mut failed, mut first_error, mut tokens) = (0, 0, None, 0);
+    let (mut ttft, mut itl) = (Vec::new(), Vec::new());
+    for r in all {
+        match r {
+            Ok(o) => {
+                ok += 1;
+                tokens += o.tokens;
+                ttft.extend(o.ttft);
+                itl.extend(o.gaps);
+            }
+            Err(e) => {
+                failed += 1;
+                first_error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+    Ok(LoadgenReport {
+        ok,
+        failed,
+        first_error,
+        completion_tokens: tokens,
+        wall_s: wall,
+        aggregate_tok_s: tokens as f64 / wall.max(1e-9),
+        ttft: Latency::of(ttft),
+        itl: Latency::of(itl),
+    })
+}
+
+/// [`run`] on a runtime of its own (for callers without one).
+pub fn run_blocking(cfg: LoadgenConfig) -> Result<LoadgenReport> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| ServeError::io("start the async runtime", e))?
+        .block_on(run(cfg))
+}

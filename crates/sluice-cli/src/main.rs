@@ -13,6 +13,7 @@ mod info;
 mod llm;
 mod logger;
 mod microbench;
+mod render;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use sluice::{BarrierMode, Device, Options, Validation};

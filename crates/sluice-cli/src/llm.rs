@@ -4,13 +4,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use sluice::graph::GraphOptions;
-use sluice::profile::{chrome_trace, idle_ns, op_table, timeline_svg, CpuSpan};
+use sluice::profile::{idle_ns, op_table, CpuSpan};
 use sluice::Device;
 use sluice_llm::decode::{Decoder, Mode};
 use sluice_llm::load::{open_model, LoadOptions};
 use sluice_llm::sampler::Sampling;
 
 use crate::out;
+use crate::render::{chrome_trace, timeline_svg};
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -533,16 +534,19 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
         });
         timings = replay.timings().map_err(err)?;
     }
-    // Bytes: weights a dispatch reads (matvec and embedding ops).
+    // Bytes: weights a dispatch reads (matvec and embedding ops). The embedding binds the
+    // whole table but reads one row of it.
     let nodes = graph.nodes();
+    let vocab = model.config().vocab as u64;
     let bytes = |i: usize| -> Option<u64> {
+        let embed = nodes[i].label.split(' ').next() == Some("embed");
         let w: u64 = nodes[i]
             .bindings
             .iter()
             .filter(|(b, _, _)| {
                 b.class() == sluice::ResourceClass::ReadOnlyWeight && b.size() > 1 << 16
             })
-            .map(|(_, _, l)| *l)
+            .map(|(_, _, l)| if embed { *l / vocab.max(1) } else { *l })
             .sum();
         (w > 0).then_some(w)
     };

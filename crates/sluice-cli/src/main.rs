@@ -14,6 +14,7 @@ mod info;
 mod llm;
 mod logger;
 mod microbench;
+mod render;
 mod serve;
 mod tokenize;
 

@@ -40,7 +40,7 @@ pub fn matvec_silu_norm(dtype: WeightDtype) -> &'static KernelDesc {
 /// (read-write, as `attention_split`). Dispatch `[splits, heads, 1]`, then
 /// `attention_combine` with the same first seven fields as an [`crate::AttnPush`].
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AttnRopePush {
     /// Query heads.
     pub heads: u32,
@@ -67,8 +67,6 @@ pub struct AttnRopePush {
     /// First float of v in the q|k|v buffer.
     pub v_offset: u32,
 }
-// SAFETY: repr(C), twelve 4-byte fields, no padding.
-unsafe impl sluice::kernel::Pod for AttnRopePush {}
 const _: () = assert!(
     std::mem::size_of::<AttnRopePush>() == crate::ATTENTION_ROPE.push_constant_bytes as usize
 );
@@ -76,13 +74,11 @@ const _: () = assert!(
 /// Push constants of [`crate::ADVANCE_PARAMS`]: advance the position by `steps` (1 after a
 /// decode step, T after a prefill chunk of T tokens) and record the chosen token there.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AdvancePush {
     /// Positions to advance.
     pub steps: u32,
 }
-// SAFETY: repr(C), one u32 field.
-unsafe impl sluice::kernel::Pod for AdvancePush {}
 const _: () = assert!(
     std::mem::size_of::<AdvancePush>() == crate::ADVANCE_PARAMS.push_constant_bytes as usize
 );
@@ -119,7 +115,7 @@ const _: () = assert!(
 /// (read-write, [`crate::TokenResult`] layout), 2 params (read-write: `params.token := index`); one workgroup. The draw
 /// uses `params.pos` as its step, so a replayed step samples anew each token.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct SamplePush {
     /// Logit count.
     pub n: u32,
@@ -136,8 +132,6 @@ pub struct SamplePush {
     /// Zero.
     pub _pad: [u32; 2],
 }
-// SAFETY: repr(C), eight 4-byte fields, no padding.
-unsafe impl sluice::kernel::Pod for SamplePush {}
 const _: () =
     assert!(std::mem::size_of::<SamplePush>() == crate::SAMPLE.push_constant_bytes as usize);
 

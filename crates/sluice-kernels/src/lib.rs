@@ -8,13 +8,13 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
-use sluice::kernel::{BindingAccess, KernelDesc, Pod};
+use sluice::kernel::{BindingAccess, KernelDesc};
 
 include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 
 /// Push constants of [`AFFINE_U32`]: `dst[i] = src[i] * mul + add` for `i < n`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AffinePush {
     /// Multiplier.
     pub mul: u32,
@@ -23,22 +23,18 @@ pub struct AffinePush {
     /// Element count.
     pub n: u32,
 }
-// SAFETY: repr(C), three u32 fields, no padding, any bit pattern valid.
-unsafe impl Pod for AffinePush {}
 const _: () = assert!(std::mem::size_of::<AffinePush>() == AFFINE_U32.push_constant_bytes as usize);
 
 /// Push constants of [`SPIN_U32`]: `iters` rounds of an integer hash over `n` words.
 /// lavapipe ends any shader loop after 65535 iterations: keep `iters` below that.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct SpinPush {
     /// Hash rounds per element.
     pub iters: u32,
     /// Element count.
     pub n: u32,
 }
-// SAFETY: repr(C), two u32 fields, no padding.
-unsafe impl Pod for SpinPush {}
 const _: () = assert!(std::mem::size_of::<SpinPush>() == SPIN_U32.push_constant_bytes as usize);
 
 /// CPU reference of [`SPIN_U32`] for one element.
@@ -431,7 +427,7 @@ pub fn attention_splits(capacity: u32, chunk: u32) -> u32 {
 /// Push constants of `embed_*`: `x[c] = W[params.token, c]`. Bindings: 0 params (read),
 /// 1 table `[vocab, cols]` (read), 2 x f32 (read-write). Dispatch [`embed_groups`].
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct EmbedPush {
     /// Row length (hidden size).
     pub cols: u32,
@@ -444,8 +440,6 @@ pub struct EmbedPush {
     /// Floats between consecutive tokens' rows of x (prefill).
     pub x_stride: u32,
 }
-// SAFETY: repr(C), four u32 fields, no padding, any bit pattern valid.
-unsafe impl Pod for EmbedPush {}
 const _: () = assert!(std::mem::size_of::<EmbedPush>() == EMBED_F16.push_constant_bytes as usize);
 const _: () = assert!(std::mem::size_of::<EmbedPush>() == EMBED_BF16.push_constant_bytes as usize);
 const _: () = assert!(std::mem::size_of::<EmbedPush>() == EMBED_F32.push_constant_bytes as usize);
@@ -458,7 +452,7 @@ const _: () = assert!(std::mem::size_of::<EmbedPush>() == EMBED_F32.push_constan
 /// `y[r] = silu(Wg[r] . x) * (Wu[r] . x)`, `accumulate` ignored.
 /// Dispatch [`matvec_groups`]`(rows)`. The x binding may be exactly `cols` floats.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MatvecPush {
     /// Output rows.
     pub rows: u32,
@@ -479,8 +473,6 @@ pub struct MatvecPush {
     /// With `z` workgroups (tokens): floats between consecutive tokens' y.
     pub y_stride: u32,
 }
-// SAFETY: repr(C), eight 4-byte fields, no padding, any bit pattern valid.
-unsafe impl Pod for MatvecPush {}
 const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_F16.push_constant_bytes as usize);
 const _: () =
     assert!(std::mem::size_of::<MatvecPush>() == MATVEC_BF16.push_constant_bytes as usize);
@@ -496,7 +488,7 @@ const _: () =
 /// (read-write); `y[row*n + i] = x[row*n + i] * inverseSqrt(mean(x_row^2) + eps) * w[i]`.
 /// Dispatch `[rows, 1, 1]`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct RmsNormPush {
     /// Row length.
     pub n: u32,
@@ -507,8 +499,6 @@ pub struct RmsNormPush {
     /// Floats from one row's start to the next (0: `n`).
     pub stride: u32,
 }
-// SAFETY: repr(C), 4-byte fields only, no padding, any bit pattern valid.
-unsafe impl Pod for RmsNormPush {}
 const _: () = assert!(std::mem::size_of::<RmsNormPush>() == RMSNORM.push_constant_bytes as usize);
 
 /// Push constants of [`QK_NORM_ROPE`]: bindings 0 params (read), 1 q (read-write)
@@ -518,7 +508,7 @@ const _: () = assert!(std::mem::size_of::<RmsNormPush>() == RMSNORM.push_constan
 /// `kcache[j, pos] = f16(rope(norm(k_j)))`, `vcache[j, pos] = f16(v_j)`.
 /// `head_dim` even and <= 256.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct QkRopePush {
     /// Query heads.
     pub heads: u32,
@@ -538,8 +528,6 @@ pub struct QkRopePush {
     /// q (and k, v); 0 for one token.
     pub token_stride: u32,
 }
-// SAFETY: repr(C), 4-byte fields only, no padding, any bit pattern valid.
-unsafe impl Pod for QkRopePush {}
 const _: () =
     assert!(std::mem::size_of::<QkRopePush>() == QK_NORM_ROPE.push_constant_bytes as usize);
 
@@ -550,7 +538,7 @@ const _: () =
 /// Combine: bindings 0 params, 1 partial (read), 2 out f32 `[heads*hd]` (read-write);
 /// dispatch `[heads, 1, 1]`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AttnPush {
     /// Query heads.
     pub heads: u32,
@@ -570,8 +558,6 @@ pub struct AttnPush {
     /// tokens' q; 0 for one token.
     pub q_stride: u32,
 }
-// SAFETY: repr(C), 4-byte fields only, no padding, any bit pattern valid.
-unsafe impl Pod for AttnPush {}
 const _: () =
     assert!(std::mem::size_of::<AttnPush>() == ATTENTION_SPLIT.push_constant_bytes as usize);
 const _: () =
@@ -581,13 +567,11 @@ const _: () =
 /// [`TOKEN_RESULT_BYTES`]: see [`TokenResult`]), 2 params (read-write:
 /// `params.token := index`). Dispatch `[1, 1, 1]` (one workgroup of 1024).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct ArgmaxPush {
     /// Logit count (>= 1).
     pub n: u32,
 }
-// SAFETY: repr(C), one u32 field.
-unsafe impl Pod for ArgmaxPush {}
 
 /// Size of the result buffer of [`ARGMAX`] and [`SAMPLE`]: four u32 words
 /// `(index, value as f32 bits, nonfinite count, first bad position + 1)`; the last word
@@ -626,13 +610,11 @@ const _: () = assert!(std::mem::size_of::<ArgmaxPush>() == ARGMAX.push_constant_
 /// (read-write): `y = silu(g) * u`) and [`ADD`] (bindings 0 a (read), 1 y (read-write):
 /// `y += a`). Dispatch `[groups_for(n, 256), 1, 1]`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct CountPush {
     /// Element count.
     pub n: u32,
 }
-// SAFETY: repr(C), one u32 field.
-unsafe impl Pod for CountPush {}
 const _: () = assert!(std::mem::size_of::<CountPush>() == SILU_MUL.push_constant_bytes as usize);
 const _: () = assert!(std::mem::size_of::<CountPush>() == ADD.push_constant_bytes as usize);
 

@@ -5,7 +5,7 @@
 //! Vulkan device) and one on the matrix units (`matmul*_cm_<dtype>`,
 //! VK_KHR_cooperative_matrix with 16x16 f16 tiles, f32 accumulate).
 
-use sluice::kernel::{KernelDesc, Pod};
+use sluice::kernel::KernelDesc;
 
 use crate::WeightDtype;
 
@@ -52,7 +52,7 @@ impl MatmulVariant {
 /// `cols` a multiple of the block); x f32, token t's row at float `t * x_stride`; y f32, token
 /// t's row at float `t * y_stride`. Dispatch [`matmul_groups`].
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MatmulPush {
     /// Output rows (weight rows).
     pub rows: u32,
@@ -72,8 +72,6 @@ pub struct MatmulPush {
     /// RMSNorm epsilon (Norm, SiluNorm).
     pub eps: f32,
 }
-// SAFETY: repr(C), eight 4-byte fields, no padding, any bit pattern valid.
-unsafe impl Pod for MatmulPush {}
 
 impl MatmulPush {
     /// Push constants for `tokens` x `[rows, cols]` weights of a float dtype with densely
@@ -226,7 +224,7 @@ check_push!(
 /// `[0, min(seq_len + t, capacity))`; its q is at float `t * q_stride + h * head_dim`, its
 /// output at `t * o_stride + h * head_dim`. Dispatch [`attention_prefill_groups`].
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AttnPrefillPush {
     /// Query heads.
     pub heads: u32,
@@ -245,8 +243,6 @@ pub struct AttnPrefillPush {
     /// Score scale, usually `1 / sqrt(head_dim)`.
     pub scale: f32,
 }
-// SAFETY: repr(C), eight 4-byte fields, no padding, any bit pattern valid.
-unsafe impl Pod for AttnPrefillPush {}
 const _: () = assert!(
     std::mem::size_of::<AttnPrefillPush>() == crate::ATTENTION_PREFILL.push_constant_bytes as usize
 );

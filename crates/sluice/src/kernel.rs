@@ -38,26 +38,14 @@ pub struct KernelDesc {
     pub workgroup_size: [u32; 3],
 }
 
-/// Plain data that may be copied byte for byte into push constants.
-///
-/// # Safety
-/// Implementors are `repr(C)` without padding, and every bit pattern is a valid value.
-pub unsafe trait Pod: Copy + 'static {}
-// SAFETY: primitive numbers and arrays of them have no padding.
-unsafe impl Pod for () {}
-// SAFETY: as above.
-unsafe impl Pod for u32 {}
-// SAFETY: as above.
-unsafe impl Pod for i32 {}
-// SAFETY: as above.
-unsafe impl Pod for f32 {}
-// SAFETY: as above.
-unsafe impl<const N: usize> Pod for [u32; N] {}
+/// Plain data that may be copied byte for byte into push constants and buffers:
+/// `bytemuck::Pod`, derived (`#[derive(bytemuck::Pod, bytemuck::Zeroable)]` on a
+/// `#[repr(C)]` struct without padding), so no hand-written `unsafe impl` is needed.
+pub use bytemuck::Pod;
 
 /// The bytes of a [`Pod`] value.
 pub fn pod_bytes<P: Pod>(value: &P) -> &[u8] {
-    // SAFETY: P is Pod (no padding, all bytes initialised), the slice borrows `value`.
-    unsafe { std::slice::from_raw_parts(value as *const P as *const u8, std::mem::size_of::<P>()) }
+    bytemuck::bytes_of(value)
 }
 
 /// A created compute pipeline for one [`KernelDesc`]. Made once per device and cached.

@@ -23,6 +23,7 @@ pub mod profile;
 pub mod queue;
 pub mod residency;
 pub mod schedule;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod transfer;
 pub mod validation;

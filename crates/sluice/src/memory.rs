@@ -353,11 +353,7 @@ impl Buffer {
     /// this buffer; through the mapping when host-visible, else through a staging copy
     /// that is queued (not waited for) and ordered before later submits.
     pub fn write<T: Pod>(&self, offset: u64, data: &[T]) -> Result<()> {
-        // SAFETY: T is Pod, so its bytes are initialised and the slice borrows `data`.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data))
-        };
-        self.write_bytes(offset, bytes)
+        self.write_bytes(offset, bytemuck::cast_slice(data))
     }
 
     /// Byte version of [`Buffer::write`].
@@ -404,14 +400,7 @@ impl Buffer {
     /// GPU writer.
     pub fn read<T: Pod + Default>(&self, offset: u64, count: usize) -> Result<Vec<T>> {
         let mut out = vec![T::default(); count];
-        // SAFETY: T is Pod, so any bytes written into `out` form valid values.
-        let bytes = unsafe {
-            std::slice::from_raw_parts_mut(
-                out.as_mut_ptr() as *mut u8,
-                std::mem::size_of_val(&out[..]),
-            )
-        };
-        self.read_into(offset, bytes)?;
+        self.read_into(offset, bytemuck::cast_slice_mut(&mut out[..]))?;
         Ok(out)
     }
 

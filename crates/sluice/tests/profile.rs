@@ -2,7 +2,7 @@
 //! counters consistent, and zero queries when profiling is off.
 
 use sluice::graph::GraphOptions;
-use sluice::profile::{chrome_trace, idle_ns, op_table, timeline_svg};
+use sluice::profile::{idle_ns, op_table};
 use sluice::testing::{test_device, ValidationGuard};
 use sluice::ResourceClass;
 use sluice_kernels::{AffinePush, AFFINE_U32};
@@ -79,18 +79,6 @@ fn profiled_replay_has_one_ordered_span_per_dispatch() {
     assert_eq!(ops.iter().map(|o| o.count).sum::<usize>(), 12);
     assert!((ops.iter().map(|o| o.share).sum::<f64>() - 1.0).abs() < 1e-9);
     assert!(idle_ns(&t) >= 0.0);
-    let trace = chrome_trace(&t, &[]);
-    let text = serde_json::to_string(&trace).unwrap();
-    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let gpu = parsed["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["ph"] == "X" && e["tid"] == 1)
-        .count();
-    assert_eq!(gpu, 12);
-    let svg = timeline_svg("test", &t, &ops);
-    assert!(svg.starts_with("<svg") && svg.matches("<rect").count() >= 12);
 }
 
 #[test]

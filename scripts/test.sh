@@ -18,7 +18,7 @@ if ! cargo clippy --workspace --all-targets --release -- -D warnings -D clippy::
   echo "gate: cargo clippy failed" >&2
   gate_failed=$((gate_failed + 1))
 fi
-cargo test --workspace --release "$@" 2>&1 | tee "$log"
+cargo test --workspace --release --no-fail-fast "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 passed=$(grep -o '^test result: [a-zA-Z]*\. [0-9]* passed' "$log" | awk '{s += $4} END {print s + 0}')
 failed=$(grep -o '[0-9]* failed;' "$log" | awk '{s += $1} END {print s + 0}')

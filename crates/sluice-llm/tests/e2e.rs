@@ -358,8 +358,10 @@ fn quantized_models_match_cpu_reference() {
             QuantKind::Uniform(d) => d,
             _ => WeightDtype::Q4K,
         };
-        let mut o = LoadOptions::default();
-        o.dtype = Some(request);
+        let mut o = LoadOptions {
+            dtype: Some(request),
+            ..LoadOptions::default()
+        };
         o.gpu.context = 64;
         o.gpu.attention_chunk = 16;
         let loaded = open_model(&d, &format!("synthetic:{name}"), &o, |_, _| {}).unwrap();

@@ -146,12 +146,14 @@ mod tests {
             ("q5_0", QuantKind::Uniform(W::Q5_0)),
             ("q5_1", QuantKind::Uniform(W::Q5_1)),
             ("q6_k", QuantKind::Uniform(W::Q6K)),
+            ("q4_k", QuantKind::Uniform(W::Q4K)),
+            ("q5_k", QuantKind::Uniform(W::Q5K)),
             ("q4_k_m", QuantKind::Q4KM),
             ("Q5_K_M", QuantKind::Q5KM),
         ] {
             assert_eq!(parse(s).unwrap().kind, k, "{s}");
         }
-        for bad in ["q4_k", "q3_k_m", "int8", ""] {
+        for bad in ["q3_k", "q3_k_m", "int8", ""] {
             let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains(DTYPE_NAMES), "{e}");
         }

@@ -74,10 +74,20 @@ enum Command {
     Chat(chat::ChatArgs),
     /// Token ids and pieces of a text (GGUF vocabulary or tokenizer.json; no GPU needed)
     Tokenize(tokenize::TokenizeArgs),
+    /// A GGUF file's architecture, sizes, tensor-type histogram and bytes per format (no GPU)
+    Inspect(InspectArgs),
     /// OpenAI-compatible HTTP server (chat/completions, completions, models, health, metrics)
     Serve(serve::ServeArgs),
     /// Load generator for `sluice serve`: aggregate tok/s, time to first token, inter-token latency
     Loadgen(serve::LoadgenArgs),
+}
+
+/// `sluice inspect` options.
+#[derive(Args, Debug)]
+struct InspectArgs {
+    /// The GGUF file
+    #[arg(long, value_name = "FILE")]
+    model: std::path::PathBuf,
 }
 
 /// `--json` alone.
@@ -242,6 +252,11 @@ fn run(cli: Cli) -> Result<(), String> {
     // Commands that need no device.
     match &cli.command {
         Command::Tokenize(a) => return tokenize::run(a).and_then(|()| out::flush()),
+        Command::Inspect(a) => {
+            let file = sluice_llm::gguf::GgufFile::open(&a.model).map_err(|e| e.to_string())?;
+            outln!("{}", sluice_llm::gguf_model::summary(&file))?;
+            return out::flush();
+        }
         // The server opens its own device on its engine thread.
         Command::Serve(a) => return serve::run(a, options(&cli.common)),
         Command::Loadgen(a) => return serve::loadgen(a),
@@ -266,7 +281,9 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Profile(a) => llm::profile(a, &device),
         Command::Chat(a) => chat::run(a, &device),
         Command::Tokenize(a) => tokenize::run(a),
-        Command::Serve(_) | Command::Loadgen(_) => unreachable!("handled before the device"),
+        Command::Serve(_) | Command::Loadgen(_) | Command::Inspect(_) => {
+            unreachable!("handled before the device")
+        }
     };
     let result = result.and_then(|()| out::flush());
     if validate {

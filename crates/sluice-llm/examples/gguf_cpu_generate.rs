@@ -1,7 +1,7 @@
 //! Greedy generation with the CPU reference forward from a GGUF file (weights dequantized
 //! to f32 through `GgufTensors`, so the config, the HF name mapping and the q/k row order
 //! are all exercised): `cargo run --release -p sluice-llm --example gguf_cpu_generate --
-//! FILE.gguf "The capital of France is"`. The prompt is split on spaces and each word
+//! FILE.gguf "The capital of France is" [N]` (N new tokens, default 8). The prompt is split on spaces and each word
 //! looked up in the GGUF vocabulary (GPT-2 style `Ġ` for a leading space).
 
 use std::collections::HashMap;
@@ -20,6 +20,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let prompt = args
         .next()
         .unwrap_or_else(|| "The capital of France is".into());
+    let n: usize = match args.next() {
+        Some(n) => n.parse()?,
+        None => 8,
+    };
     let g = GgufFile::open(&path)?;
     let cfg = config_from_gguf(&g)?;
     let ts = GgufTensors::new(&g, &cfg);
@@ -53,7 +57,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let mut model = CpuModel::new(&cfg, weights)?;
-    let out = model.generate_greedy(&ids, 8)?;
+    let out = model.generate_greedy(&ids, n)?;
     let text: String = out
         .iter()
         .map(|&t| vocab[t as usize].replace('Ġ', " ").replace('Ċ', "\n"))

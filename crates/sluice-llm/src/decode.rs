@@ -40,11 +40,18 @@ pub struct StepStats {
     pub barriers: u64,
 }
 
+/// Prefill recordings a decoder keeps (one per chunk length).
+const MAX_PREFILL_RECORDINGS: usize = 8;
+
 /// Runs decode steps of a [`GpuModel`] in a [`Mode`].
 pub struct Decoder<'m> {
     model: &'m GpuModel,
     mode: Mode,
+    graph_options: GraphOptions,
     replay: Option<Replay>,
+    /// Replay mode: the prefill step recorded once per chunk length (a long prompt needs
+    /// the full chunk and its tail; a chat turn one more).
+    prefill_replays: std::sync::Mutex<std::collections::HashMap<usize, Replay>>,
     /// CPU µs spent capturing, scheduling and recording the replayed step (once).
     pub record_us: f64,
 }
@@ -64,7 +71,9 @@ impl<'m> Decoder<'m> {
         Ok(Decoder {
             model,
             mode,
+            graph_options: graph,
             replay,
+            prefill_replays: Default::default(),
             record_us: t.elapsed().as_secs_f64() * 1e6,
         })
     }
@@ -118,12 +127,40 @@ impl<'m> Decoder<'m> {
         let mut at = pos;
         for chunk in prompt.chunks(self.model.prefill_chunk()) {
             self.model.set_prefill_params(chunk, at)?;
-            let mut enc = self.model.device().encoder()?;
-            self.model.encode_prefill(&mut enc, chunk.len())?;
-            enc.submit()?;
+            self.submit_prefill(chunk.len())?;
             at += chunk.len();
         }
         self.model.next_token()
+    }
+
+    /// Submits the prefill of the `n` tokens in the params buffer: in replay mode the
+    /// recording for `n` tokens (captured, scheduled and recorded on first use), else
+    /// recorded now.
+    fn submit_prefill(&self, n: usize) -> Result<sluice::Ticket, LlmError> {
+        if self.mode == Mode::Direct {
+            let mut enc = self.model.device().encoder()?;
+            self.model.encode_prefill(&mut enc, n)?;
+            return Ok(enc.submit()?);
+        }
+        let mut replays = self
+            .prefill_replays
+            .lock()
+            .map_err(|_| LlmError::InvalidArgument("prefill recordings poisoned".into()))?;
+        // Bounded: variable-length turns would otherwise keep one recording each.
+        if !replays.contains_key(&n) && replays.len() >= MAX_PREFILL_RECORDINGS {
+            replays.clear();
+        }
+        let replay = match replays.entry(n) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let mut cap = self.model.device().capture();
+                self.model.encode_prefill(&mut cap, n)?;
+                let mut graph = cap.finish_capture()?;
+                graph.optimize(self.graph_options);
+                e.insert(graph.record()?)
+            }
+        };
+        Ok(replay.submit()?)
     }
 
     /// Greedy: feeds `token` at `pos` and lets the GPU continue for `n` steps in total,

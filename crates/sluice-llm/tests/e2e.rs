@@ -233,8 +233,16 @@ fn prefill_matches(name: &str, fuse: bool) {
         .collect();
     let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
     assert_eq!(loaded.model.prefill_chunk(), 16);
+    let direct = Decoder::new(&loaded.model, Mode::Direct, GraphOptions::default()).unwrap();
+    direct.prefill(&prompt, 0).unwrap();
+    let recorded_now = loaded.model.logits().unwrap();
+    // Replay: each chunk length's prefill recorded once, resubmitted (same bits).
     let first = decoder.prefill(&prompt, 0).unwrap();
     let got = loaded.model.logits().unwrap();
+    assert_eq!(
+        got, recorded_now,
+        "{name}: replayed prefill differs from direct"
+    );
     let after_prefill = decoder.run_greedy(first, prompt.len(), 8).unwrap();
     let mut cpu = CpuModel::synthetic(&cfg, DEFAULT_SEED, DType::F16).unwrap();
     let mut want = Vec::new();

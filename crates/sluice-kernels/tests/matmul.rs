@@ -9,8 +9,11 @@
 //! relative error per product ~5e-4, NMSE of a long dot product ~1e-7..1e-6).
 
 use sluice::testing::{test_device, ValidationGuard};
-use sluice::{Buffer, Device, ResourceClass};
+use sluice::{Device, ResourceClass};
 use sluice_kernels::*;
+
+mod common;
+use common::{assert_nmse as assert_close, *};
 
 const NMSE_MAX: f64 = 1e-6;
 const NMSE_MAX_CM: f64 = 1e-5;
@@ -36,58 +39,6 @@ impl Rng {
     fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
         (0..n).map(|_| self.f32() * scale).collect()
     }
-}
-
-fn nmse(gpu: &[f32], reference: &[f32]) -> f64 {
-    assert_eq!(gpu.len(), reference.len());
-    let (mut num, mut den) = (0f64, 0f64);
-    for (&g, &r) in gpu.iter().zip(reference) {
-        num += (g as f64 - r as f64).powi(2);
-        den += (r as f64).powi(2);
-    }
-    if den == 0.0 && num == 0.0 {
-        0.0
-    } else {
-        num / den
-    }
-}
-
-#[track_caller]
-fn assert_close(what: &str, gpu: &[f32], reference: &[f32], max: f64) {
-    let e = nmse(gpu, reference);
-    assert!(
-        e <= max,
-        "{what}: NMSE {e:e} > {max:e}\n gpu[..4] {:?}\n ref[..4] {:?}",
-        &gpu[..gpu.len().min(4)],
-        &reference[..reference.len().min(4)]
-    );
-}
-
-fn f32_buffer(d: &Device, name: &str, data: &[f32], class: ResourceClass) -> Buffer {
-    let b = d
-        .create_buffer(name, (data.len().max(1) * 4) as u64, class)
-        .unwrap();
-    if !data.is_empty() {
-        b.write(0, data).unwrap();
-    }
-    b
-}
-
-fn u32_buffer(d: &Device, name: &str, data: &[u32], class: ResourceClass) -> Buffer {
-    let b = d
-        .create_buffer(name, (data.len().max(1) * 4) as u64, class)
-        .unwrap();
-    b.write(0, data).unwrap();
-    b
-}
-
-fn weight_buffer(d: &Device, dtype: WeightDtype, rows: usize, cols: usize, w: &[f32]) -> Buffer {
-    let bytes = pack_weights(dtype, rows, cols, w);
-    let b = d
-        .create_buffer("w", bytes.len() as u64, ResourceClass::ReadOnlyWeight)
-        .unwrap();
-    b.write_bytes(0, &bytes).unwrap();
-    b
 }
 
 fn rounded(dtype: WeightDtype, w: &[f32]) -> Vec<f32> {

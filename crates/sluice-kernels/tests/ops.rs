@@ -10,6 +10,14 @@ use sluice::testing::{test_device, ValidationGuard};
 use sluice::{Buffer, Device, ResourceClass};
 use sluice_kernels::*;
 
+mod common;
+use common::*;
+
+#[track_caller]
+fn assert_close(what: &str, gpu: &[f32], reference: &[f32]) {
+    assert_nmse(what, gpu, reference, NMSE_MAX);
+}
+
 const NMSE_MAX: f64 = 1e-6;
 const DTYPES: [WeightDtype; 3] = [WeightDtype::F16, WeightDtype::Bf16, WeightDtype::F32];
 
@@ -33,62 +41,6 @@ impl Rng {
     fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
         (0..n).map(|_| self.f32() * scale).collect()
     }
-}
-
-fn nmse(gpu: &[f32], reference: &[f32]) -> f64 {
-    assert_eq!(gpu.len(), reference.len());
-    let (mut num, mut den) = (0f64, 0f64);
-    for (&g, &r) in gpu.iter().zip(reference) {
-        num += (g as f64 - r as f64).powi(2);
-        den += (r as f64).powi(2);
-    }
-    if den == 0.0 {
-        if num == 0.0 {
-            0.0
-        } else {
-            f64::INFINITY
-        }
-    } else {
-        num / den
-    }
-}
-
-#[track_caller]
-fn assert_close(what: &str, gpu: &[f32], reference: &[f32]) {
-    let e = nmse(gpu, reference);
-    assert!(
-        e <= NMSE_MAX,
-        "{what}: NMSE {e:e} > {NMSE_MAX:e}\n gpu[..4] {:?}\n ref[..4] {:?}",
-        &gpu[..gpu.len().min(4)],
-        &reference[..reference.len().min(4)]
-    );
-}
-
-fn f32_buffer(d: &Device, name: &str, data: &[f32], class: ResourceClass) -> Buffer {
-    let b = d
-        .create_buffer(name, (data.len().max(1) * 4) as u64, class)
-        .unwrap();
-    if !data.is_empty() {
-        b.write(0, data).unwrap();
-    }
-    b
-}
-
-fn u32_buffer(d: &Device, name: &str, data: &[u32], class: ResourceClass) -> Buffer {
-    let b = d
-        .create_buffer(name, (data.len().max(1) * 4) as u64, class)
-        .unwrap();
-    b.write(0, data).unwrap();
-    b
-}
-
-fn weight_buffer(d: &Device, dtype: WeightDtype, rows: usize, cols: usize, w: &[f32]) -> Buffer {
-    let bytes = pack_weights(dtype, rows, cols, w);
-    let b = d
-        .create_buffer("w", bytes.len() as u64, ResourceClass::ReadOnlyWeight)
-        .unwrap();
-    b.write_bytes(0, &bytes).unwrap();
-    b
 }
 
 fn params_buffer(d: &Device, token: u32, pos: u32) -> Buffer {

@@ -11,6 +11,9 @@
 use sluice::testing::{test_device, ValidationGuard};
 use sluice::{Buffer, Device, ResourceClass};
 use sluice_kernels::quant::QUANT_DTYPES;
+
+mod common;
+use common::{assert_nmse as assert_close, *};
 use sluice_kernels::*;
 
 const NMSE_MAX: f64 = 1e-6;
@@ -37,43 +40,6 @@ impl Rng {
             })
             .collect()
     }
-}
-
-fn nmse(gpu: &[f32], reference: &[f32]) -> f64 {
-    assert_eq!(gpu.len(), reference.len());
-    let (mut num, mut den) = (0f64, 0f64);
-    for (&g, &r) in gpu.iter().zip(reference) {
-        num += (g as f64 - r as f64).powi(2);
-        den += (r as f64).powi(2);
-    }
-    if den == 0.0 {
-        if num == 0.0 {
-            0.0
-        } else {
-            f64::INFINITY
-        }
-    } else {
-        num / den
-    }
-}
-
-#[track_caller]
-fn assert_close(what: &str, gpu: &[f32], reference: &[f32], bound: f64) {
-    let e = nmse(gpu, reference);
-    assert!(
-        e <= bound,
-        "{what}: NMSE {e:e} > {bound:e}\n gpu[..4] {:?}\n ref[..4] {:?}",
-        &gpu[..gpu.len().min(4)],
-        &reference[..reference.len().min(4)]
-    );
-}
-
-fn f32_buffer(d: &Device, name: &str, data: &[f32], class: ResourceClass) -> Buffer {
-    let b = d
-        .create_buffer(name, (data.len().max(1) * 4) as u64, class)
-        .unwrap();
-    b.write(0, data).unwrap();
-    b
 }
 
 /// A quantized matrix: GPU buffer plus the dequantized values the reference uses.

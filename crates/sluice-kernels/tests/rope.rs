@@ -3,20 +3,11 @@
 //! dispatch) must write bit-identical K/V cache entries for the same q/k/v inputs.
 
 use sluice::testing::{test_device, ValidationGuard};
-use sluice::{Buffer, Device, ResourceClass};
+use sluice::ResourceClass;
 use sluice_kernels::*;
 
-fn u32_buffer(d: &Device, name: &str, data: &[u32], class: ResourceClass) -> Buffer {
-    let b = d.create_buffer(name, data.len() as u64 * 4, class).unwrap();
-    b.write(0, data).unwrap();
-    b
-}
-
-fn f32_buffer(d: &Device, name: &str, data: &[f32], class: ResourceClass) -> Buffer {
-    let b = d.create_buffer(name, data.len() as u64 * 4, class).unwrap();
-    b.write(0, data).unwrap();
-    b
-}
+mod common;
+use common::*;
 
 /// Deterministic values in [-scale, scale).
 fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {

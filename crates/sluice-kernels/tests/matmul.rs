@@ -19,28 +19,6 @@ const NMSE_MAX: f64 = 1e-6;
 const NMSE_MAX_CM: f64 = 1e-5;
 const DTYPES: [WeightDtype; 3] = [WeightDtype::F16, WeightDtype::Bf16, WeightDtype::F32];
 
-/// xorshift64*: deterministic across runs and platforms.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next_u32(&mut self) -> u32 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32
-    }
-    /// Uniform in [-1, 1).
-    fn f32(&mut self) -> f32 {
-        (self.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-    }
-    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
-        (0..n).map(|_| self.f32() * scale).collect()
-    }
-}
-
 fn rounded(dtype: WeightDtype, w: &[f32]) -> Vec<f32> {
     w.iter().map(|&v| round_to(dtype, v)).collect()
 }

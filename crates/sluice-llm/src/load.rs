@@ -85,33 +85,11 @@ pub fn check_gpu_options(config: &ModelConfig, options: &GpuOptions) -> Result<(
             o.attention_chunk
         ));
     }
-    let mul = |xs: &[usize]| -> Option<u64> {
-        xs.iter()
-            .try_fold(1u64, |acc, &x| acc.checked_mul(x as u64))
-    };
-    let kv = mul(&[o.context, c.kv_heads, c.head_dim, c.layers, 2, 2]).ok_or_else(|| {
-        LlmError::InvalidArgument(format!(
-            "KV cache size overflows: context {} x kv_heads {} x head_dim {} x layers {} x 2 x 2 bytes",
-            o.context, c.kv_heads, c.head_dim, c.layers
-        ))
-    })?;
-    let chunk = o.prefill_chunk;
-    let splits = o.context.div_ceil(o.attention_chunk as usize);
-    let scratch = [
-        mul(&[c.hidden + 8, chunk, 4]),
-        mul(&[c.heads + 2 * c.kv_heads + 3, c.head_dim + 64, chunk, 4]),
-        mul(&[c.heads, splits, c.head_dim + 2, 4]),
-        mul(&[c.intermediate + 8, chunk, 4]),
-        mul(&[c.vocab, 4]),
-        mul(&[o.context, 4]),
-    ]
-    .into_iter()
-    .try_fold(0u64, |acc, x| acc.checked_add(x?));
+    // KV cache, scratch and outputs: the same checked sizes the GPU model allocates.
+    let sizes = crate::gpu::layout::Sizes::new(c, o.context, o.prefill_chunk, o.attention_chunk)?;
+    let kv = sizes.kv_bytes.saturating_mul(2 * c.layers as u64);
     let weights = c.parameter_count().and_then(|p| p.checked_mul(4)); // at most 4 bytes per parameter (f32)
-    let total = scratch
-        .and_then(|s| s.checked_add(kv))
-        .and_then(|s| s.checked_add(weights?));
-    match total {
+    match weights.and_then(|w| w.checked_add(sizes.total)) {
         Some(t) if t <= MAX_DEVICE_BYTES => {
             log::debug!(
                 "sizes: KV cache {kv} bytes (context {}), weights {} bytes, total {t} bytes",
@@ -125,8 +103,8 @@ pub fn check_gpu_options(config: &ModelConfig, options: &GpuOptions) -> Result<(
             o.context
         )),
         None => bad(format!(
-            "model size overflows 64 bits (context {}, prefill chunk {chunk})",
-            o.context
+            "model size overflows 64 bits (context {}, prefill chunk {})",
+            o.context, o.prefill_chunk
         )),
     }
 }
@@ -498,17 +476,15 @@ fn open_gguf(
         estimate =
             estimate.saturating_add(layout::matrix_bytes(dt, rows, cols).unwrap_or(u64::MAX));
     }
+    let shapes: std::collections::HashMap<String, Vec<usize>> =
+        crate::layer::tensors(&config).into_iter().collect();
     let model = GpuModel::load(
         device,
         &config,
         options.gpu.clone(),
         estimate,
         |name| {
-            let shape = crate::layer::tensors(&config)
-                .into_iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, s)| s)
-                .unwrap_or_default();
+            let shape = shapes.get(name).cloned().unwrap_or_default();
             Ok(in_format(
                 &config,
                 name,

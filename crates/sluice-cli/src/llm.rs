@@ -220,6 +220,37 @@ pub struct ProfileArgs {
     out: PathBuf,
 }
 
+/// The device's memory bandwidth in GB/s (bytes read + written), from timed copies
+/// between two buffers (256 MiB on a GPU, 16 MiB on a CPU driver).
+fn copy_bandwidth(device: &Device) -> Result<f64, String> {
+    let bytes: u64 = if device.info().device_type == "cpu" {
+        16 << 20
+    } else {
+        256 << 20
+    };
+    let class = sluice::ResourceClass::TokenScratch;
+    let a = device
+        .create_buffer("bandwidth.a", bytes, class)
+        .map_err(err)?;
+    let b = device
+        .create_buffer("bandwidth.b", bytes, class)
+        .map_err(err)?;
+    let run = |reps: usize| -> Result<f64, String> {
+        let t = Instant::now();
+        let mut enc = device.encoder().map_err(err)?;
+        for i in 0..reps {
+            let (src, dst) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+            enc.copy(src.slice(..), dst.slice(..)).map_err(err)?;
+        }
+        enc.submit().map_err(err)?.wait().map_err(err)?;
+        Ok(t.elapsed().as_secs_f64())
+    };
+    run(1)?; // warm-up: memory committed, clocks up
+    let reps = 8;
+    let secs = run(reps)?;
+    Ok(2.0 * bytes as f64 * reps as f64 / secs / 1e9)
+}
+
 pub(crate) fn progress(quiet: bool) -> impl FnMut(u64, u64) {
     use std::io::IsTerminal;
     let mut last = 0u64;
@@ -575,21 +606,29 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
         timeline_svg(&title, &timings, &ops),
     )
     .map_err(err)?;
+    let bandwidth = copy_bandwidth(device)?;
     let mut table = String::new();
     table += &format!(
         "{title}: one token (last of {n}), profiled replay (timestamps around every dispatch)\n\n"
     );
-    table += "| op | count/token | GPU µs/token | share | weight GB/s |\n|---|---|---|---|---|\n";
+    table += &format!(
+        "floor = the op's weight bytes / the device's measured copy bandwidth ({bandwidth:.2} GB/s, read + write): the time it could take if it only streamed its weights\n\n"
+    );
+    table += "| op | count/token | GPU µs/token | share | weight GB/s | floor µs | above floor µs |\n|---|---|---|---|---|---|---|\n";
     for o in &ops {
+        let floor = o.bytes.map(|b| b as f64 / (bandwidth * 1e3));
+        let dash = || "-".to_string();
         table += &format!(
-            "| {} | {} | {:.1} | {:.1}% | {} |\n",
+            "| {} | {} | {:.1} | {:.1}% | {} | {} | {} |\n",
             o.op,
             o.count,
             o.gpu_us,
             o.share * 100.0,
-            o.gb_s
-                .map(|g| format!("{g:.0}"))
-                .unwrap_or_else(|| "-".into())
+            o.gb_s.map(|g| format!("{g:.0}")).unwrap_or_else(dash),
+            floor.map(|f| format!("{f:.1}")).unwrap_or_else(dash),
+            floor
+                .map(|f| format!("{:.1}", o.gpu_us - f))
+                .unwrap_or_else(dash)
         );
     }
     table += &format!(

@@ -1,0 +1,48 @@
+//! `sluice profile` writes a per-op table whose floor column is the op's weight bytes over
+//! the measured copy bandwidth.
+
+use std::process::Command;
+
+#[test]
+fn profile_table_has_a_floor_per_weight_op() {
+    let out = std::env::temp_dir().join(format!("sluice-profile-floor-{}", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "profile",
+            "--model",
+            "synthetic:tiny-256",
+            "-n",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run sluice");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = std::fs::read_to_string(out.join("table.md")).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(table.contains("measured copy bandwidth"), "{table}");
+    let gbs: f64 = table
+        .split("copy bandwidth (")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .expect("bandwidth figure");
+    assert!(gbs > 0.0, "{table}");
+    // mlp.down reads [256, 512] f16 weights: its floor is those bytes at that bandwidth.
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("| mlp.down "))
+        .expect("mlp.down row");
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let gpu_us: f64 = cells[3].parse().unwrap();
+    let floor: f64 = cells[6].parse().unwrap();
+    let above: f64 = cells[7].parse().unwrap();
+    let count: f64 = cells[2].parse().unwrap();
+    let want = count * (256.0 * 512.0 * 2.0) / (gbs * 1e3);
+    assert!(
+        (floor - want).abs() <= 0.05 + want * 0.05,
+        "{row}: floor {floor} vs {want}"
+    );
+    assert!((gpu_us - floor - above).abs() < 0.2, "{row}");
+}

@@ -142,10 +142,11 @@ impl<'m> Decoder<'m> {
             self.model.encode_prefill(&mut enc, n)?;
             return Ok(enc.submit()?);
         }
+        // Lock poisoning: see docs/design.md (a panic elsewhere is propagated).
         let mut replays = self
             .prefill_replays
             .lock()
-            .map_err(|_| LlmError::InvalidArgument("prefill recordings poisoned".into()))?;
+            .expect("prefill recordings poisoned");
         // Bounded: variable-length turns would otherwise keep one recording each.
         if !replays.contains_key(&n) && replays.len() >= MAX_PREFILL_RECORDINGS {
             replays.clear();

@@ -32,18 +32,29 @@ use half::f16;
 
 use crate::WeightDtype;
 
-/// GGML type numbers of the formats sluice computes with.
-mod ggml {
+/// GGML tensor type numbers of the formats sluice computes with (as GGUF files store them).
+pub mod ggml_type {
+    /// 32-bit float.
     pub const F32: u32 = 0;
+    /// 16-bit float.
     pub const F16: u32 = 1;
+    /// 4-bit, 32 per block, scale.
     pub const Q4_0: u32 = 2;
+    /// 4-bit, 32 per block, scale and minimum.
     pub const Q4_1: u32 = 3;
+    /// 5-bit, 32 per block, scale.
     pub const Q5_0: u32 = 6;
+    /// 5-bit, 32 per block, scale and minimum.
     pub const Q5_1: u32 = 7;
+    /// 8-bit, 32 per block, scale.
     pub const Q8_0: u32 = 8;
+    /// 4-bit K-quant, 256 per super-block.
     pub const Q4_K: u32 = 12;
+    /// 5-bit K-quant, 256 per super-block.
     pub const Q5_K: u32 = 13;
+    /// 6-bit K-quant, 256 per super-block.
     pub const Q6_K: u32 = 14;
+    /// bfloat16.
     pub const BF16: u32 = 30;
 }
 
@@ -115,17 +126,17 @@ impl WeightDtype {
     /// The GGML type number.
     pub fn ggml_type(self) -> u32 {
         match self {
-            WeightDtype::F16 => ggml::F16,
-            WeightDtype::Bf16 => ggml::BF16,
-            WeightDtype::F32 => ggml::F32,
-            WeightDtype::Q8_0 => ggml::Q8_0,
-            WeightDtype::Q4_0 => ggml::Q4_0,
-            WeightDtype::Q4_1 => ggml::Q4_1,
-            WeightDtype::Q5_0 => ggml::Q5_0,
-            WeightDtype::Q5_1 => ggml::Q5_1,
-            WeightDtype::Q4K => ggml::Q4_K,
-            WeightDtype::Q5K => ggml::Q5_K,
-            WeightDtype::Q6K => ggml::Q6_K,
+            WeightDtype::F16 => ggml_type::F16,
+            WeightDtype::Bf16 => ggml_type::BF16,
+            WeightDtype::F32 => ggml_type::F32,
+            WeightDtype::Q8_0 => ggml_type::Q8_0,
+            WeightDtype::Q4_0 => ggml_type::Q4_0,
+            WeightDtype::Q4_1 => ggml_type::Q4_1,
+            WeightDtype::Q5_0 => ggml_type::Q5_0,
+            WeightDtype::Q5_1 => ggml_type::Q5_1,
+            WeightDtype::Q4K => ggml_type::Q4_K,
+            WeightDtype::Q5K => ggml_type::Q5_K,
+            WeightDtype::Q6K => ggml_type::Q6_K,
         }
     }
 

@@ -38,30 +38,7 @@ pub const MAX_DIMS: u32 = 4;
 pub const MAX_ALIGNMENT: u64 = 1 << 20;
 
 /// GGML tensor type numbers sluice names (the others are kept as plain numbers).
-pub mod ggml_type {
-    /// 32-bit float.
-    pub const F32: u32 = 0;
-    /// 16-bit float.
-    pub const F16: u32 = 1;
-    /// 4-bit, 32 per block, scale.
-    pub const Q4_0: u32 = 2;
-    /// 4-bit, 32 per block, scale and minimum.
-    pub const Q4_1: u32 = 3;
-    /// 5-bit, 32 per block, scale.
-    pub const Q5_0: u32 = 6;
-    /// 5-bit, 32 per block, scale and minimum.
-    pub const Q5_1: u32 = 7;
-    /// 8-bit, 32 per block, scale.
-    pub const Q8_0: u32 = 8;
-    /// 4-bit K-quant, 256 per super-block.
-    pub const Q4_K: u32 = 12;
-    /// 5-bit K-quant, 256 per super-block.
-    pub const Q5_K: u32 = 13;
-    /// 6-bit K-quant, 256 per super-block.
-    pub const Q6_K: u32 = 14;
-    /// bfloat16.
-    pub const BF16: u32 = 30;
-}
+pub use sluice_kernels::quant::ggml_type;
 
 /// Name, elements per block and bytes per block of a GGML type number, or None when the
 /// number is not a type this reader knows the size of.

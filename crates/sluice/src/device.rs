@@ -910,7 +910,7 @@ impl Drop for DeviceShared {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct PipelineKey {
     name: &'static str,
-    bindings: Vec<crate::kernel::BindingAccess>,
+    bindings: &'static [crate::kernel::BindingAccess],
     push_constant_bytes: u32,
     spirv_len: usize,
 }
@@ -919,7 +919,7 @@ impl PipelineKey {
     fn of(kernel: &KernelDesc) -> PipelineKey {
         PipelineKey {
             name: kernel.name,
-            bindings: kernel.bindings.to_vec(),
+            bindings: kernel.bindings,
             push_constant_bytes: kernel.push_constant_bytes,
             spirv_len: kernel.spirv.len(),
         }

@@ -623,3 +623,6 @@ pub use fused::*;
 
 mod matmul;
 pub use matmul::*;
+
+mod batch;
+pub use batch::*;

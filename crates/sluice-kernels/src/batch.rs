@@ -1,0 +1,148 @@
+//! Kernels of the batched decode step over a paged KV cache: rows (one token each) of
+//! different sequences in one dispatch per op. A row's result never depends on the other
+//! rows of its batch (fixed-order reductions), so a sequence decodes the same tokens alone
+//! or batched.
+//!
+//! The paged cache: a pool of `capacity` positions in blocks of `block`; a sequence slot
+//! `s` owns the blocks listed in `table[s * max_blocks ..][.. max_blocks]` (u32 block ids),
+//! so its position `p` lives in cache row `table[s * max_blocks + p / block] * block + p %
+//! block`. Rows are described by two u32 each: `(position, sequence slot)`.
+
+/// Push constants of [`crate::BATCH_ROPE`] (per-row q/k norm + RoPE + paged KV append).
+/// Bindings: 0 rows, 1 table (read), 2 q (read-write), 3 k, 4 v, 5 q_norm, 6 k_norm
+/// (read), 7 kcache, 8 vcache (read-write). Dispatch `[heads + kv_heads, n, 1]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BatchRopePush {
+    /// Query heads.
+    pub heads: u32,
+    /// Key/value heads.
+    pub kv_heads: u32,
+    /// Head dimension (even, <= 256).
+    pub head_dim: u32,
+    /// Positions in the cache pool.
+    pub capacity: u32,
+    /// 1: RMS-normalise q and k per head (Qwen3).
+    pub use_norm: u32,
+    /// RMSNorm epsilon.
+    pub eps: f32,
+    /// RoPE base.
+    pub theta: f32,
+    /// Floats between consecutive rows' q (and k, v).
+    pub token_stride: u32,
+    /// Positions per block.
+    pub block: u32,
+    /// Table entries per sequence slot.
+    pub max_blocks: u32,
+}
+const _: () =
+    assert!(std::mem::size_of::<BatchRopePush>() == crate::BATCH_ROPE.push_constant_bytes as usize);
+
+/// Push constants of [`crate::BATCH_ATTENTION`] (causal attention of each row over its
+/// own sequence's paged keys). Bindings: 0 rows, 1 table, 2 q, 3 kcache, 4 vcache (read),
+/// 5 out (read-write). Dispatch `[heads, n, 1]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BatchAttnPush {
+    /// Query heads.
+    pub heads: u32,
+    /// Key/value heads (divides `heads`).
+    pub kv_heads: u32,
+    /// Head dimension (even, <= 256).
+    pub head_dim: u32,
+    /// Positions in the cache pool.
+    pub capacity: u32,
+    /// Floats between consecutive rows' q.
+    pub q_stride: u32,
+    /// Floats between consecutive rows' output.
+    pub o_stride: u32,
+    /// Score scale, usually `1 / sqrt(head_dim)`.
+    pub scale: f32,
+    /// Positions per block.
+    pub block: u32,
+    /// Table entries per sequence slot.
+    pub max_blocks: u32,
+}
+const _: () = assert!(
+    std::mem::size_of::<BatchAttnPush>() == crate::BATCH_ATTENTION.push_constant_bytes as usize
+);
+
+/// Push constants of [`crate::ARGMAX_ROWS`]: bindings 0 logits (read, row r at float
+/// `r * stride`), 1 result (read-write, four u32 per row as [`crate::TokenResult`] with
+/// `first_bad` 0). Dispatch `[n, 1, 1]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ArgmaxRowsPush {
+    /// Logits per row.
+    pub vocab: u32,
+    /// Floats between rows.
+    pub stride: u32,
+}
+const _: () = assert!(
+    std::mem::size_of::<ArgmaxRowsPush>() == crate::ARGMAX_ROWS.push_constant_bytes as usize
+);
+
+/// Cache row of position `pos` of sequence slot `seq` (`None`: outside table or pool).
+pub fn paged_slot(
+    table: &[u32],
+    seq: u32,
+    pos: u32,
+    block: u32,
+    max_blocks: u32,
+    capacity: u32,
+) -> Option<u32> {
+    let blk = pos / block;
+    if blk >= max_blocks {
+        return None;
+    }
+    let id = *table.get((seq * max_blocks + blk) as usize)?;
+    let slot = id.checked_mul(block)?.checked_add(pos % block)?;
+    (slot < capacity).then_some(slot)
+}
+
+/// CPU reference of [`crate::BATCH_ATTENTION`] (f64 softmax): `rows` as `(position,
+/// slot)`, caches as f32 `[kv_heads, capacity, head_dim]`; returns `n * o_stride` floats
+/// (zero where nothing is written).
+pub fn batch_attention_cpu(
+    p: &BatchAttnPush,
+    rows: &[(u32, u32)],
+    table: &[u32],
+    q: &[f32],
+    kcache: &[f32],
+    vcache: &[f32],
+) -> Vec<f32> {
+    let hd = p.head_dim as usize;
+    let group = (p.heads / p.kv_heads) as usize;
+    let mut out = vec![0.0f32; rows.len() * p.o_stride as usize];
+    for (r, &(pos, seq)) in rows.iter().enumerate() {
+        let len = (pos + 1).min(p.max_blocks * p.block);
+        let slot = |j: u32| {
+            paged_slot(table, seq, j, p.block, p.max_blocks, p.capacity).unwrap_or(p.capacity - 1)
+                as usize
+        };
+        for h in 0..p.heads as usize {
+            let qh = &q[r * p.q_stride as usize + h * hd..][..hd];
+            let base = (h / group) * p.capacity as usize * hd;
+            let scores: Vec<f64> = (0..len)
+                .map(|j| {
+                    let k = &kcache[base + slot(j) * hd..][..hd];
+                    qh.iter()
+                        .zip(k)
+                        .map(|(&a, &b)| a as f64 * b as f64)
+                        .sum::<f64>()
+                        * p.scale as f64
+                })
+                .collect();
+            let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = scores.iter().map(|s| (s - mx).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            for d in 0..hd {
+                let v: f64 = (0..len)
+                    .map(|j| e[j as usize] * vcache[base + slot(j) * hd + d] as f64)
+                    .sum();
+                out[r * p.o_stride as usize + h * hd + d] = (v / sum) as f32;
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,127 @@
+// Batched decode / paged KV attention: row r (rows[2r] = position p, rows[2r + 1] =
+// sequence slot s) attends causally to positions [0, p] of its own sequence, found through
+// the block table (position j of slot s lives in cache row
+// table[s * max_blocks + j / block] * block + j % block). Rows are independent: a row's
+// result does not depend on the other rows of the batch (batch invariance) — key tiles
+// start at position 0 and every reduction has a fixed order.
+// Dispatch [heads, n, 1], workgroup 128: one (head, row) per workgroup; keys in tiles of
+// 128, one key per invocation for the scores, output dims d = li and li + 128 per
+// invocation for the values (head_dim even, <= 256). Caches: f16 pairs in u32,
+// [kv_heads, capacity, head_dim]. q of row r at float r * q_stride + h * head_dim
+// (pre-scaled here by `scale`), out at r * o_stride + h * head_dim.
+
+struct F32s { d: array<f32> }
+struct U32s { d: array<u32> }
+struct Push {
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    capacity: u32,
+    q_stride: u32,
+    o_stride: u32,
+    scale: f32,
+    block: u32,
+    max_blocks: u32,
+}
+
+@group(0) @binding(0) var<storage, read> rows: U32s;
+@group(0) @binding(1) var<storage, read> table: U32s;
+@group(0) @binding(2) var<storage, read> q: F32s;
+@group(0) @binding(3) var<storage, read> kcache: U32s;
+@group(0) @binding(4) var<storage, read> vcache: U32s;
+@group(0) @binding(5) var<storage, read_write> out: F32s;
+var<immediate> pc: Push;
+
+const WG: u32 = 128u;
+const NEG: f32 = -3.0e38;
+
+var<workgroup> qs: array<f32, 256>;
+var<workgroup> ps: array<f32, 128>;
+var<workgroup> slots: array<u32, 128>;
+var<workgroup> red: array<f32, 128>;
+
+// Fixed-order tree reduction over the workgroup (op 0: max, 1: sum); every invocation
+// gets the result.
+fn reduce(li: u32, v: f32, op: u32) -> f32 {
+    workgroupBarrier(); // red free (previous use read by everyone)
+    red[li] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (li < s) {
+            if (op == 0u) {
+                red[li] = max(red[li], red[li + s]);
+            } else {
+                red[li] = red[li] + red[li + s];
+            }
+        }
+        workgroupBarrier();
+    }
+    return red[0];
+}
+
+@compute @workgroup_size(128)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let h = wg.x;
+    let r = wg.y;
+    let hd = pc.head_dim;
+    let pairs = hd / 2u;
+    let kvh = h / (pc.heads / pc.kv_heads);
+    let pos = rows.d[2u * r];
+    let seq = rows.d[2u * r + 1u];
+    // Keys [0, len): positions whose blocks exist in the table.
+    let len = min(pos + 1u, pc.max_blocks * pc.block);
+    let kv0 = kvh * pc.capacity;
+
+    for (var e = li; e < hd; e += WG) {
+        qs[e] = q.d[r * pc.q_stride + h * hd + e] * pc.scale;
+    }
+    var m = NEG;
+    var l = 0.0;
+    var o0 = 0.0;
+    var o1 = 0.0;
+    for (var kb = 0u; kb < len; kb += WG) {
+        workgroupBarrier(); // qs written; ps and slots of the previous tile consumed
+        let j = kb + li;
+        var score = NEG;
+        var slot = 0u;
+        if (j < len) {
+            slot = min(table.d[seq * pc.max_blocks + j / pc.block] * pc.block + j % pc.block,
+                       pc.capacity - 1u);
+            let at = (kv0 + slot) * pairs;
+            var acc = 0.0;
+            for (var p = 0u; p < pairs; p++) {
+                let kv = unpack2x16float(kcache.d[at + p]);
+                acc += qs[2u * p] * kv.x + qs[2u * p + 1u] * kv.y;
+            }
+            score = acc;
+        }
+        slots[li] = slot;
+        let mt = max(m, reduce(li, score, 0u));
+        let pj = select(0.0, exp(score - mt), j < len);
+        ps[li] = pj;
+        let alpha = exp(m - mt);
+        l = l * alpha + reduce(li, pj, 1u); // its barriers also publish ps and slots
+        o0 *= alpha;
+        o1 *= alpha;
+        let nk = min(WG, len - kb);
+        let d0 = min(li, hd - 1u);
+        let d1 = min(li + WG, hd - 1u);
+        for (var jj = 0u; jj < nk; jj++) {
+            let at = (kv0 + slots[jj]) * pairs;
+            let p = ps[jj];
+            let v0 = unpack2x16float(vcache.d[at + d0 / 2u]);
+            let v1 = unpack2x16float(vcache.d[at + d1 / 2u]);
+            o0 += p * select(v0.x, v0.y, (d0 & 1u) == 1u);
+            o1 += p * select(v1.x, v1.y, (d1 & 1u) == 1u);
+        }
+        m = mt;
+    }
+    let inv = 1.0 / l;
+    let ob = r * pc.o_stride + h * hd;
+    if (li < hd) {
+        out.d[ob + li] = o0 * inv;
+    }
+    if (li + WG < hd) {
+        out.d[ob + li + WG] = o1 * inv;
+    }
+}

@@ -1,0 +1,110 @@
+//! include: rope
+// Batched decode / paged KV: per-head q/k RMSNorm (optional, Qwen3) + rotary embedding +
+// KV append for n rows that may belong to different sequences. Row r carries
+// rows[2r] = its position and rows[2r + 1] = its sequence slot; position p of slot s lives
+// in cache row table[s * max_blocks + p / block] * block + p % block (a pool of blocks of
+// `block` positions; `capacity` = positions in the pool). Same maths as qk_norm_rope
+// (include/rope.wgsl), so a row writes the key it would write alone.
+// Dispatch [heads + kv_heads, n, 1], workgroup 128 (one invocation per rotation pair;
+// head_dim even and <= 256). Row r's q, k and v start r * token_stride floats into their
+// bindings. Nothing is written for a position whose block lies outside the table or pool.
+
+struct F32s { d: array<f32> }
+struct U32s { d: array<u32> }
+struct Push {
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    capacity: u32,
+    use_norm: u32,
+    eps: f32,
+    theta: f32,
+    token_stride: u32,
+    block: u32,
+    max_blocks: u32,
+}
+
+@group(0) @binding(0) var<storage, read> rows: U32s;
+@group(0) @binding(1) var<storage, read> table: U32s;
+@group(0) @binding(2) var<storage, read_write> q: F32s;
+@group(0) @binding(3) var<storage, read> k: F32s;
+@group(0) @binding(4) var<storage, read> v: F32s;
+@group(0) @binding(5) var<storage, read> q_norm: F32s;
+@group(0) @binding(6) var<storage, read> k_norm: F32s;
+@group(0) @binding(7) var<storage, read_write> kcache: U32s;
+@group(0) @binding(8) var<storage, read_write> vcache: U32s;
+var<immediate> pc: Push;
+
+var<workgroup> red: array<f32, 128>;
+var<workgroup> rotated: array<f32, 256>;
+
+@compute @workgroup_size(128)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i: u32) {
+    let g = wg.x;
+    let r = wg.y;
+    let hd = pc.head_dim;
+    let half = hd / 2u;
+    let is_q = g < pc.heads;
+    let head = select(g - pc.heads, g, is_q);
+    let base = head * hd + r * pc.token_stride;
+    let pos = rows.d[2u * r];
+    let seq = rows.d[2u * r + 1u];
+    let in_range = i < half;
+    let ia = min(i, half - 1u);
+    var a = 0.0;
+    var b = 0.0;
+    if (in_range) {
+        if (is_q) {
+            a = q.d[base + ia];
+            b = q.d[base + ia + half];
+        } else {
+            a = k.d[base + ia];
+            b = k.d[base + ia + half];
+        }
+    }
+    var ss = 0.0;
+    var wa = 1.0;
+    var wb = 1.0;
+    if (pc.use_norm != 0u) {
+        // Fixed-order tree sum (the same for every row and batch).
+        red[i] = a * a + b * b;
+        workgroupBarrier();
+        for (var s = 64u; s > 0u; s >>= 1u) {
+            if (i < s) {
+                red[i] += red[i + s];
+            }
+            workgroupBarrier();
+        }
+        ss = red[0];
+        if (is_q) {
+            wa = q_norm.d[ia];
+            wb = q_norm.d[ia + half];
+        } else {
+            wa = k_norm.d[ia];
+            wb = k_norm.d[ia + half];
+        }
+    }
+    let o = norm_rope_pair(a, b, ss, wa, wb, pc.use_norm != 0u, pc.eps, pos, ia, hd, pc.theta);
+    if (is_q) {
+        if (in_range) {
+            q.d[base + i] = o.x;
+            q.d[base + i + half] = o.y;
+        }
+        return;
+    }
+    if (in_range) {
+        rotated[i] = o.x;
+        rotated[i + half] = o.y;
+    }
+    workgroupBarrier();
+    let blk = pos / pc.block;
+    if (!in_range || blk >= pc.max_blocks) {
+        return;
+    }
+    let slot = table.d[seq * pc.max_blocks + blk] * pc.block + pos % pc.block;
+    if (slot < pc.capacity) {
+        let e = ((head * pc.capacity + slot) * hd) / 2u + i;
+        kcache.d[e] = pack2x16float(vec2<f32>(rotated[2u * i], rotated[2u * i + 1u]));
+        vcache.d[e] = pack2x16float(vec2<f32>(v.d[base + 2u * i], v.d[base + 2u * i + 1u]));
+    }
+}

@@ -129,6 +129,16 @@ pub enum LlmError {
         /// KV-cache capacity in tokens.
         context: usize,
     },
+    /// The paged KV cache has no free block left for a sequence.
+    #[error("KV cache pool is full: {in_use} of {total} blocks of {block} positions in use")]
+    KvPoolFull {
+        /// Blocks held by sequences.
+        in_use: usize,
+        /// Blocks in the pool (block 0 reserved).
+        total: usize,
+        /// Positions per block.
+        block: usize,
+    },
     /// A step's logits held NaN or infinite values (broken weights or an overflow): the
     /// token chosen from them would be garbage.
     #[error("the step at position {position} produced {count} NaN or infinite logits (broken weights or overflow); generation stopped")]

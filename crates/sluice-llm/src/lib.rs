@@ -9,6 +9,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
+pub mod batch;
 pub mod bench;
 pub mod chat;
 pub mod config;

@@ -86,7 +86,7 @@ pub fn check_gpu_options(config: &ModelConfig, options: &GpuOptions) -> Result<(
         ));
     }
     // KV cache, scratch and outputs: the same checked sizes the GPU model allocates.
-    let sizes = crate::gpu::layout::Sizes::new(c, o.context, o.prefill_chunk, o.attention_chunk)?;
+    let sizes = crate::gpu::layout::Sizes::for_options(c, o)?;
     let kv = sizes.kv_bytes.saturating_mul(2 * c.layers as u64);
     let weights = c.parameter_count().and_then(|p| p.checked_mul(4)); // at most 4 bytes per parameter (f32)
     match weights.and_then(|w| w.checked_add(sizes.total)) {

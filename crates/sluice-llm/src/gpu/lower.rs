@@ -20,6 +20,14 @@ pub enum Shape {
     Decode,
     /// The `n` prompt tokens held by the params buffer, at positions `params.pos..`.
     Prefill(u32),
+    /// `n` rows of any sequences over the paged KV cache (see [`super::paged`]): each row
+    /// is a token at its own position of its own sequence; every row gets logits and an
+    /// argmax. Projections are matrix-matrix products even for one row, so a row's result
+    /// never depends on the batch around it.
+    Batch(u32),
+    /// Like [`Shape::Batch`], but only the last row gets logits (a prompt chunk of one
+    /// sequence).
+    BatchPrefill(u32),
 }
 
 impl Shape {
@@ -27,12 +35,18 @@ impl Shape {
     pub fn tokens(self) -> u32 {
         match self {
             Shape::Decode => 1,
-            Shape::Prefill(n) => n,
+            Shape::Prefill(n) | Shape::Batch(n) | Shape::BatchPrefill(n) => n,
         }
     }
 
-    fn batched(self) -> bool {
-        matches!(self, Shape::Prefill(_))
+    /// More than one token per dispatch (token index in a workgroup dimension).
+    pub(super) fn batched(self) -> bool {
+        !matches!(self, Shape::Decode)
+    }
+
+    /// Rows over the paged KV cache.
+    pub(super) fn paged(self) -> bool {
+        matches!(self, Shape::Batch(_) | Shape::BatchPrefill(_))
     }
 }
 
@@ -52,6 +66,8 @@ struct Tokens {
     n: u32,
     x_stride4: u32,
     y_stride: u32,
+    /// Matrix-matrix kernels even for one token (batch invariance of paged shapes).
+    matmul: bool,
 }
 
 impl GpuModel {
@@ -68,16 +84,23 @@ impl GpuModel {
         Ok(())
     }
 
-    fn label(&self, enc: &mut Encoder, shape: Shape, op: &str, layer: Option<usize>) {
-        let prefix = if shape.batched() { "prefill." } else { "" };
+    pub(super) fn label(&self, enc: &mut Encoder, shape: Shape, op: &str, layer: Option<usize>) {
+        let prefix = match shape {
+            Shape::Decode => "",
+            Shape::Prefill(_) => "prefill.",
+            Shape::Batch(_) | Shape::BatchPrefill(_) => "batch.",
+        };
         match layer {
             Some(i) => enc.set_label(&format!("{prefix}{op} L{i}")),
             None => enc.set_label(&format!("{prefix}{op}")),
         }
     }
 
-    /// An activation's buffer and its floats per token.
-    fn act(&self, a: Act) -> (&Buffer, u32) {
+    /// An activation's buffer and its floats per token (a batch's logits: every row's).
+    fn act(&self, a: Act, shape: Shape) -> (&Buffer, u32) {
+        if let (Act::Logits, Shape::Batch(_)) = (a, shape) {
+            return (self.paged_logits(), self.config.vocab as u32);
+        }
         let s = &self.scratch;
         let z = &self.sizes;
         match a {
@@ -125,13 +148,18 @@ impl GpuModel {
     fn lower_embed(&self, enc: &mut Encoder, shape: Shape) -> sluice::Result<()> {
         let h = self.config.hidden as u32;
         self.label(enc, shape, "embed", None);
+        let params = if shape.paged() {
+            self.paged_tokens()
+        } else {
+            &self.params
+        };
         let mut groups = k::embed_groups_dt(self.embed.dtype, h);
         groups[1] = shape.tokens();
         enc.dispatch(
             &self.device.pipeline(k::embed(self.embed.dtype))?,
             groups,
             &[
-                self.params.slice(..),
+                params.slice(..),
                 self.embed.buffer.slice(..),
                 self.scratch.x.slice(..),
             ],
@@ -164,7 +192,7 @@ impl GpuModel {
         tokens: Option<Tokens>,
     ) -> sluice::Result<()> {
         let dt = m.dtype;
-        if let Some(t) = tokens.filter(|t| t.n > 1) {
+        if let Some(t) = tokens.filter(|t| t.n > 1 || t.matmul) {
             return self.matmul(enc, family, m, up, x, norm, y, accumulate, t);
         }
         let desc = match (family, tokens.is_some()) {
@@ -277,12 +305,12 @@ impl GpuModel {
             Weight::Head => None,
         };
         self.label(enc, shape, l.label, layer);
-        let (mut xb, mut xs) = self.act(l.input);
-        let (yb, ys) = self.act(l.output);
+        let (mut xb, mut xs) = self.act(l.input, shape);
+        let (yb, ys) = self.act(l.output, shape);
         let parts = self.matrices(l.weight);
         let cols = parts[0].0.cols;
         // The logits are the last token's only: the op runs once, on that token's input.
-        let last_only = l.output == Act::Logits;
+        let last_only = l.output == Act::Logits && !matches!(shape, Shape::Batch(_));
         let t = if last_only { 1 } else { shape.tokens() };
         let first = if last_only { shape.tokens() - 1 } else { 0 };
         let mut norm = l.norm.map(|n| self.norm_weight(n));
@@ -297,13 +325,14 @@ impl GpuModel {
         } else {
             first as u64 * xs as u64 * 4
         };
-        let tokens = (shape.batched() && !last_only).then_some(Tokens {
+        let tokens = (shape.batched() && (!last_only || shape.paged())).then_some(Tokens {
             n: t,
             x_stride4: xs / 4,
             y_stride: ys,
+            matmul: shape.paged(),
         });
         let x_slice = |m: &Matrix| match tokens {
-            Some(_) => xb.slice(..),
+            Some(_) => xb.slice(x_at..),
             None => xb.slice(x_at..x_at + m.x_bytes()),
         };
         fn y_slice<'b>(buf: &'b Buffer, m: &Matrix, row: u64, batched: bool) -> BufferSlice<'b> {
@@ -393,6 +422,9 @@ impl GpuModel {
     }
 
     fn lower_attention(&self, enc: &mut Encoder, i: usize, shape: Shape) -> sluice::Result<()> {
+        if shape.paged() {
+            return self.lower_paged_attention(enc, i, shape);
+        }
         let c = &self.config;
         let l = &self.layers[i];
         let s = &self.scratch;
@@ -443,7 +475,7 @@ impl GpuModel {
             // Views of q, k and v: one token's rows in decode, from there on in prefill.
             let view = |at: u64, heads: u64| match shape {
                 Shape::Decode => s.qkv.slice(at * 4..(at + heads * hd) * 4),
-                Shape::Prefill(_) => s.qkv.slice(at * 4..),
+                _ => s.qkv.slice(at * 4..),
             };
             let (q, kk, v) = (
                 view(q_at, c.heads as u64),
@@ -516,6 +548,9 @@ impl GpuModel {
     /// The argmax (or the sampling kernel when sampling is on) into the result buffer and
     /// `params.token`, then the position advanced by the step's tokens.
     fn lower_next(&self, enc: &mut Encoder, shape: Shape) -> sluice::Result<()> {
+        if shape.paged() {
+            return self.lower_paged_next(enc, shape);
+        }
         let n = self.config.vocab as u32;
         let bindings = [
             self.logits.slice(..),

@@ -11,6 +11,7 @@
 
 pub mod layout;
 mod lower;
+pub mod paged;
 mod upload;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use crate::config::ModelConfig;
 use crate::error::LlmError;
 pub use layout::Matrix;
 pub use lower::Shape;
+pub use paged::{BatchRow, PagedOptions};
 
 /// Tensor data handed to the uploader: raw little-endian bytes of a dtype, or f32 values.
 pub enum TensorData<'a> {
@@ -64,6 +66,9 @@ pub struct GpuOptions {
     /// (the token still stays on the GPU, so replayed steps queue back to back). Default
     /// `None`: greedy.
     pub sampling: Option<crate::sampler::Sampling>,
+    /// A paged KV cache and the batched step (many sequences per dispatch): `context` is
+    /// then the pool of positions all sequences share. Default `None`.
+    pub paged: Option<PagedOptions>,
 }
 
 impl Default for GpuOptions {
@@ -77,6 +82,7 @@ impl Default for GpuOptions {
             matvec_threads_per_row: None,
             prefill_chunk: 512,
             sampling: None,
+            paged: None,
         }
     }
 }
@@ -167,6 +173,8 @@ pub struct GpuModel {
     result: Buffer,
     /// Token ring: `tokens[pos]` is the token at position `pos` chosen on the GPU.
     tokens: Buffer,
+    /// The paged KV cache's table and the batched step's buffers (`options.paged`).
+    paged: Option<paged::Paged>,
 }
 
 impl GpuModel {

@@ -101,12 +101,14 @@ impl GpuModel {
             );
             options.prefill_chunk = 1;
         }
-        let sizes = Sizes::new(
-            c,
-            options.context,
-            options.prefill_chunk,
-            options.attention_chunk,
-        )?;
+        if options.paged.is_some() && options.prefill_chunk == 1 {
+            // The batched step's strides need the same alignment as prefill chunks.
+            return Err(LlmError::InvalidArgument(format!(
+                "batched decode needs heads x head_dim a multiple of 8 (is {})",
+                c.heads * c.head_dim
+            )));
+        }
+        let sizes = Sizes::for_options(c, &options)?;
         check_fits(device, weight_estimate, &sizes)?;
         let kernels = Kernels {
             rmsnorm: device.pipeline(&k::RMSNORM)?,
@@ -312,8 +314,13 @@ impl GpuModel {
             (options.context * 4) as u64,
             ResourceClass::PersistentOutput,
         )?;
+        let paged = match &options.paged {
+            Some(p) => Some(super::paged::Paged::new(device, c, p.clone(), sizes.chunk)?),
+            None => None,
+        };
         device.synchronize()?;
         Ok(GpuModel {
+            paged,
             device: device.clone(),
             config: c.clone(),
             options,

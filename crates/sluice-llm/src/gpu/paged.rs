@@ -1,0 +1,417 @@
+//! The batched decode step over a paged KV cache: the model's KV buffers become a pool of
+//! fixed-size blocks that sequence slots own through a block table, and one step
+//! ([`super::Shape::Batch`]) advances rows of many sequences with one dispatch per op.
+//! Block 0 is never handed out: the padding rows of a step (slot `sequences`, whose table
+//! row is all zeros) write their keys there.
+//!
+//! The host side (which blocks a sequence owns, which rows a step runs) lives in
+//! [`crate::batch`]; here are the buffers, their checked sizes and the lowering.
+
+use std::sync::Arc;
+
+use sluice::{Buffer, Device, Encoder, Pipeline, ResourceClass};
+use sluice_kernels as k;
+
+use super::layout::{qkv_offsets, qkv_rows, Sizes};
+use super::{GpuModel, Shape};
+use crate::config::{Arch, ModelConfig};
+use crate::error::LlmError;
+
+/// Shape of the paged KV cache and the batched step. With it, [`super::GpuOptions::context`]
+/// is the pool: positions of all sequences together (a multiple of `block`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PagedOptions {
+    /// Rows (tokens) one batched step takes at most. Default 64.
+    pub max_rows: usize,
+    /// Sequence slots. Default 64.
+    pub sequences: usize,
+    /// Positions one sequence may hold (prompt + generated). Default 4096.
+    pub seq_context: usize,
+    /// Positions per KV block. Default 16.
+    pub block: usize,
+}
+
+impl Default for PagedOptions {
+    fn default() -> Self {
+        PagedOptions {
+            max_rows: 64,
+            sequences: 64,
+            seq_context: 4096,
+            block: 16,
+        }
+    }
+}
+
+impl PagedOptions {
+    /// Table entries per sequence slot.
+    pub fn max_blocks(&self) -> usize {
+        self.seq_context.div_ceil(self.block.max(1))
+    }
+
+    /// Checks the options against the pool of `context` positions and returns the extra
+    /// bytes the paged buffers take.
+    pub fn check(&self, c: &ModelConfig, context: usize) -> Result<u64, LlmError> {
+        let bad = |m: String| Err(LlmError::InvalidArgument(m));
+        if self.block == 0 || self.block > 1024 {
+            return bad(format!(
+                "KV block of {} positions: use 1..=1024",
+                self.block
+            ));
+        }
+        if self.max_rows == 0 || self.max_rows > super::layout::MAX_CHUNK {
+            return bad(format!(
+                "batch of {} rows: use 1..={}",
+                self.max_rows,
+                super::layout::MAX_CHUNK
+            ));
+        }
+        if self.sequences == 0 || self.sequences > 65536 {
+            return bad(format!("{} sequences: use 1..=65536", self.sequences));
+        }
+        if self.seq_context == 0 || self.seq_context > context {
+            return bad(format!(
+                "sequence context {} must be in 1..={context} (the pool)",
+                self.seq_context
+            ));
+        }
+        if !context.is_multiple_of(self.block) || context / self.block < 2 {
+            return bad(format!(
+                "KV pool of {context} positions must be at least 2 blocks of {} and a multiple of it",
+                self.block
+            ));
+        }
+        if !(c.heads * c.head_dim).is_multiple_of(8) {
+            return bad(format!(
+                "batched decode needs heads x head_dim a multiple of 8 (is {})",
+                c.heads * c.head_dim
+            ));
+        }
+        let table = (self.sequences as u64 + 1)
+            .checked_mul(self.max_blocks() as u64)
+            .and_then(|v| v.checked_mul(4));
+        let logits = (self.max_rows as u64)
+            .checked_mul(c.vocab as u64)
+            .and_then(|v| v.checked_mul(4));
+        let rows = (super::layout::MAX_CHUNK as u64 + 4) * 12 + self.max_rows as u64 * 16;
+        match (table, logits) {
+            (Some(t), Some(l)) => t
+                .checked_add(l)
+                .and_then(|v| v.checked_add(rows))
+                .ok_or_else(|| LlmError::InvalidArgument("paged buffers overflow".into())),
+            _ => bad(format!(
+                "paged buffers too large: {} sequences x {} blocks, {} rows x vocab {}",
+                self.sequences,
+                self.max_blocks(),
+                self.max_rows,
+                c.vocab
+            )),
+        }
+    }
+}
+
+impl Sizes {
+    /// The checked sizes of everything `o` asks the model to allocate besides weights:
+    /// [`Sizes::new`], with scratch for a batched step's rows and the paged buffers when
+    /// `o.paged` is set.
+    pub fn for_options(c: &ModelConfig, o: &super::GpuOptions) -> Result<Sizes, LlmError> {
+        let Some(p) = &o.paged else {
+            return Sizes::new(c, o.context, o.prefill_chunk, o.attention_chunk);
+        };
+        let extra = p.check(c, o.context)?;
+        let chunk = o.prefill_chunk.max(p.max_rows);
+        let mut s = Sizes::new(c, o.context, chunk, o.attention_chunk)?;
+        s.total = s
+            .total
+            .checked_add(extra)
+            .ok_or_else(|| LlmError::InvalidArgument("paged buffers overflow".into()))?;
+        Ok(s)
+    }
+}
+
+/// One row of a batched step: `token` at position `pos` of sequence slot `slot`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchRow {
+    /// Input token.
+    pub token: u32,
+    /// Its position in its sequence.
+    pub pos: u32,
+    /// The sequence slot (`0..sequences`; `sequences` = padding).
+    pub slot: u32,
+}
+
+/// Buffers and pipelines of the paged step.
+pub(crate) struct Paged {
+    pub opts: PagedOptions,
+    /// `{token, pos, seq_len, pad}` header (unused) then the rows' tokens: the embed
+    /// kernel's params layout.
+    pub tokens: Buffer,
+    /// `(pos, slot)` per row.
+    pub rows: Buffer,
+    /// `(sequences + 1) x max_blocks` block ids.
+    pub table: Buffer,
+    /// Logits of every row of a [`Shape::Batch`] step, `[max_rows, vocab]`.
+    pub logits: Buffer,
+    /// Four u32 per row (see `sluice_kernels::TokenResult`).
+    pub results: Buffer,
+    pub rope: Arc<Pipeline>,
+    pub attention: Arc<Pipeline>,
+    pub argmax: Arc<Pipeline>,
+}
+
+impl Paged {
+    /// Buffers for steps of up to `rows_cap` rows (the scratch's rows; at least
+    /// `opts.max_rows`).
+    pub fn new(
+        device: &Device,
+        c: &ModelConfig,
+        opts: PagedOptions,
+        rows_cap: usize,
+    ) -> Result<Paged, LlmError> {
+        let g = ResourceClass::Generic;
+        let table_words = (opts.sequences + 1) * opts.max_blocks();
+        let table = device.create_buffer("kv.table", table_words as u64 * 4, g)?;
+        table.write(0, &vec![0u32; table_words])?;
+        Ok(Paged {
+            tokens: device.create_buffer("batch.tokens", (rows_cap as u64 + 4) * 4, g)?,
+            rows: device.create_buffer("batch.rows", rows_cap as u64 * 8, g)?,
+            table,
+            logits: device.create_buffer(
+                "batch.logits",
+                (opts.max_rows * c.vocab * 4) as u64,
+                ResourceClass::TokenScratch,
+            )?,
+            results: device.create_buffer(
+                "batch.results",
+                opts.max_rows as u64 * k::TOKEN_RESULT_BYTES,
+                ResourceClass::PersistentOutput,
+            )?,
+            rope: device.pipeline(&k::BATCH_ROPE)?,
+            attention: device.pipeline(&k::BATCH_ATTENTION)?,
+            argmax: device.pipeline(&k::ARGMAX_ROWS)?,
+            opts,
+        })
+    }
+}
+
+impl GpuModel {
+    fn paged_state(&self) -> Result<&Paged, LlmError> {
+        self.paged.as_ref().ok_or_else(|| {
+            LlmError::InvalidArgument("the model was loaded without a paged KV cache".into())
+        })
+    }
+
+    /// The paged-cache options, when the model was loaded with them.
+    pub fn paged_options(&self) -> Option<&PagedOptions> {
+        self.paged.as_ref().map(|p| &p.opts)
+    }
+
+    pub(super) fn paged_tokens(&self) -> &Buffer {
+        &self.paged.as_ref().expect("checked by encode_batch").tokens
+    }
+
+    pub(super) fn paged_logits(&self) -> &Buffer {
+        &self.paged.as_ref().expect("checked by encode_batch").logits
+    }
+
+    /// Writes the block table row of sequence `slot`: its blocks in position order (the
+    /// rest of the row points at block 0).
+    pub fn set_block_table(&self, slot: usize, blocks: &[u32]) -> Result<(), LlmError> {
+        let p = self.paged_state()?;
+        let mb = p.opts.max_blocks();
+        let pool = (self.options.context / p.opts.block) as u32;
+        if slot >= p.opts.sequences || blocks.len() > mb {
+            return Err(LlmError::InvalidArgument(format!(
+                "block table of slot {slot} with {} blocks (slots {}, blocks per sequence {mb})",
+                blocks.len(),
+                p.opts.sequences
+            )));
+        }
+        if let Some(b) = blocks.iter().find(|&&b| b == 0 || b >= pool) {
+            return Err(LlmError::InvalidArgument(format!(
+                "block id {b} outside 1..{pool}"
+            )));
+        }
+        let mut row = blocks.to_vec();
+        row.resize(mb, 0);
+        p.table.write((slot * mb * 4) as u64, &row)?;
+        Ok(())
+    }
+
+    /// Writes the rows of the next batched step.
+    pub fn set_batch_rows(&self, rows: &[BatchRow]) -> Result<(), LlmError> {
+        let p = self.paged_state()?;
+        if rows.is_empty() || rows.len() > self.sizes.chunk {
+            return Err(LlmError::InvalidArgument(format!(
+                "batch of {} rows (1..={})",
+                rows.len(),
+                self.sizes.chunk
+            )));
+        }
+        let mut tokens = vec![0u32; 4];
+        let mut words = Vec::with_capacity(rows.len() * 2);
+        for r in rows {
+            if r.token as usize >= self.config.vocab
+                || r.slot as usize > p.opts.sequences
+                || r.pos as usize >= p.opts.seq_context
+            {
+                return Err(LlmError::InvalidArgument(format!(
+                    "batch row {r:?}: token < {}, slot <= {}, position < {}",
+                    self.config.vocab, p.opts.sequences, p.opts.seq_context
+                )));
+            }
+            tokens.push(r.token);
+            words.extend([r.pos, r.slot]);
+        }
+        p.tokens.write(0, &tokens)?;
+        p.rows.write(0, &words)?;
+        Ok(())
+    }
+
+    /// Rows a batched step may take: `max_rows` with logits for every row, the scratch's
+    /// chunk with `last_only`.
+    pub fn batch_rows_max(&self, last_only: bool) -> usize {
+        match (&self.paged, last_only) {
+            (None, _) => 0,
+            (Some(p), false) => p.opts.max_rows,
+            (Some(_), true) => self.sizes.chunk,
+        }
+    }
+
+    /// Records a batched step over the `n` rows written by [`GpuModel::set_batch_rows`]:
+    /// logits and argmax for every row, or (`last_only`) for the last row only.
+    pub fn encode_batch(
+        &self,
+        enc: &mut Encoder,
+        n: usize,
+        last_only: bool,
+    ) -> Result<(), LlmError> {
+        self.paged_state()?;
+        let max = self.batch_rows_max(last_only);
+        let n32 = u32::try_from(n)
+            .ok()
+            .filter(|&v| v >= 1 && v as usize <= max)
+            .ok_or_else(|| {
+                LlmError::InvalidArgument(format!("batched step of {n} rows (1..={max})"))
+            })?;
+        let shape = if last_only {
+            Shape::BatchPrefill(n32)
+        } else {
+            Shape::Batch(n32)
+        };
+        Ok(self.encode(enc, shape)?)
+    }
+
+    /// Results of the last batched step's first `n` rows (waits for it).
+    pub fn batch_results(&self, n: usize) -> Result<Vec<k::TokenResult>, LlmError> {
+        let p = self.paged_state()?;
+        let w = p.results.read::<u32>(0, n.min(p.opts.max_rows) * 4)?;
+        Ok(w.chunks_exact(4)
+            .map(|c| k::TokenResult::from_words([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
+
+    /// Logits of row `row` of the last batched step (of its last row for `last_only`).
+    pub fn batch_logits(&self, row: usize, last_only: bool) -> Result<Vec<f32>, LlmError> {
+        let p = self.paged_state()?;
+        let v = self.config.vocab;
+        if last_only {
+            return self.logits();
+        }
+        if row >= p.opts.max_rows {
+            return Err(LlmError::InvalidArgument(format!("row {row} of a batch")));
+        }
+        Ok(p.logits.read::<f32>((row * v * 4) as u64, v)?)
+    }
+
+    /// q/k norm + RoPE + paged append, then attention through the block table.
+    pub(super) fn lower_paged_attention(
+        &self,
+        enc: &mut Encoder,
+        i: usize,
+        shape: Shape,
+    ) -> sluice::Result<()> {
+        let p = self.paged.as_ref().expect("checked by encode_batch");
+        let c = &self.config;
+        let l = &self.layers[i];
+        let s = &self.scratch;
+        let n = shape.tokens();
+        let (q_at, k_at, v_at) = qkv_offsets(c);
+        let stride = qkv_rows(c) as u32;
+        let (block, max_blocks) = (p.opts.block as u32, p.opts.max_blocks() as u32);
+        let capacity = self.options.context as u32;
+        let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
+        let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
+        self.label(enc, shape, "qk_norm_rope", Some(i));
+        enc.dispatch(
+            &p.rope,
+            [(c.heads + c.kv_heads) as u32, n, 1],
+            &[
+                p.rows.slice(..),
+                p.table.slice(..),
+                s.qkv.slice(q_at * 4..),
+                s.qkv.slice(k_at * 4..),
+                s.qkv.slice(v_at * 4..),
+                qn.slice(..),
+                kn.slice(..),
+                l.k_cache.slice(..),
+                l.v_cache.slice(..),
+            ],
+            &k::BatchRopePush {
+                heads: c.heads as u32,
+                kv_heads: c.kv_heads as u32,
+                head_dim: c.head_dim as u32,
+                capacity,
+                use_norm: (c.arch == Arch::Qwen3) as u32,
+                eps: c.rms_eps,
+                theta: c.rope_theta,
+                token_stride: stride,
+                block,
+                max_blocks,
+            },
+        )?;
+        self.label(enc, shape, "attention", Some(i));
+        enc.dispatch(
+            &p.attention,
+            [c.heads as u32, n, 1],
+            &[
+                p.rows.slice(..),
+                p.table.slice(..),
+                s.qkv.slice(q_at * 4..),
+                l.k_cache.slice(..),
+                l.v_cache.slice(..),
+                s.attn.slice(..),
+            ],
+            &k::BatchAttnPush {
+                heads: c.heads as u32,
+                kv_heads: c.kv_heads as u32,
+                head_dim: c.head_dim as u32,
+                capacity,
+                q_stride: stride,
+                o_stride: self.sizes.attn_stride as u32,
+                scale: 1.0 / (c.head_dim as f32).sqrt(),
+                block,
+                max_blocks,
+            },
+        )
+    }
+
+    /// The per-row argmax into the results buffer.
+    pub(super) fn lower_paged_next(&self, enc: &mut Encoder, shape: Shape) -> sluice::Result<()> {
+        let p = self.paged.as_ref().expect("checked by encode_batch");
+        let (logits, rows) = match shape {
+            Shape::Batch(n) => (&p.logits, n),
+            _ => (&self.logits, 1),
+        };
+        enc.set_label("batch.argmax");
+        let vocab = self.config.vocab as u32;
+        enc.dispatch(
+            &p.argmax,
+            [rows, 1, 1],
+            &[logits.slice(..), p.results.slice(..)],
+            &k::ArgmaxRowsPush {
+                vocab,
+                stride: vocab,
+            },
+        )
+    }
+}

@@ -1,0 +1,239 @@
+//! The batched step over the paged KV cache, end to end on a tiny model: every row of a
+//! batch of sequences (different prompts and lengths, joining at different steps) against
+//! its own CPU reference, and batch invariance — a sequence's logits are bit-identical
+//! whether it runs alone or among others, in direct and replay mode.
+
+use sluice::graph::GraphOptions;
+use sluice::testing::{test_device, ValidationGuard};
+use sluice::Device;
+use sluice_llm::batch::BatchRunner;
+use sluice_llm::config::ModelConfig;
+use sluice_llm::decode::Mode;
+use sluice_llm::gpu::{BatchRow, PagedOptions};
+use sluice_llm::load::{open_model, LoadOptions, Loaded};
+use sluice_llm::reference::CpuModel;
+use sluice_llm::safetensors::DType;
+use sluice_llm::sampler::argmax;
+use sluice_llm::weights::DEFAULT_SEED;
+use sluice_llm::LlmError;
+
+fn load(d: &Device, name: &str, fuse: bool) -> Loaded {
+    let mut o = LoadOptions::default();
+    o.gpu.fuse_norm = fuse;
+    o.gpu.fuse_gate_up = fuse;
+    o.gpu.prefill_chunk = 8; // prompts of several chunks
+                             // A pool of 40 blocks of 4 positions shared by 4 slots of up to 48 positions.
+    o.gpu.context = 160;
+    o.gpu.paged = Some(PagedOptions {
+        max_rows: 4,
+        sequences: 4,
+        seq_context: 48,
+        block: 4,
+    });
+    open_model(d, &format!("synthetic:{name}"), &o, |_, _| {}).unwrap()
+}
+
+fn rel_err(a: &[f32], b: &[f32]) -> f32 {
+    let scale = b.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
+    a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs())) / scale
+}
+
+fn prompt(seed: u32, len: usize, vocab: usize) -> Vec<u32> {
+    (0..len as u32)
+        .map(|i| (i * 37 + seed * 11 + 3) % vocab as u32)
+        .collect()
+}
+
+/// Rows of three sequences, teacher-forced with their CPU references' argmax.
+fn batch_matches_cpu(name: &str, fuse: bool) {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let loaded = load(&d, name, fuse);
+    let cfg = ModelConfig::synthetic(name).unwrap();
+    let mut runner =
+        BatchRunner::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
+    let prompts = [
+        prompt(1, 11, cfg.vocab),
+        prompt(2, 1, cfg.vocab),
+        prompt(3, 19, cfg.vocab),
+    ];
+    let mut cpus: Vec<CpuModel> = (0..3)
+        .map(|_| CpuModel::synthetic(&cfg, DEFAULT_SEED, DType::F16).unwrap())
+        .collect();
+    let mut seqs = Vec::new(); // (slot, next token, position)
+    let mut worst = 0f32;
+    for (i, p) in prompts.iter().enumerate() {
+        let slot = runner.open().unwrap();
+        let first = runner.prefill(slot, p).unwrap();
+        let mut want = Vec::new();
+        for &t in p {
+            want = cpus[i].forward(t).unwrap();
+        }
+        worst = worst.max(rel_err(&runner.logits(0, true).unwrap(), &want));
+        assert_eq!(
+            first.index,
+            argmax(&want).unwrap(),
+            "{name}: prompt {i} first token"
+        );
+        seqs.push((slot, first.index, p.len()));
+    }
+    let mut agree = 0;
+    for _ in 0..12 {
+        for &(slot, _, pos) in &seqs {
+            runner.reserve(slot, pos + 1).unwrap();
+        }
+        let rows: Vec<BatchRow> = seqs
+            .iter()
+            .map(|&(slot, token, pos)| BatchRow {
+                token,
+                pos: pos as u32,
+                slot,
+            })
+            .collect();
+        let res = runner.step(&rows, false).unwrap();
+        for (i, s) in seqs.iter_mut().enumerate() {
+            let want = cpus[i].forward(s.1).unwrap();
+            worst = worst.max(rel_err(&runner.logits(i, false).unwrap(), &want));
+            let cpu_next = argmax(&want).unwrap();
+            agree += (res[i].index == cpu_next) as usize;
+            *s = (s.0, cpu_next, s.2 + 1);
+        }
+    }
+    eprintln!(
+        "{name} (fused {fuse}): worst relative logit error {worst:.2e}, agreement {agree}/36"
+    );
+    assert!(worst < 2e-3, "{name}: worst relative logit error {worst}");
+    assert!(agree >= 35, "{name}: greedy agreed on {agree}/36 rows");
+}
+
+#[test]
+fn batched_rows_match_cpu_reference_qwen3() {
+    batch_matches_cpu("tiny", true);
+}
+
+#[test]
+fn batched_rows_match_cpu_reference_llama_unfused() {
+    batch_matches_cpu("tiny-llama", false);
+}
+
+/// Greedy decode of `target` (prompt, steps) with `others` joining at given steps; returns
+/// the target's tokens and the bits of its logits at every step.
+fn run_with_others(
+    runner: &mut BatchRunner<'_>,
+    target: &[u32],
+    steps: usize,
+    others: &[(usize, Vec<u32>)],
+) -> (Vec<u32>, Vec<Vec<u32>>) {
+    // Others that start at step 0 run their prompt before the target.
+    let mut live: Vec<(u32, u32, usize)> = Vec::new(); // (slot, token, pos)
+    let mut start = |runner: &mut BatchRunner<'_>, p: &[u32]| {
+        let slot = runner.open().unwrap();
+        let first = runner.prefill(slot, p).unwrap();
+        (slot, first.index, p.len())
+    };
+    for (at, p) in others {
+        if *at == 0 {
+            live.push(start(runner, p));
+        }
+    }
+    let t = start(runner, target);
+    let target_slot = t.0;
+    live.insert(live.len() / 2, t); // not always row 0
+    let (mut tokens, mut logits) = (vec![t.1], Vec::new());
+    for step in 1..=steps {
+        for (at, p) in others {
+            if *at == step {
+                live.push(start(runner, p));
+            }
+        }
+        for &(slot, _, pos) in &live {
+            runner.reserve(slot, pos + 1).unwrap();
+        }
+        let rows: Vec<BatchRow> = live
+            .iter()
+            .map(|&(slot, token, pos)| BatchRow {
+                token,
+                pos: pos as u32,
+                slot,
+            })
+            .collect();
+        let res = runner.step(&rows, false).unwrap();
+        for (i, s) in live.iter_mut().enumerate() {
+            if s.0 == target_slot {
+                tokens.push(res[i].index);
+                let l = runner.logits(i, false).unwrap();
+                logits.push(l.iter().map(|v| v.to_bits()).collect());
+            }
+            *s = (s.0, res[i].index, s.2 + 1);
+        }
+    }
+    for (slot, _, _) in live {
+        runner.close(slot);
+    }
+    assert_eq!(runner.pool().in_use(), 0, "every block back in the pool");
+    (tokens, logits)
+}
+
+#[test]
+fn a_sequence_decodes_bit_identically_alone_and_batched() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let loaded = load(&d, "tiny", true);
+    let vocab = loaded.model.config().vocab;
+    let target = prompt(5, 9, vocab);
+    let others = vec![
+        (0, prompt(6, 17, vocab)),
+        (2, prompt(7, 3, vocab)),
+        (5, prompt(8, 12, vocab)),
+    ];
+    for mode in [Mode::Direct, Mode::Replay] {
+        let mut runner = BatchRunner::new(&loaded.model, mode, GraphOptions::default()).unwrap();
+        let alone = run_with_others(&mut runner, &target, 10, &[]);
+        let batched = run_with_others(&mut runner, &target, 10, &others);
+        assert_eq!(alone.0, batched.0, "{mode:?}: tokens alone vs batched");
+        assert!(
+            alone.1 == batched.1,
+            "{mode:?}: logits alone vs batched differ in bits"
+        );
+    }
+}
+
+#[test]
+fn pool_and_slot_limits_are_errors() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let loaded = load(&d, "tiny", true);
+    let mut runner =
+        BatchRunner::new(&loaded.model, Mode::Direct, GraphOptions::default()).unwrap();
+    let slots: Vec<u32> = (0..4).map(|_| runner.open().unwrap()).collect();
+    assert!(runner.open().is_err(), "a fifth slot");
+    // Longer than a sequence may be.
+    let e = runner.reserve(slots[0], 49).unwrap_err();
+    assert!(matches!(e, LlmError::ContextFull { context: 48 }), "{e}");
+    // 39 usable blocks of 4: three full sequences take 36, the fourth gets 3, then fails.
+    for &s in &slots[..3] {
+        runner.reserve(s, 48).unwrap();
+    }
+    runner.reserve(slots[3], 12).unwrap();
+    let e = runner.reserve(slots[3], 13).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            LlmError::KvPoolFull {
+                in_use: 39,
+                total: 39,
+                block: 4
+            }
+        ),
+        "{e}"
+    );
+    // A row past what its slot holds is refused before any GPU work.
+    let row = BatchRow {
+        token: 1,
+        pos: 12,
+        slot: slots[3],
+    };
+    assert!(runner.step(&[row], false).is_err());
+    runner.close(slots[0]);
+    runner.reserve(slots[3], 13).unwrap();
+}

@@ -183,9 +183,90 @@ pub struct BenchArgs {
     /// Runs; rows report mean ± standard deviation
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     repeat: u32,
+    /// Batched decode instead: for each count N in the list, N sequences with -p prompt
+    /// tokens each (default 128), then -n steps advancing all of them (like
+    /// llama-batched-bench's pp/tg); rows report aggregate tok/s and step latency
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=4096))]
+    sequences: Vec<u32>,
     /// Print JSON instead of a table row
     #[arg(long)]
     json: bool,
+}
+
+/// `sluice bench --sequences`: the batched engine over a paged KV cache.
+fn bench_batched(args: &BenchArgs, device: &Device) -> Result<(), String> {
+    let n = (args.n as usize).max(1);
+    let prompt = if args.p == 0 { 128 } else { args.p as usize };
+    let most = *args.sequences.iter().max().unwrap_or(&1) as usize;
+    let block = 16usize;
+    let seq_context = (prompt + n + 1).next_multiple_of(block);
+    let pool = most
+        .checked_mul(seq_context)
+        .and_then(|v| v.checked_add(block))
+        .filter(|&v| v <= sluice_llm::load::MAX_CONTEXT)
+        .ok_or_else(|| {
+            format!("{most} sequences x {seq_context} positions exceed the largest KV pool")
+        })?;
+    let mut m = model_args(&args.model, device, pool)?;
+    m.load.gpu.context = pool;
+    m.load.gpu.paged = Some(sluice_llm::gpu::PagedOptions {
+        max_rows: most,
+        sequences: most,
+        seq_context,
+        block,
+    });
+    let loaded = open_model(device, &m.model, &m.load, progress(args.json)).map_err(err)?;
+    let mut runner =
+        sluice_llm::batch::BatchRunner::new(&loaded.model, m.mode, m.graph).map_err(err)?;
+    let mut rows = Vec::new();
+    for &seqs in &args.sequences {
+        // One untimed run per count: recordings, pipelines and clocks.
+        sluice_llm::bench::bench_batched(&mut runner, seqs as usize, prompt, n.min(8))
+            .map_err(err)?;
+        let mut runs = Vec::new();
+        for _ in 0..args.repeat.max(1) {
+            runs.push(
+                sluice_llm::bench::bench_batched(&mut runner, seqs as usize, prompt, n)
+                    .map_err(err)?,
+            );
+        }
+        runs.sort_by(|a, b| a.tg_tok_s.total_cmp(&b.tg_tok_s));
+        let samples: Vec<f64> = runs.iter().map(|r| r.tg_tok_s).collect();
+        let (mean, sd) = sluice_llm::bench::mean_stddev(&samples);
+        let median = runs.swap_remove(runs.len() / 2);
+        rows.push((median, mean, sd));
+    }
+    if args.json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(r, mean, sd)| {
+                serde_json::json!({
+                    "device": device.info().name, "model": m.model, "dtype": loaded.dtype,
+                    "mode": format!("{:?}", m.mode), "row": r, "tg_avg_ts": mean, "tg_stddev_ts": sd,
+                })
+            })
+            .collect();
+        return outln!("{}", serde_json::to_string_pretty(&v).map_err(err)?);
+    }
+    outln!("| model | device | dtype | sequences | pp | tg | pp t/s | tg t/s (all sequences) | step ms mean | p50 | p99 | disp/step |")?;
+    outln!("|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+    for (r, mean, sd) in &rows {
+        outln!(
+            "| {} | {} | {} | {} | {} | {} | {:.0} | {mean:.1} ± {sd:.1} | {:.3} | {:.3} | {:.3} | {:.0} |",
+            m.model,
+            device.info().name,
+            loaded.dtype,
+            r.sequences,
+            r.prompt,
+            r.n_gen,
+            r.pp_tok_s,
+            r.step_ms_mean,
+            r.step_ms_p50,
+            r.step_ms_p99,
+            r.dispatches_per_step
+        )?;
+    }
+    Ok(())
 }
 
 /// What `sluice graph` prints.
@@ -444,6 +525,9 @@ fn chat_prompt(
 /// `sluice bench`: llama-bench-like `pp` (with `-p N`) and `tg` (`-n N`) rows, mean ±
 /// standard deviation over `--repeat` runs.
 pub fn bench(args: &BenchArgs, device: &Device) -> Result<(), String> {
+    if !args.sequences.is_empty() {
+        return bench_batched(args, device);
+    }
     let json = args.json;
     let n = args.n as usize;
     let prompt = args.p as usize;

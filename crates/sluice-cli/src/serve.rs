@@ -33,9 +33,17 @@ pub struct ServeArgs {
     /// Model name in responses and /v1/models (default: the --model value)
     #[arg(long, value_name = "NAME")]
     pub served_model_name: Option<String>,
-    /// KV-cache capacity in tokens (prompt + generated per request)
+    /// Positions per request (prompt + generated)
     #[arg(long, value_name = "N", default_value_t = 4352, value_parser = clap::value_parser!(u64).range(16..=1_048_576))]
     pub context: u64,
+    /// Sequences decoded together (continuous batching over a paged KV cache); 1: the
+    /// single-sequence decoder, requests one after another
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub max_sequences: u64,
+    /// KV-cache positions all running sequences share, in blocks of 16 (default: 4 x
+    /// --context; memory follows the sequences' actual lengths)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(32..=1_048_576))]
+    pub kv_pool: Option<u64>,
     /// Requests that may wait for the engine; more get 429
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub max_queue: u64,
@@ -68,7 +76,23 @@ pub fn run(args: &ServeArgs, device: sluice::Options) -> Result<(), String> {
         (None, None) => return Err("--model is required".into()),
     };
     let mut load = LoadOptions::default();
-    load.gpu.context = usize::try_from(args.context).map_err(|e| e.to_string())?;
+    let context = usize::try_from(args.context).map_err(|e| e.to_string())?;
+    load.gpu.context = context;
+    let batch = (args.max_sequences > 1).then(|| {
+        const BLOCK: usize = 16;
+        let pool = args
+            .kv_pool
+            .map_or(context.saturating_mul(4), |p| p as usize)
+            .next_multiple_of(BLOCK)
+            .min(sluice_llm::load::MAX_CONTEXT);
+        load.gpu.context = pool;
+        sluice_llm::gpu::PagedOptions {
+            max_rows: args.max_sequences as usize,
+            sequences: args.max_sequences as usize,
+            seq_context: context.min(pool),
+            block: BLOCK,
+        }
+    });
     let source = ModelSource {
         spec: spec.clone(),
         device,
@@ -79,6 +103,7 @@ pub fn run(args: &ServeArgs, device: sluice::Options) -> Result<(), String> {
             Mode::Replay
         },
         graph: GraphOptions::default(),
+        batch,
     };
     let limits = Limits {
         max_queue: args.max_queue as usize,

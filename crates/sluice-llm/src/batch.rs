@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use sluice::graph::{GraphOptions, Replay};
-use sluice_kernels::TokenResult;
+pub use sluice_kernels::TokenResult;
 
 use crate::decode::Mode;
 use crate::error::LlmError;

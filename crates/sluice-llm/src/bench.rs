@@ -289,9 +289,134 @@ pub fn bench_suite(
     })
 }
 
+/// One row of the batched benchmark (like llama-batched-bench's: `sequences` prompts of
+/// `prompt` tokens, then `n_gen` steps that each advance every sequence by one token).
+#[derive(Clone, Debug, Serialize)]
+pub struct BatchedRow {
+    /// Sequences decoded together.
+    pub sequences: usize,
+    /// Prompt tokens per sequence.
+    pub prompt: usize,
+    /// Generated tokens per sequence.
+    pub n_gen: usize,
+    /// Prompt tokens per second over all sequences (prefilled one sequence after another,
+    /// chunked).
+    pub pp_tok_s: f64,
+    /// Generated tokens per second over all sequences.
+    pub tg_tok_s: f64,
+    /// Mean milliseconds per batched step (= inter-token latency of every sequence).
+    pub step_ms_mean: f64,
+    /// Median milliseconds per step.
+    pub step_ms_p50: f64,
+    /// 99th percentile milliseconds per step.
+    pub step_ms_p99: f64,
+    /// Dispatches per step.
+    pub dispatches_per_step: f64,
+}
+
+/// Value at quantile `q` (nearest rank) of `v` (sorted here).
+pub fn quantile(v: &mut [f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
+
+/// Prefills `sequences` distinct prompts of `prompt` tokens into fresh slots, then runs
+/// `n` greedy batched steps over all of them, timing each; frees the slots at the end.
+pub fn bench_batched(
+    runner: &mut crate::batch::BatchRunner<'_>,
+    sequences: usize,
+    prompt: usize,
+    n: usize,
+) -> Result<BatchedRow, LlmError> {
+    use crate::gpu::BatchRow;
+    if sequences == 0 || prompt == 0 || n == 0 {
+        return Err(LlmError::InvalidArgument(
+            "batched bench needs sequences, prompt and generated tokens above 0".into(),
+        ));
+    }
+    if sequences > runner.max_rows() {
+        return Err(LlmError::InvalidArgument(format!(
+            "{sequences} sequences: the model takes {} rows per step",
+            runner.max_rows()
+        )));
+    }
+    let vocab = runner.model().config().vocab as u32;
+    let device = runner.model().device().clone();
+    let mut live = Vec::with_capacity(sequences); // (slot, token, pos)
+    let result = (|| {
+        let t0 = Instant::now();
+        for i in 0..sequences {
+            let slot = runner.open()?;
+            live.push((slot, 0, prompt));
+            let first = runner.prefill(slot, &bench_prompt(prompt, vocab, 101 * i as u32))?;
+            live[i].1 = first.index;
+        }
+        let pp_secs = t0.elapsed().as_secs_f64();
+        let before: Counters = device.counters();
+        let mut steps = Vec::with_capacity(n);
+        let t1 = Instant::now();
+        for _ in 0..n {
+            let ts = Instant::now();
+            for &(slot, _, pos) in &live {
+                runner.reserve(slot, pos + 1)?;
+            }
+            let rows: Vec<BatchRow> = live
+                .iter()
+                .map(|&(slot, token, pos)| BatchRow {
+                    token,
+                    pos: pos as u32,
+                    slot,
+                })
+                .collect();
+            let res = runner.step(&rows, false)?;
+            for (s, r) in live.iter_mut().zip(&res) {
+                if r.nonfinite > 0 {
+                    return Err(LlmError::NonFiniteLogits {
+                        position: s.2,
+                        count: r.nonfinite,
+                    });
+                }
+                *s = (s.0, r.index, s.2 + 1);
+            }
+            steps.push(ts.elapsed().as_secs_f64() * 1e3);
+        }
+        let tg_secs = t1.elapsed().as_secs_f64();
+        let d = device.counters().since(&before);
+        let mean = steps.iter().sum::<f64>() / n as f64;
+        Ok(BatchedRow {
+            sequences,
+            prompt,
+            n_gen: n,
+            pp_tok_s: (sequences * prompt) as f64 / pp_secs,
+            tg_tok_s: (sequences * n) as f64 / tg_secs,
+            step_ms_mean: mean,
+            step_ms_p50: quantile(&mut steps, 0.5),
+            step_ms_p99: quantile(&mut steps, 0.99),
+            dispatches_per_step: d.dispatches as f64 / n as f64,
+        })
+    })();
+    for (slot, _, _) in live {
+        runner.close(slot);
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantiles_by_nearest_rank() {
+        let mut v: Vec<f64> = (1..=100).rev().map(f64::from).collect();
+        assert_eq!(quantile(&mut v, 0.5), 50.0);
+        assert_eq!(quantile(&mut v, 0.99), 99.0);
+        assert_eq!(quantile(&mut [3.0], 0.99), 3.0);
+        assert_eq!(quantile(&mut [], 0.5), 0.0);
+    }
 
     #[test]
     fn mean_and_sample_stddev() {

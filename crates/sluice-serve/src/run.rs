@@ -8,12 +8,15 @@ use sluice::graph::GraphOptions;
 use sluice_llm::decode::{Decoder, Mode};
 use sluice_llm::load::{open_model, LoadOptions};
 
+use crate::batch_engine::BatchEngine;
 use crate::engine::GpuEngine;
 use crate::error::{Result, ServeError};
 use crate::metrics::Metrics;
 use crate::scheduler::{Limits, Scheduler};
 use crate::server::{router, serve, ServerConfig};
 use crate::text::TextCodec;
+use sluice_llm::batch::BatchRunner;
+use sluice_llm::gpu::PagedOptions;
 
 /// Which model to serve and how to build it.
 #[derive(Clone, Debug)]
@@ -29,6 +32,10 @@ pub struct ModelSource {
     pub mode: Mode,
     /// Graph options (replay).
     pub graph: GraphOptions,
+    /// Continuous batching over a paged KV cache with these limits (`load.gpu.context`
+    /// is then the pool of positions all sequences share); `None`: the single-sequence
+    /// engine.
+    pub batch: Option<PagedOptions>,
 }
 
 /// A started GPU engine.
@@ -51,10 +58,15 @@ pub fn start_gpu(source: ModelSource, limits: Limits) -> Result<GpuServer> {
         let device = sluice::Device::new(source.device.clone())?;
         let mut load = source.load.clone();
         load.gpu.sampling = None;
+        load.gpu.paged = source.batch.clone();
         let loaded = open_model(&device, &source.spec, &load, |_, _| {})?;
         let eos = loaded.model.config().eos_token;
         let _ = codec_tx.send(TextCodec::new(loaded.tokenizer, eos)?);
-        {
+        if source.batch.is_some() {
+            let runner = BatchRunner::new(&loaded.model, source.mode, source.graph)?;
+            let mut engine = BatchEngine::new(runner);
+            serve_with(&mut engine);
+        } else {
             let decoder = Decoder::new(&loaded.model, source.mode, source.graph)?;
             let mut engine = GpuEngine::new(decoder);
             serve_with(&mut engine);

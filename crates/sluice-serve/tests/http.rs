@@ -1,7 +1,9 @@
-//! The real server over the GPU engine on the tiny chat model (lavapipe in CI), driven by
-//! a real HTTP client: whole and streamed responses against direct greedy generation, 8
-//! concurrent streams, cancellation, stop strings, seeded sampling, bad requests, 401,
-//! and a clean shutdown with no validation message.
+//! The real server on the tiny chat model (lavapipe in CI), driven by a real HTTP client,
+//! over both engines: the single-sequence one (against direct greedy generation) and the
+//! continuous-batching one (against each prompt decoded ALONE on the batched step — batch
+//! invariance: 8 concurrent streams must each equal their solo result). Whole and
+//! streamed responses, cancellation (KV blocks back, per /metrics), stop strings, seeded
+//! sampling, bad requests, 401, and a clean shutdown with no validation message.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sluice::graph::GraphOptions;
+use sluice_llm::batch::BatchRunner;
 use sluice_llm::decode::{Decoder, Mode};
+use sluice_llm::gpu::{BatchRow, PagedOptions};
 use sluice_llm::load::{open_model, LoadOptions};
 use sluice_llm::run::{generate, GenerateOptions};
 use sluice_llm::tokenizer::Tokenizer;
@@ -35,6 +39,26 @@ impl Drop for TempDir {
 fn load_options() -> LoadOptions {
     let mut load = LoadOptions::default();
     load.gpu.context = CONTEXT;
+    load
+}
+
+/// The batched engine's limits: 8 slots of CONTEXT positions over a pool that cannot hold
+/// all of them at full length (memory follows actual lengths).
+fn paged() -> PagedOptions {
+    PagedOptions {
+        max_rows: 8,
+        sequences: 8,
+        seq_context: CONTEXT,
+        block: 16,
+    }
+}
+
+/// Load options of the batched engine (`context` = the pool).
+fn paged_load_options() -> LoadOptions {
+    let mut load = LoadOptions::default();
+    load.gpu.context = 4 * CONTEXT + 16;
+    load.gpu.prefill_chunk = 16; // prompts of several chunks, interleaved with decode
+    load.gpu.paged = Some(paged());
     load
 }
 
@@ -155,19 +179,60 @@ fn error_of(r: &Reply, status: u16) -> Value {
     e.clone()
 }
 
+/// Greedy decode of `ids` alone on the batched step: `n` tokens (fewer at an EOG).
+fn solo_batched(model: &sluice_llm::gpu::GpuModel, ids: &[u32], n: usize) -> Vec<u32> {
+    let mut r = BatchRunner::new(model, Mode::Replay, GraphOptions::default()).unwrap();
+    let slot = r.open().unwrap();
+    let mut t = r.prefill(slot, ids).unwrap().index;
+    let mut out = vec![t];
+    let mut pos = ids.len();
+    while out.len() < n && !EOG.contains(&t) {
+        r.reserve(slot, pos + 1).unwrap();
+        let row = BatchRow {
+            token: t,
+            pos: pos as u32,
+            slot,
+        };
+        t = r.step(&[row], false).unwrap()[0].index;
+        out.push(t);
+        pos += 1;
+    }
+    r.close(slot);
+    out
+}
+
 #[test]
-fn gpu_server_end_to_end() {
-    let dir =
-        TempDir(std::env::temp_dir().join(format!("sluice-serve-http-{}", std::process::id())));
+fn single_sequence_server_end_to_end() {
+    server_end_to_end(false);
+}
+
+#[test]
+fn batched_server_end_to_end() {
+    server_end_to_end(true);
+}
+
+fn server_end_to_end(batched: bool) {
+    let dir = TempDir(std::env::temp_dir().join(format!(
+        "sluice-serve-http-{}-{batched}",
+        std::process::id()
+    )));
     write_tiny_chat_model(&dir.0).unwrap();
     let spec = dir.0.to_string_lossy().into_owned();
 
-    // The reference: the same model opened directly on its own device.
+    // The reference: the same model opened directly on its own device, each prompt alone.
     let ref_device = sluice::testing::test_device();
-    let loaded = open_model(&ref_device, &spec, &load_options(), |_, _| {}).unwrap();
+    let load = if batched {
+        paged_load_options()
+    } else {
+        load_options()
+    };
+    let loaded = open_model(&ref_device, &spec, &load, |_, _| {}).unwrap();
     let tok = loaded.tokenizer.unwrap();
     let model = loaded.model;
     let run = move |ids: &[u32], n: usize| {
+        if batched {
+            return solo_batched(&model, ids, n);
+        }
         let d = Decoder::new(&model, Mode::Replay, GraphOptions::default()).unwrap();
         generate(&d, None, ids, &GenerateOptions::new(n), |_, _| {})
             .unwrap()
@@ -182,13 +247,18 @@ fn gpu_server_end_to_end() {
         ModelSource {
             spec: spec.clone(),
             device: sluice::Options::for_tests(),
-            load: load_options(),
+            load,
             mode: Mode::Replay,
             graph: GraphOptions::default(),
+            batch: batched.then(paged),
         },
         Limits::default(),
     )
     .unwrap();
+    assert_eq!(
+        gpu.scheduler.info().max_running,
+        if batched { 8 } else { 1 }
+    );
     let cfg = ServerConfig {
         model_name: "tiny-chat".into(),
         api_key: Some(KEY.into()),
@@ -206,7 +276,13 @@ fn gpu_server_end_to_end() {
         let addr: SocketAddr = listener.local_addr().unwrap();
         tokio::spawn(serve(listener, app, std::future::pending()));
         let t = Target::parse(&format!("http://{addr}")).unwrap();
-        basics(&t).await;
+        let want = if batched {
+            // The pool less its reserved block.
+            (8.0, (paged_load_options().gpu.context - paged().block) as f64)
+        } else {
+            (1.0, CONTEXT as f64)
+        };
+        basics(&t, want).await;
         bad_requests(&t).await;
         whole_and_streamed(&t, &reference).await;
         concurrent_streams(&t, &reference).await;
@@ -222,7 +298,8 @@ fn gpu_server_end_to_end() {
     sluice::testing::assert_no_validation_messages(&ref_device);
 }
 
-async fn basics(t: &Target) {
+/// `want`: (max running sequences, KV slots in all).
+async fn basics(t: &Target, want: (f64, f64)) {
     let h = request(t, "GET", "/health", &[], None).await.unwrap();
     assert_eq!(
         (h.status, h.json().unwrap()["status"].clone()),
@@ -249,8 +326,8 @@ async fn basics(t: &Target) {
     error_of(&missing, 401);
     let m = request(t, "GET", "/v1/models", &[], None).await.unwrap();
     error_of(&m, 401);
-    assert_eq!(metric(t, "max_running_sequences").await, 1.0);
-    assert_eq!(metric(t, "kv_slots_total").await, CONTEXT as f64);
+    assert_eq!(metric(t, "max_running_sequences").await, want.0);
+    assert_eq!(metric(t, "kv_slots_total").await, want.1);
 }
 
 async fn bad_requests(t: &Target) {

@@ -161,6 +161,9 @@ pub struct LoadgenArgs {
     /// Use /v1/chat/completions (default /v1/completions)
     #[arg(long)]
     pub chat: bool,
+    /// Send prompts of N token ids instead of text (models without a tokenizer)
+    #[arg(long, value_name = "N", conflicts_with_all = ["chat", "prompt"], value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub prompt_ids: Option<u64>,
     /// Bearer key
     #[arg(long, value_name = "KEY")]
     pub api_key: Option<String>,
@@ -181,6 +184,7 @@ pub fn loadgen(args: &LoadgenArgs) -> Result<(), String> {
         max_tokens: args.max_tokens as usize,
         prompt: args.prompt.clone(),
         chat: args.chat,
+        prompt_ids: args.prompt_ids.map(|n| n as usize),
         api_key: args.api_key.clone(),
         timeout: Duration::from_secs(args.timeout),
     };

@@ -110,6 +110,7 @@ fn serve_finishes_in_flight_work_on_sigterm_and_exits_cleanly() {
         max_tokens: 4,
         prompt: "Hi".into(),
         chat: true,
+        prompt_ids: None,
         api_key: Some("k".into()),
         timeout: Duration::from_secs(60),
     })

@@ -197,6 +197,10 @@ impl Engine for BatchEngine<'_> {
         self.runner.pool().in_use() * self.runner.pool().block()
     }
 
+    fn kv_block(&self) -> usize {
+        self.runner.pool().block()
+    }
+
     fn add(&mut self, id: SeqId, prompt: Vec<u32>, sampling: Sampling) -> Result<()> {
         let context = self.context();
         if prompt.is_empty() || prompt.len() >= context {

@@ -31,6 +31,10 @@ pub trait Engine {
     fn kv_slots_total(&self) -> usize;
     /// KV-cache token slots the running sequences hold now.
     fn kv_slots_in_use(&self) -> usize;
+    /// Token slots per KV-cache block (1 when the cache is not paged).
+    fn kv_block(&self) -> usize {
+        1
+    }
     /// Starts a sequence for `prompt`; its first token comes with the next [`Engine::step`].
     /// Errors (no free slot, prompt too long) leave the engine unchanged.
     fn add(&mut self, id: SeqId, prompt: Vec<u32>, sampling: Sampling) -> Result<()>;

@@ -26,6 +26,9 @@ pub struct LoadgenConfig {
     pub prompt: String,
     /// Use `/v1/chat/completions` instead of `/v1/completions`.
     pub chat: bool,
+    /// Send prompts of this many token ids (below 256, different per request) instead of
+    /// text: for models without a tokenizer (`synthetic:NAME`).
+    pub prompt_ids: Option<usize>,
     /// Bearer token.
     pub api_key: Option<String>,
     /// Give up on one request after this long.
@@ -101,7 +104,12 @@ async fn one(target: &Target, cfg: &LoadgenConfig, i: usize) -> Result<One> {
         body["messages"] = json!([{"role": "user", "content": prompt}]);
         "/v1/chat/completions"
     } else {
-        body["prompt"] = json!(prompt);
+        body["prompt"] = match cfg.prompt_ids {
+            Some(n) => json!((0..n)
+                .map(|k| ((k * 7919 + i * 101 + 1) % 256) as u32)
+                .collect::<Vec<u32>>()),
+            None => json!(prompt),
+        };
         "/v1/completions"
     };
     let auth = cfg.api_key.as_ref().map(|k| format!("Bearer {k}"));

@@ -40,6 +40,8 @@ pub struct Metrics {
     pub kv_in_use: AtomicU64,
     /// KV token slots in all.
     pub kv_total: AtomicU64,
+    /// Positions per KV block (1: the cache is not paged).
+    pub kv_block: AtomicU64,
     /// Engine steps run.
     pub steps: AtomicU64,
     recent: Mutex<VecDeque<(Instant, u64)>>,
@@ -181,6 +183,19 @@ impl Metrics {
             "gauge",
             "KV-cache token slots in all.",
             g(&self.kv_total),
+        );
+        let block = self.kv_block.load(Relaxed).max(1);
+        put(
+            "kv_blocks_in_use",
+            "gauge",
+            "KV-cache blocks held by running sequences (paged cache; 1 slot per block otherwise).",
+            (self.kv_in_use.load(Relaxed) / block).to_string(),
+        );
+        put(
+            "kv_block_size",
+            "gauge",
+            "Token slots per KV-cache block.",
+            block.to_string(),
         );
         out
     }

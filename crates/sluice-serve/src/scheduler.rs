@@ -554,5 +554,6 @@ impl Loop<'_> {
             .store(self.engine.kv_slots_in_use() as u64, Relaxed);
         m.kv_total
             .store(self.engine.kv_slots_total() as u64, Relaxed);
+        m.kv_block.store(self.engine.kv_block() as u64, Relaxed);
     }
 }

@@ -114,7 +114,10 @@ async fn metric(t: &Target, name: &str) -> f64 {
 /// Waits until no sequence runs and no KV slot is held.
 async fn wait_idle(t: &Target) {
     let t0 = Instant::now();
-    while metric(t, "running_sequences").await != 0.0 || metric(t, "kv_slots_in_use").await != 0.0 {
+    while metric(t, "running_sequences").await != 0.0
+        || metric(t, "kv_slots_in_use").await != 0.0
+        || metric(t, "kv_blocks_in_use").await != 0.0
+    {
         assert!(
             t0.elapsed() < Duration::from_secs(10),
             "the slot was not freed"
@@ -278,7 +281,10 @@ fn server_end_to_end(batched: bool) {
         let t = Target::parse(&format!("http://{addr}")).unwrap();
         let want = if batched {
             // The pool less its reserved block.
-            (8.0, (paged_load_options().gpu.context - paged().block) as f64)
+            (
+                8.0,
+                (paged_load_options().gpu.context - paged().block) as f64,
+            )
         } else {
             (1.0, CONTEXT as f64)
         };
@@ -543,6 +549,8 @@ async fn cancel_mid_stream(t: &Target) {
         assert_ne!(data, "[DONE]");
         events += 1;
     }
+    // The running sequence holds KV blocks (80 tokens take far longer than this read).
+    assert!(metric(t, "kv_blocks_in_use").await > 0.0);
     drop(ev);
     wait_idle(t).await;
     assert_eq!(metric(t, "requests_cancelled_total").await, cancelled + 1.0);

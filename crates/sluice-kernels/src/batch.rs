@@ -8,6 +8,10 @@
 //! so its position `p` lives in cache row `table[s * max_blocks + p / block] * block + p %
 //! block`. Rows are described by two u32 each: `(position, sequence slot)`.
 
+use sluice::kernel::KernelDesc;
+
+use crate::WeightDtype;
+
 /// Push constants of [`crate::BATCH_ROPE`] (per-row q/k norm + RoPE + paged KV append).
 /// Bindings: 0 rows, 1 table (read), 2 q (read-write), 3 k, 4 v, 5 q_norm, 6 k_norm
 /// (read), 7 kcache, 8 vcache (read-write). Dispatch `[heads + kv_heads, n, 1]`.
@@ -145,4 +149,73 @@ pub fn batch_attention_cpu(
         }
     }
     out
+}
+
+/// Push constants of the batched-decode matvec family ([`matvec_batch`]): the fields of
+/// [`crate::MatvecPush`] with `tokens` in place of the threads-per-row field, plus the
+/// work layout ([`matvec_batch_layout`]). Bindings as the decode family's (`w`, `w_b`,
+/// `x`, `norm_w`, `y`); token t reads x from vec4 `t * x_stride4` and writes y from
+/// float `t * y_stride`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MatvecBatchPush {
+    /// Output rows.
+    pub rows: u32,
+    /// Input columns.
+    pub cols: u32,
+    /// Row stride in 8-element chunks.
+    pub stride8: u32,
+    /// 1: add to y (residual).
+    pub accumulate: u32,
+    /// RMSNorm epsilon (norm variants).
+    pub eps: f32,
+    /// Tokens (rows of the batch).
+    pub tokens: u32,
+    /// vec4s between consecutive tokens' x.
+    pub x_stride4: u32,
+    /// Floats between consecutive tokens' y.
+    pub y_stride: u32,
+    /// Tokens per workgroup (power of two <= 16).
+    pub tokens_per_wg: u32,
+    /// Row groups along y (the rest continue along z).
+    pub row_groups_y: u32,
+}
+const _: () = assert!(
+    std::mem::size_of::<MatvecBatchPush>() == crate::MATVEC_BATCH_F16.push_constant_bytes as usize
+);
+
+/// Lanes per (row, token) dot product of the batched matvec family (fixed: it sets the
+/// reduction order).
+pub const MATVEC_BATCH_LANES: u32 = 16;
+
+/// The batched-decode matvec kernel for `dtype` (`norm`: RMSNorm folded in; `silu`:
+/// gate/up + SiLU·mul); `None` for block formats (they use the matmul family).
+pub fn matvec_batch(dtype: WeightDtype, norm: bool, silu: bool) -> Option<&'static KernelDesc> {
+    if !matches!(
+        dtype,
+        WeightDtype::F16 | WeightDtype::Bf16 | WeightDtype::F32
+    ) {
+        return None;
+    }
+    let stem = match (norm, silu) {
+        (false, false) => "matvec_batch",
+        (true, false) => "matvec_batch_norm",
+        (false, true) => "matvec_batch_silu",
+        (true, true) => "matvec_batch_silu_norm",
+    };
+    Some(crate::by_dtype(dtype, stem))
+}
+
+/// Work layout of a batched matvec over `rows` rows and `tokens` tokens: the dispatch size
+/// and the push fields `tokens_per_wg` and `row_groups_y` (fill the rest of the push).
+pub fn matvec_batch_layout(rows: u32, tokens: u32) -> ([u32; 3], u32, u32) {
+    let tbw = tokens.clamp(1, 16).next_power_of_two();
+    let rw = 256 / (MATVEC_BATCH_LANES * tbw);
+    let groups = rows.div_ceil(rw).max(1);
+    let gy = groups.min(65535);
+    (
+        [tokens.div_ceil(tbw).max(1), gy, groups.div_ceil(gy)],
+        tbw,
+        gy,
+    )
 }

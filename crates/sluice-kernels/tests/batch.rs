@@ -293,3 +293,133 @@ fn argmax_rows_picks_per_row_with_ties_and_nonfinite() {
         assert_eq!(f32::from_bits(w[1]).to_bits(), v.to_bits(), "row {r} value");
     }
 }
+
+/// One batched-matvec dispatch; returns y (tokens x y_stride).
+#[allow(clippy::too_many_arguments)]
+fn run_matvec_batch(
+    d: &Device,
+    dt: WeightDtype,
+    variant: MatmulVariant,
+    p: &MatvecBatchPush,
+    w: &Buffer,
+    wb: &Buffer,
+    x: &[f32],
+    nw: &Buffer,
+    y0: &[f32],
+) -> Vec<f32> {
+    let desc = matvec_batch(dt, variant.has_norm(), variant.has_silu()).unwrap();
+    let k = d.pipeline(desc).unwrap();
+    let (groups, tbw, gy) = matvec_batch_layout(p.rows, p.tokens);
+    let p = MatvecBatchPush {
+        tokens_per_wg: tbw,
+        row_groups_y: gy,
+        ..*p
+    };
+    let xbuf = f32_buffer(d, "x", x, ResourceClass::TokenScratch);
+    let ybuf = f32_buffer(d, "y", y0, ResourceClass::TokenScratch);
+    let mut slices = vec![w.slice(..)];
+    if variant.has_silu() {
+        slices.push(wb.slice(..));
+    }
+    slices.push(xbuf.slice(..));
+    if variant.has_norm() {
+        slices.push(nw.slice(..));
+    }
+    slices.push(ybuf.slice(..));
+    let mut enc = d.encoder().unwrap();
+    enc.dispatch(&k, groups, &slices, &p).unwrap();
+    enc.submit().unwrap().wait().unwrap();
+    ybuf.read(0, y0.len()).unwrap()
+}
+
+#[test]
+fn matvec_batch_matches_reference_and_each_token_alone() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(77);
+    let variants = [
+        MatmulVariant::Plain,
+        MatmulVariant::Norm,
+        MatmulVariant::Silu,
+        MatmulVariant::SiluNorm,
+    ];
+    for dt in [WeightDtype::F16, WeightDtype::Bf16, WeightDtype::F32] {
+        for (vi, &variant) in variants.iter().enumerate() {
+            // Rows not a multiple of any workgroup's rows; cols with a padded tail.
+            let (rows, cols, tokens) = (67u32, [200u32, 203][vi % 2], [1u32, 5, 16, 37][vi]);
+            let (r, c) = (rows as usize, cols as usize);
+            let s8 = stride8(cols);
+            let x_stride4 = 2 * s8 + 1;
+            let p = MatvecBatchPush {
+                rows,
+                cols,
+                stride8: s8,
+                accumulate: (variant == MatmulVariant::Plain) as u32,
+                eps: 1e-5,
+                tokens,
+                x_stride4,
+                y_stride: rows + 3,
+                tokens_per_wg: 0,
+                row_groups_y: 0,
+            };
+            let w = rng.vec(r * c, 1.0);
+            let wb = rng.vec(r * c, 1.0);
+            let nw = rng.vec(s8 as usize * 8, 1.5);
+            let mut x = vec![0.0f32; tokens as usize * x_stride4 as usize * 4];
+            for t in 0..tokens as usize {
+                let at = t * x_stride4 as usize * 4;
+                x[at..at + c].copy_from_slice(&rng.vec(c, 2.0));
+            }
+            let y0 = rng.vec(tokens as usize * p.y_stride as usize, 1.0);
+            let (wbuf, wbbuf) = (
+                weight_buffer(&d, dt, r, c, &w),
+                weight_buffer(&d, dt, r, c, &wb),
+            );
+            let nbuf = f32_buffer(&d, "norm_w", &nw, ResourceClass::ReadOnlyWeight);
+            let got = run_matvec_batch(&d, dt, variant, &p, &wbuf, &wbbuf, &x, &nbuf, &y0);
+            let round = |v: &[f32]| v.iter().map(|&a| round_to(dt, a)).collect::<Vec<f32>>();
+            let mp = MatmulPush {
+                rows,
+                cols,
+                stride8: s8,
+                tokens,
+                x_stride: x_stride4 * 4,
+                y_stride: p.y_stride,
+                accumulate: p.accumulate,
+                eps: p.eps,
+            };
+            let want = matmul_cpu(
+                variant,
+                &mp,
+                &round(&w),
+                Some(&round(&wb)),
+                Some(&nw),
+                &x,
+                &y0,
+            );
+            let what = format!("matvec_batch {dt:?} {variant:?} tokens {tokens}");
+            assert_nmse(&what, &got, &want, NMSE_MAX);
+            // Token k alone: bit-identical to its row in the batch.
+            for k in [0, tokens as usize / 2, tokens as usize - 1] {
+                let xs = x_stride4 as usize * 4;
+                let ys = p.y_stride as usize;
+                let alone = run_matvec_batch(
+                    &d,
+                    dt,
+                    variant,
+                    &MatvecBatchPush { tokens: 1, ..p },
+                    &wbuf,
+                    &wbbuf,
+                    &x[k * xs..(k + 1) * xs],
+                    &nbuf,
+                    &y0[k * ys..(k + 1) * ys],
+                );
+                let same = alone[..r]
+                    .iter()
+                    .zip(&got[k * ys..k * ys + r])
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{what}: token {k} differs alone vs batched");
+            }
+        }
+    }
+}

@@ -5,8 +5,11 @@
 // result does not depend on the other rows of the batch (batch invariance) — key tiles
 // start at position 0 and every reduction has a fixed order.
 // Dispatch [heads, n, 1], workgroup 128: one (head, row) per workgroup; keys in tiles of
-// 128, one key per invocation for the scores, output dims d = li and li + 128 per
-// invocation for the values (head_dim even, <= 256). Caches: f16 pairs in u32,
+// 128, one key per invocation for the scores (its row read 4 words at a time). Values:
+// invocation (g, kl) owns the 8 dims of group g = li % G (G = ceil(head_dim / 8)) for the
+// keys kl, kl + L, ... of each tile (L = 128 / G), so every invocation keeps several
+// independent loads in flight; the L partial sums of a dim are added in kl order at the
+// end (head_dim even, <= 256). Caches: f16 pairs in u32,
 // [kv_heads, capacity, head_dim]. q of row r at float r * q_stride + h * head_dim
 // (pre-scaled here by `scale`), out at r * o_stride + h * head_dim.
 
@@ -39,6 +42,7 @@ var<workgroup> qs: array<f32, 256>;
 var<workgroup> ps: array<f32, 128>;
 var<workgroup> slots: array<u32, 128>;
 var<workgroup> red: array<f32, 128>;
+var<workgroup> part: array<f32, 1024>; // L x head_dim partial outputs
 
 // Fixed-order tree reduction over the workgroup (op 0: max, 1: sum); every invocation
 // gets the result.
@@ -71,14 +75,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // Keys [0, len): positions whose blocks exist in the table.
     let len = min(pos + 1u, pc.max_blocks * pc.block);
     let kv0 = kvh * pc.capacity;
+    // Value work split: dim group g (pairs 4g .. 4g + 3), key lane kl of nl.
+    let ng = (pairs + 3u) / 4u;
+    let nl = WG / ng;
+    let g = li % ng;
+    let kl = li / ng;
 
     for (var e = li; e < hd; e += WG) {
         qs[e] = q.d[r * pc.q_stride + h * hd + e] * pc.scale;
     }
     var m = NEG;
     var l = 0.0;
-    var o0 = 0.0;
-    var o1 = 0.0;
+    var o: array<f32, 8>;
+    for (var k = 0u; k < 8u; k++) {
+        o[k] = 0.0;
+    }
     for (var kb = 0u; kb < len; kb += WG) {
         workgroupBarrier(); // qs written; ps and slots of the previous tile consumed
         let j = kb + li;
@@ -89,7 +100,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                        pc.capacity - 1u);
             let at = (kv0 + slot) * pairs;
             var acc = 0.0;
-            for (var p = 0u; p < pairs; p++) {
+            var p = 0u;
+            for (; p + 4u <= pairs; p += 4u) {
+                let k0 = unpack2x16float(kcache.d[at + p]);
+                let k1 = unpack2x16float(kcache.d[at + p + 1u]);
+                let k2 = unpack2x16float(kcache.d[at + p + 2u]);
+                let k3 = unpack2x16float(kcache.d[at + p + 3u]);
+                acc += qs[2u * p] * k0.x + qs[2u * p + 1u] * k0.y
+                     + qs[2u * p + 2u] * k1.x + qs[2u * p + 3u] * k1.y
+                     + qs[2u * p + 4u] * k2.x + qs[2u * p + 5u] * k2.y
+                     + qs[2u * p + 6u] * k3.x + qs[2u * p + 7u] * k3.y;
+            }
+            for (; p < pairs; p++) {
                 let kv = unpack2x16float(kcache.d[at + p]);
                 acc += qs[2u * p] * kv.x + qs[2u * p + 1u] * kv.y;
             }
@@ -101,27 +123,42 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         ps[li] = pj;
         let alpha = exp(m - mt);
         l = l * alpha + reduce(li, pj, 1u); // its barriers also publish ps and slots
-        o0 *= alpha;
-        o1 *= alpha;
+        for (var k = 0u; k < 8u; k++) {
+            o[k] *= alpha;
+        }
         let nk = min(WG, len - kb);
-        let d0 = min(li, hd - 1u);
-        let d1 = min(li + WG, hd - 1u);
-        for (var jj = 0u; jj < nk; jj++) {
-            let at = (kv0 + slots[jj]) * pairs;
-            let p = ps[jj];
-            let v0 = unpack2x16float(vcache.d[at + d0 / 2u]);
-            let v1 = unpack2x16float(vcache.d[at + d1 / 2u]);
-            o0 += p * select(v0.x, v0.y, (d0 & 1u) == 1u);
-            o1 += p * select(v1.x, v1.y, (d1 & 1u) == 1u);
+        if (kl < nl) {
+            for (var jj = kl; jj < nk; jj += nl) {
+                let at = (kv0 + slots[jj]) * pairs + 4u * g;
+                let pv = ps[jj];
+                for (var k = 0u; k < 4u; k++) {
+                    if (4u * g + k < pairs) {
+                        let v = unpack2x16float(vcache.d[at + k]);
+                        o[2u * k] += pv * v.x;
+                        o[2u * k + 1u] += pv * v.y;
+                    }
+                }
+            }
         }
         m = mt;
     }
+    // Partial outputs of the key lanes, summed in lane order.
+    if (kl < nl) {
+        for (var k = 0u; k < 8u; k++) {
+            let d = 8u * g + k;
+            if (d < hd) {
+                part[kl * hd + d] = o[k];
+            }
+        }
+    }
+    workgroupBarrier();
     let inv = 1.0 / l;
     let ob = r * pc.o_stride + h * hd;
-    if (li < hd) {
-        out.d[ob + li] = o0 * inv;
-    }
-    if (li + WG < hd) {
-        out.d[ob + li + WG] = o1 * inv;
+    for (var d = li; d < hd; d += WG) {
+        var sum = 0.0;
+        for (var k = 0u; k < nl; k++) {
+            sum += part[k * hd + d];
+        }
+        out.d[ob + d] = sum * inv;
     }
 }

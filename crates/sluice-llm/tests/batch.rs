@@ -102,7 +102,9 @@ fn batch_matches_cpu(name: &str, fuse: bool) {
     eprintln!(
         "{name} (fused {fuse}): worst relative logit error {worst:.2e}, agreement {agree}/36"
     );
-    assert!(worst < 2e-3, "{name}: worst relative logit error {worst}");
+    // Prompt rows go through the matmul family, which on matrix units rounds x to f16.
+    let tol = if loaded.model.uses_coopmat() { 4e-3 } else { 2e-3 };
+    assert!(worst < tol, "{name}: worst relative logit error {worst} (bound {tol})");
     assert!(agree >= 35, "{name}: greedy agreed on {agree}/36 rows");
 }
 

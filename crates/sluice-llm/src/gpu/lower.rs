@@ -68,6 +68,9 @@ struct Tokens {
     y_stride: u32,
     /// Matrix-matrix kernels even for one token (batch invariance of paged shapes).
     matmul: bool,
+    /// Rows of a batched decode step: the batched matvec family where the weight format
+    /// has one (else `matmul`).
+    batch_rows: bool,
 }
 
 impl GpuModel {
@@ -192,6 +195,34 @@ impl GpuModel {
         tokens: Option<Tokens>,
     ) -> sluice::Result<()> {
         let dt = m.dtype;
+        let silu = matches!(family, Family::Silu | Family::SiluNorm);
+        if let Some(t) = tokens.filter(|t| t.batch_rows) {
+            if let Some(desc) = k::matvec_batch(dt, norm.is_some(), silu) {
+                let (groups, tokens_per_wg, row_groups_y) = k::matvec_batch_layout(m.rows, t.n);
+                let push = k::MatvecBatchPush {
+                    rows: m.rows,
+                    cols: m.cols,
+                    stride8: m.stride_field(),
+                    accumulate: accumulate as u32,
+                    eps: if norm.is_some() {
+                        self.config.rms_eps
+                    } else {
+                        0.0
+                    },
+                    tokens: t.n,
+                    x_stride4: t.x_stride4,
+                    y_stride: t.y_stride,
+                    tokens_per_wg,
+                    row_groups_y,
+                };
+                let mut bindings = vec![m.buffer.slice(..)];
+                bindings.extend(up.map(|u| u.buffer.slice(..)));
+                bindings.push(x);
+                bindings.extend(norm.map(|n| n.slice(..)));
+                bindings.push(y);
+                return enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push);
+            }
+        }
         if let Some(t) = tokens.filter(|t| t.n > 1 || t.matmul) {
             return self.matmul(enc, family, m, up, x, norm, y, accumulate, t);
         }
@@ -330,6 +361,7 @@ impl GpuModel {
             x_stride4: xs / 4,
             y_stride: ys,
             matmul: shape.paged(),
+            batch_rows: matches!(shape, Shape::Batch(_)),
         });
         let x_slice = |m: &Matrix| match tokens {
             Some(_) => xb.slice(x_at..),

@@ -179,6 +179,10 @@ pub struct MatvecBatchPush {
     pub tokens_per_wg: u32,
     /// Row groups along y (the rest continue along z).
     pub row_groups_y: u32,
+    /// Adjacent rows per invocation: 1, 2, 4 or 8.
+    pub rows_per_thread: u32,
+    /// Zero.
+    pub pad: u32,
 }
 const _: () = assert!(
     std::mem::size_of::<MatvecBatchPush>() == crate::MATVEC_BATCH_F16.push_constant_bytes as usize
@@ -206,16 +210,32 @@ pub fn matvec_batch(dtype: WeightDtype, norm: bool, silu: bool) -> Option<&'stat
     Some(crate::by_dtype(dtype, stem))
 }
 
-/// Work layout of a batched matvec over `rows` rows and `tokens` tokens: the dispatch size
-/// and the push fields `tokens_per_wg` and `row_groups_y` (fill the rest of the push).
-pub fn matvec_batch_layout(rows: u32, tokens: u32) -> ([u32; 3], u32, u32) {
+/// Work layout of a batched matvec over `rows` rows and `tokens` tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatvecBatchLayout {
+    /// Dispatch size.
+    pub groups: [u32; 3],
+    /// Push field `tokens_per_wg`.
+    pub tokens_per_wg: u32,
+    /// Push field `row_groups_y`.
+    pub row_groups_y: u32,
+    /// Push field `rows_per_thread`.
+    pub rows_per_thread: u32,
+}
+
+/// The work layout for `rows` x `tokens`: tokens per workgroup min(n, 16) rounded up to a
+/// power of two, rows per invocation half of that (1..=8). It changes only how work is
+/// spread, never a (row, token)'s reduction order.
+pub fn matvec_batch_layout(rows: u32, tokens: u32) -> MatvecBatchLayout {
     let tbw = tokens.clamp(1, 16).next_power_of_two();
-    let rw = 256 / (MATVEC_BATCH_LANES * tbw);
-    let groups = rows.div_ceil(rw).max(1);
+    let rpt = (tbw / 2).max(1);
+    let per_wg = 256 / (MATVEC_BATCH_LANES * tbw) * rpt;
+    let groups = rows.div_ceil(per_wg).max(1);
     let gy = groups.min(65535);
-    (
-        [tokens.div_ceil(tbw).max(1), gy, groups.div_ceil(gy)],
-        tbw,
-        gy,
-    )
+    MatvecBatchLayout {
+        groups: [tokens.div_ceil(tbw).max(1), gy, groups.div_ceil(gy)],
+        tokens_per_wg: tbw,
+        row_groups_y: gy,
+        rows_per_thread: rpt,
+    }
 }

@@ -309,10 +309,12 @@ fn run_matvec_batch(
 ) -> Vec<f32> {
     let desc = matvec_batch(dt, variant.has_norm(), variant.has_silu()).unwrap();
     let k = d.pipeline(desc).unwrap();
-    let (groups, tbw, gy) = matvec_batch_layout(p.rows, p.tokens);
+    let lay = matvec_batch_layout(p.rows, p.tokens);
+    let groups = lay.groups;
     let p = MatvecBatchPush {
-        tokens_per_wg: tbw,
-        row_groups_y: gy,
+        tokens_per_wg: lay.tokens_per_wg,
+        row_groups_y: lay.row_groups_y,
+        rows_per_thread: lay.rows_per_thread,
         ..*p
     };
     let xbuf = f32_buffer(d, "x", x, ResourceClass::TokenScratch);
@@ -361,6 +363,8 @@ fn matvec_batch_matches_reference_and_each_token_alone() {
                 y_stride: rows + 3,
                 tokens_per_wg: 0,
                 row_groups_y: 0,
+                rows_per_thread: 0,
+                pad: 0,
             };
             let w = rng.vec(r * c, 1.0);
             let wb = rng.vec(r * c, 1.0);

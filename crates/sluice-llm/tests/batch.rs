@@ -103,8 +103,15 @@ fn batch_matches_cpu(name: &str, fuse: bool) {
         "{name} (fused {fuse}): worst relative logit error {worst:.2e}, agreement {agree}/36"
     );
     // Prompt rows go through the matmul family, which on matrix units rounds x to f16.
-    let tol = if loaded.model.uses_coopmat() { 4e-3 } else { 2e-3 };
-    assert!(worst < tol, "{name}: worst relative logit error {worst} (bound {tol})");
+    let tol = if loaded.model.uses_coopmat() {
+        4e-3
+    } else {
+        2e-3
+    };
+    assert!(
+        worst < tol,
+        "{name}: worst relative logit error {worst} (bound {tol})"
+    );
     assert!(agree >= 35, "{name}: greedy agreed on {agree}/36 rows");
 }
 

@@ -198,7 +198,7 @@ impl GpuModel {
         let silu = matches!(family, Family::Silu | Family::SiluNorm);
         if let Some(t) = tokens.filter(|t| t.batch_rows) {
             if let Some(desc) = k::matvec_batch(dt, norm.is_some(), silu) {
-                let (groups, tokens_per_wg, row_groups_y) = k::matvec_batch_layout(m.rows, t.n);
+                let lay = k::matvec_batch_layout(m.rows, t.n);
                 let push = k::MatvecBatchPush {
                     rows: m.rows,
                     cols: m.cols,
@@ -212,15 +212,17 @@ impl GpuModel {
                     tokens: t.n,
                     x_stride4: t.x_stride4,
                     y_stride: t.y_stride,
-                    tokens_per_wg,
-                    row_groups_y,
+                    tokens_per_wg: lay.tokens_per_wg,
+                    row_groups_y: lay.row_groups_y,
+                    rows_per_thread: lay.rows_per_thread,
+                    pad: 0,
                 };
                 let mut bindings = vec![m.buffer.slice(..)];
                 bindings.extend(up.map(|u| u.buffer.slice(..)));
                 bindings.push(x);
                 bindings.extend(norm.map(|n| n.slice(..)));
                 bindings.push(y);
-                return enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push);
+                return enc.dispatch(&self.device.pipeline(desc)?, lay.groups, &bindings, &push);
             }
         }
         if let Some(t) = tokens.filter(|t| t.n > 1 || t.matmul) {

@@ -179,7 +179,10 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
         | Capabilities::SUBGROUP
         | Capabilities::SHADER_FLOAT16
         | Capabilities::SHADER_FLOAT16_IN_FLOAT32
-        | Capabilities::SHADER_INT64;
+        | Capabilities::SHADER_INT64
+        // `@coherent` buffers: workgroups of one dispatch reading each other's writes
+        // (docs/decisions/0004-one-dispatch-reductions.md).
+        | Capabilities::MEMORY_DECORATION_COHERENT;
     // Only modules that ask for matrix units get the capability (their SPIR-V declares
     // CooperativeMatrixKHR and the Vulkan memory model, which other devices lack).
     if source.contains("enable wgpu_cooperative_matrix;") {

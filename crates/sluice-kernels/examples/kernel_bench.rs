@@ -178,6 +178,13 @@ fn main() {
             (heads * hd * 4) as u64,
             ResourceClass::TokenScratch,
         );
+        let counters = buffer(
+            &d,
+            "counters",
+            (heads * 4) as u64,
+            ResourceClass::TokenScratch,
+        );
+        counters.write(0, &vec![0u32; heads as usize]).unwrap();
         let p = AttnPush {
             heads,
             kv_heads,
@@ -198,6 +205,8 @@ fn main() {
                     kc.slice(..),
                     vc.slice(..),
                     part.slice(..),
+                    counters.slice(..),
+                    out.slice(..),
                 ];
                 enc.dispatch(&split, [splits, heads, 1], &s, &p).unwrap();
             });
@@ -212,7 +221,7 @@ fn main() {
             });
             let kv_bytes = 2 * (kv_heads * depth * hd * 2) as u64;
             println!(
-                "attention {name:<5} depth {depth:>5}: split {us_split:>7.2} us ({:>5.0} GB/s of KV), combine {us_comb:>6.2} us",
+                "attention {name:<5} depth {depth:>5}: split+combine in one dispatch {us_split:>7.2} us ({:>5.0} GB/s of KV), separate combine {us_comb:>6.2} us",
                 kv_bytes as f64 / us_split / 1e3
             );
         }
@@ -226,16 +235,26 @@ fn main() {
     let result = buffer(&d, "result", 8, ResourceClass::PersistentOutput);
     let params = buffer(&d, "params", 16, ResourceClass::Generic);
     let am = d.pipeline(&ARGMAX).unwrap();
-    let us = time(&d, reps, |enc, _| {
-        enc.dispatch(
-            &am,
-            [1, 1, 1],
-            &[logits.slice(..), result.slice(..), params.slice(..)],
-            &ArgmaxPush { n },
-        )
-        .unwrap();
-    });
-    println!("argmax n {n}: {us:.2} us");
+    for groups in [1, argmax_groups(n)] {
+        let words = argmax_scratch_words(groups);
+        let scratch = buffer(&d, "scratch", words as u64 * 4, ResourceClass::TokenScratch);
+        scratch.write(0, &vec![0u32; words as usize]).unwrap();
+        let us = time(&d, reps, |enc, _| {
+            enc.dispatch(
+                &am,
+                [groups, 1, 1],
+                &[
+                    logits.slice(..),
+                    result.slice(..),
+                    params.slice(..),
+                    scratch.slice(..),
+                ],
+                &ArgmaxPush { n },
+            )
+            .unwrap();
+        });
+        println!("argmax n {n} in {groups} workgroups: {us:.2} us");
+    }
     let rms = d.pipeline(&RMSNORM).unwrap();
     let xs = buffer(&d, "x", 2560 * 4, ResourceClass::TokenScratch);
     let wn = buffer(&d, "w", 2560 * 4, ResourceClass::ReadOnlyWeight);

@@ -36,9 +36,9 @@ pub fn matvec_silu_norm(dtype: WeightDtype) -> &'static KernelDesc {
 
 /// Push constants of [`crate::ATTENTION_ROPE`]: attention with the q/k RMSNorm, rotary
 /// embedding and KV append folded in. Bindings: 0 params (read), 1 q|k|v (read), 2 q_norm
-/// f32 `[hd]`, 3 k_norm f32 `[hd]` (read), 4 kcache, 5 vcache (read-write), 6 partial
-/// (read-write, as `attention_split`). Dispatch `[splits, heads, 1]`, then
-/// `attention_combine` with the same first seven fields as an [`crate::AttnPush`].
+/// f32 `[hd]`, 3 k_norm f32 `[hd]` (read), 4 kcache, 5 vcache, 6 partial, 7 counters u32
+/// `[heads]`, 8 out f32 `[heads*hd]` (read-write, as `attention_split`). Dispatch
+/// `[splits, heads, 1]`: one dispatch, the combine included.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AttnRopePush {

@@ -533,10 +533,13 @@ const _: () =
 
 /// Push constants of [`ATTENTION_SPLIT`] and [`ATTENTION_COMBINE`].
 ///
-/// Split: bindings 0 params, 1 q `[heads*hd]`, 2 kcache, 3 vcache (read), 4 partial f32
-/// `[heads, splits, hd + 2]` (read-write); dispatch `[splits, heads, 1]`.
-/// Combine: bindings 0 params, 1 partial (read), 2 out f32 `[heads*hd]` (read-write);
-/// dispatch `[heads, 1, 1]`.
+/// Split (both passes in one dispatch): bindings 0 params, 1 q `[heads*hd]`, 2 kcache,
+/// 3 vcache (read), 4 partial f32 `[heads, splits, hd + 2]`, 5 counters u32
+/// `[tokens * heads]` ([`attention_counter_words`]; zero before, left zero after), 6 out
+/// f32 `[heads*hd]` (read-write); dispatch `[splits, heads, tokens]`. The last split of a
+/// head to finish merges the partials into out with the arithmetic of the combine.
+/// Combine (the separate second pass; the reference the split is tested against): bindings
+/// 0 params, 1 partial (read), 2 out f32 `[heads*hd]` (read-write); dispatch `[heads, 1, 1]`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AttnPush {
@@ -565,7 +568,9 @@ const _: () =
 
 /// Push constants of [`ARGMAX`]: bindings 0 logits (read), 1 result (read-write,
 /// [`TOKEN_RESULT_BYTES`]: see [`TokenResult`]), 2 params (read-write:
-/// `params.token := index`). Dispatch `[1, 1, 1]` (one workgroup of 1024).
+/// `params.token := index`), 3 scratch u32 ([`argmax_scratch_words`], word 0 zero before
+/// the dispatch and left zero after it). Dispatch `[argmax_groups(n), 1, 1]` (any count
+/// >= 1 gives the same result; workgroups of 1024).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct ArgmaxPush {
@@ -605,6 +610,27 @@ impl TokenResult {
     }
 }
 const _: () = assert!(std::mem::size_of::<ArgmaxPush>() == ARGMAX.push_constant_bytes as usize);
+
+/// Logits per [`ARGMAX`] workgroup that [`argmax_groups`] aims at (four per invocation).
+pub const ARGMAX_PER_GROUP: u32 = 4096;
+
+/// Workgroups of an [`ARGMAX`] dispatch over `n` logits: `ceil(n / ARGMAX_PER_GROUP)`,
+/// at least 1 and at most 1024.
+pub fn argmax_groups(n: u32) -> u32 {
+    n.div_ceil(ARGMAX_PER_GROUP).clamp(1, 1024)
+}
+
+/// u32 words of the [`ARGMAX`] scratch buffer for a dispatch of `groups` workgroups: the
+/// ticket counter and three words per workgroup.
+pub const fn argmax_scratch_words(groups: u32) -> u32 {
+    1 + 3 * groups
+}
+
+/// u32 words of the ticket counters of [`ATTENTION_SPLIT`] / [`ATTENTION_ROPE`]: one per
+/// (token, query head).
+pub const fn attention_counter_words(heads: u32, tokens: u32) -> u32 {
+    heads * tokens
+}
 
 /// Push constants of the element-wise [`SILU_MUL`] (bindings 0 g, 1 u (read), 2 y
 /// (read-write): `y = silu(g) * u`) and [`ADD`] (bindings 0 a (read), 1 y (read-write):

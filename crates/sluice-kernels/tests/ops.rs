@@ -458,7 +458,15 @@ fn attention_split_and_combine_match_reference() {
             scale: 1.0 / (hd as f32).sqrt(),
             q_stride: 0,
         };
-        for seq_len in [1u32, 17, 64, 300] {
+        // Ticket counters: zero at creation; every dispatch must leave them zero, so one
+        // buffer serves all the steps below.
+        let counters = u32_buffer(
+            &d,
+            "counters",
+            &vec![0u32; attention_counter_words(heads, 1) as usize],
+            ResourceClass::TokenScratch,
+        );
+        for seq_len in [1u32, 17, 64, 300, 256, 257] {
             let q = rng.vec((heads * hd) as usize, 3.0);
             let qb = f32_buffer(&d, "q", &q, ResourceClass::TokenScratch);
             let params = params_buffer(&d, 0, seq_len - 1);
@@ -469,12 +477,15 @@ fn attention_split_and_combine_match_reference() {
                 &vec![f32::NAN; part_len],
                 ResourceClass::TokenScratch,
             );
-            let out = f32_buffer(
-                &d,
-                "out",
-                &vec![f32::NAN; (heads * hd) as usize],
-                ResourceClass::TokenScratch,
-            );
+            let nan_out = || {
+                f32_buffer(
+                    &d,
+                    "out",
+                    &vec![f32::NAN; (heads * hd) as usize],
+                    ResourceClass::TokenScratch,
+                )
+            };
+            let (out, out2) = (nan_out(), nan_out());
             let mut enc = d.encoder().unwrap();
             let s = [
                 params.slice(..),
@@ -482,12 +493,16 @@ fn attention_split_and_combine_match_reference() {
                 kc.slice(..),
                 vc.slice(..),
                 part.slice(..),
+                counters.slice(..),
+                out.slice(..),
             ];
             enc.dispatch(&split, [splits, heads, 1], &s, &p).unwrap();
+            // The separate combine over the same partials: the folded one must match it
+            // bit for bit.
             enc.dispatch(
                 &combine,
                 [heads, 1, 1],
-                &[params.slice(..), part.slice(..), out.slice(..)],
+                &[params.slice(..), part.slice(..), out2.slice(..)],
                 &p,
             )
             .unwrap();
@@ -503,7 +518,8 @@ fn attention_split_and_combine_match_reference() {
                 .enumerate()
             {
                 if i as u32 % splits >= used {
-                    assert_eq!(g, w, "empty split {i} {what}");
+                    // Empty splits return at once: nothing written.
+                    assert!(g.iter().all(|x| x.is_nan()), "empty split {i} {what}");
                 } else {
                     assert!(
                         (g[0] - w[0]).abs() <= 1e-5 * w[0].abs().max(1.0),
@@ -519,6 +535,14 @@ fn attention_split_and_combine_match_reference() {
                 &format!("attention {what}"),
                 &got,
                 &attention_cpu(&p, seq_len, &q, &kc_f, &vc_f),
+            );
+            let two_pass: Vec<f32> = out2.read(0, (heads * hd) as usize).unwrap();
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&two_pass), "one pass vs two {what}");
+            assert_eq!(
+                counters.read::<u32>(0, heads as usize).unwrap(),
+                vec![0; heads as usize],
+                "counters left zero {what}"
             );
         }
     }
@@ -554,7 +578,27 @@ fn argmax_is_exact_with_ties_and_nan() {
     inf[19] = f32::NAN;
     cases.push(("+inf wins, 3 non-finite", inf));
     cases.push(("all NaN", vec![f32::NAN; 3000]));
-    for (i, (name, logits)) in cases.into_iter().enumerate() {
+    // One scratch for every dispatch below: each must leave its ticket word zero.
+    let max_groups = 7;
+    let scratch = u32_buffer(
+        &d,
+        "argmax.scratch",
+        &vec![0u32; argmax_scratch_words(argmax_groups(n as u32).max(max_groups)) as usize],
+        ResourceClass::TokenScratch,
+    );
+    // Each case with the default group count and with 1, 2 and 7 workgroups.
+    let runs: Vec<(usize, &str, Vec<f32>, u32)> = cases
+        .into_iter()
+        .enumerate()
+        .flat_map(|(i, (name, logits))| {
+            let default = argmax_groups(logits.len() as u32);
+            [default, 1, 2, max_groups]
+                .into_iter()
+                .map(move |g| (i, name, logits.clone(), g))
+        })
+        .collect();
+    for (i, name, logits, groups) in runs {
+        let name = format!("{name}, {groups} groups");
         let lb = f32_buffer(&d, "logits", &logits, ResourceClass::TokenScratch);
         // Every other case binds the older 8-byte result: (index, value) only.
         let words = if i % 2 == 0 { 4 } else { 2 };
@@ -570,12 +614,22 @@ fn argmax_is_exact_with_ties_and_nan() {
         };
         enc.dispatch(
             &k,
-            [1, 1, 1],
-            &[lb.slice(..), result.slice(..), params.slice(..)],
+            [groups, 1, 1],
+            &[
+                lb.slice(..),
+                result.slice(..),
+                params.slice(..),
+                scratch.slice(..),
+            ],
             &push,
         )
         .unwrap();
         enc.submit().unwrap().wait().unwrap();
+        assert_eq!(
+            scratch.read::<u32>(0, 1).unwrap(),
+            vec![0],
+            "{name}: ticket"
+        );
         let r: Vec<u32> = result.read(0, words).unwrap();
         let (want_i, want_v) = argmax_cpu(&logits);
         if words == 4 {
@@ -611,6 +665,12 @@ fn nonfinite_marker_is_sticky_across_steps() {
     let _guard = ValidationGuard::new(&d);
     let k = d.pipeline(&ARGMAX).unwrap();
     let result = u32_buffer(&d, "result", &[0; 4], ResourceClass::PersistentOutput);
+    let scratch = u32_buffer(
+        &d,
+        "argmax.scratch",
+        &[0; argmax_scratch_words(2) as usize],
+        ResourceClass::TokenScratch,
+    );
     for (pos, bad) in [(3u32, false), (4, true), (5, false)] {
         let mut logits = vec![0.5f32; 100];
         if bad {
@@ -621,8 +681,13 @@ fn nonfinite_marker_is_sticky_across_steps() {
         let mut enc = d.encoder().unwrap();
         enc.dispatch(
             &k,
-            [1, 1, 1],
-            &[lb.slice(..), result.slice(..), params.slice(..)],
+            [2, 1, 1],
+            &[
+                lb.slice(..),
+                result.slice(..),
+                params.slice(..),
+                scratch.slice(..),
+            ],
             &ArgmaxPush { n: 100 },
         )
         .unwrap();

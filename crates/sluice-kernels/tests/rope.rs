@@ -114,6 +114,18 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
             &vec![0.0; (heads * splits * (hd + 2)) as usize],
             ResourceClass::TokenScratch,
         );
+        let counters = u32_buffer(
+            &d,
+            "counters",
+            &vec![0; heads as usize],
+            ResourceClass::TokenScratch,
+        );
+        let out = f32_buffer(
+            &d,
+            "out",
+            &vec![0.0; (heads * hd) as usize],
+            ResourceClass::TokenScratch,
+        );
         for t in 0..tokens {
             let pos = pos0 + t;
             let params = u32_buffer(&d, "params", &[0, pos, pos + 1, 0], ResourceClass::Generic);
@@ -144,6 +156,8 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
                     kd.slice(..),
                     vd.slice(..),
                     partial.slice(..),
+                    counters.slice(..),
+                    out.slice(..),
                 ],
                 &push,
             )

@@ -1,19 +1,27 @@
-// Greedy pick: result = (index, value, nonfinite, 0) of the largest logit among n; ties go
-// to the lowest index, NaN never wins (all NaN -> index 0); `nonfinite` counts the NaN and
-// ±inf logits, so the host can refuse a broken step instead of emitting token 0 forever.
-// A result buffer of 8 bytes gets (index, value) only (the older layout). Also writes
-// params.token = index, so a replayed decode step feeds itself. One workgroup of 1024:
-// dispatch [1, 1, 1].
+// Greedy pick: result = (index, value, nonfinite, first_bad) of the largest logit among n;
+// ties go to the lowest index, NaN never wins (all NaN -> index 0); `nonfinite` counts the
+// NaN and ±inf logits, so the host can refuse a broken step instead of emitting token 0
+// forever. A result buffer of 8 bytes gets (index, value) only (the older layout). Also
+// writes params.token = index, so a replayed decode step feeds itself.
+// Dispatch [groups, 1, 1], workgroup 1024 (`argmax_groups(n)` groups; any count >= 1
+// works). Workgroup g scans i = g * 1024 + tid, stepping groups * 1024, and stores its best
+// (value, index) and non-finite count in scratch words 1 + 3g ..; then it draws a ticket
+// from scratch word 0 and the workgroup drawing the last one reduces the groups' entries
+// (the order does not matter: `better` is a strict total order on non-NaN pairs), writes
+// the result and puts word 0 back to 0. scratch: 1 + 3 * groups words, word 0 zero before
+// the dispatch (atomics throughout, so the last workgroup never reads a stale L1 line).
 
 struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct F32s { d: array<f32> }
-// (index, bitcast value, nonfinite count, 0); words 2-3 only when the buffer holds them.
+// (index, bitcast value, nonfinite count, first bad); words 2-3 only when the buffer holds them.
 struct Words { d: array<u32> }
+struct Atomics { d: array<atomic<u32>> }
 struct Push { n: u32 }
 
 @group(0) @binding(0) var<storage, read> logits: F32s;
 @group(0) @binding(1) var<storage, read_write> result: Words;
 @group(0) @binding(2) var<storage, read_write> params: Params;
+@group(0) @binding(3) var<storage, read_write> scratch: Atomics;
 var<immediate> pc: Push;
 
 const WG: u32 = 1024u;
@@ -22,6 +30,7 @@ const NONE: u32 = 0xffffffffu;
 var<workgroup> best_v: array<f32, 1024>;
 var<workgroup> best_i: array<u32, 1024>;
 var<workgroup> bad_n: array<u32, 1024>;
+var<workgroup> ticket_wg: u32;
 
 // NaN or ±inf: all exponent bits set (a bit test, immune to float-compare shortcuts).
 fn nonfinite(v: f32) -> u32 {
@@ -33,34 +42,11 @@ fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
     return v > bv || (v == bv && i < bi);
 }
 
-@compute @workgroup_size(1024)
-fn main(
-    @builtin(local_invocation_index) tid: u32,
-    @builtin(subgroup_id) sg_id: u32,
-    @builtin(subgroup_invocation_id) sg_lane: u32,
-    @builtin(num_subgroups) nsg: u32,
-) {
-    var bv = bitcast<f32>(0xff800000u); // -inf
-    var bi = NONE;
-    var bad = 0u;
-    var i = tid;
-    // Four independent loads in flight per round.
-    for (; i + 3u * WG < pc.n; i += 4u * WG) {
-        let v0 = logits.d[i];
-        let v1 = logits.d[i + WG];
-        let v2 = logits.d[i + 2u * WG];
-        let v3 = logits.d[i + 3u * WG];
-        bad += nonfinite(v0) + nonfinite(v1) + nonfinite(v2) + nonfinite(v3);
-        if (better(v0, i, bv, bi)) { bv = v0; bi = i; }
-        if (better(v1, i + WG, bv, bi)) { bv = v1; bi = i + WG; }
-        if (better(v2, i + 2u * WG, bv, bi)) { bv = v2; bi = i + 2u * WG; }
-        if (better(v3, i + 3u * WG, bv, bi)) { bv = v3; bi = i + 3u * WG; }
-    }
-    for (; i < pc.n; i += WG) {
-        let v = logits.d[i];
-        bad += nonfinite(v);
-        if (better(v, i, bv, bi)) { bv = v; bi = i; }
-    }
+struct Best { v: f32, i: u32, bad: u32 }
+
+// The best pair and the non-finite total of the workgroup, valid in invocation 0 (every
+// invocation must call it).
+fn wg_best(bv: f32, bi: u32, bad: u32, sg_id: u32, sg_lane: u32, nsg: u32) -> Best {
     let m = subgroupMax(bv);
     let mi = subgroupMin(select(NONE, bi, bv == m));
     let sg_bad = subgroupAdd(bad);
@@ -70,17 +56,81 @@ fn main(
         bad_n[sg_id] = sg_bad;
     }
     workgroupBarrier();
-    if (tid == 0u) {
-        var v = best_v[0];
-        var idx = best_i[0];
-        var total_bad = bad_n[0];
-        for (var j = 1u; j < nsg; j++) {
-            total_bad += bad_n[j];
-            if (better(best_v[j], best_i[j], v, idx)) {
-                v = best_v[j];
-                idx = best_i[j];
-            }
+    var b = Best(best_v[0], best_i[0], bad_n[0]);
+    for (var j = 1u; j < nsg; j++) {
+        b.bad += bad_n[j];
+        if (better(best_v[j], best_i[j], b.v, b.i)) {
+            b.v = best_v[j];
+            b.i = best_i[j];
         }
+    }
+    workgroupBarrier();
+    return b;
+}
+
+@compute @workgroup_size(1024)
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) ngroups: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(subgroup_id) sg_id: u32,
+    @builtin(subgroup_invocation_id) sg_lane: u32,
+    @builtin(num_subgroups) nsg: u32,
+) {
+    let groups = ngroups.x;
+    let step = groups * WG;
+    var bv = bitcast<f32>(0xff800000u); // -inf
+    var bi = NONE;
+    var bad = 0u;
+    var i = wg.x * WG + tid;
+    // Four independent loads in flight per round.
+    for (; i + 3u * step < pc.n; i += 4u * step) {
+        let v0 = logits.d[i];
+        let v1 = logits.d[i + step];
+        let v2 = logits.d[i + 2u * step];
+        let v3 = logits.d[i + 3u * step];
+        bad += nonfinite(v0) + nonfinite(v1) + nonfinite(v2) + nonfinite(v3);
+        if (better(v0, i, bv, bi)) { bv = v0; bi = i; }
+        if (better(v1, i + step, bv, bi)) { bv = v1; bi = i + step; }
+        if (better(v2, i + 2u * step, bv, bi)) { bv = v2; bi = i + 2u * step; }
+        if (better(v3, i + 3u * step, bv, bi)) { bv = v3; bi = i + 3u * step; }
+    }
+    for (; i < pc.n; i += step) {
+        let v = logits.d[i];
+        bad += nonfinite(v);
+        if (better(v, i, bv, bi)) { bv = v; bi = i; }
+    }
+    let mine = wg_best(bv, bi, bad, sg_id, sg_lane, nsg);
+    if (tid == 0u) {
+        let at = 1u + 3u * wg.x;
+        atomicStore(&scratch.d[at], bitcast<u32>(mine.v));
+        atomicStore(&scratch.d[at + 1u], mine.i);
+        atomicStore(&scratch.d[at + 2u], mine.bad);
+    }
+    // Release this group's entry, then draw a ticket.
+    storageBarrier();
+    if (tid == 0u) {
+        ticket_wg = atomicAdd(&scratch.d[0], 1u);
+    }
+    if (workgroupUniformLoad(&ticket_wg) + 1u != groups) {
+        return;
+    }
+    // Acquire the other groups' entries.
+    storageBarrier();
+    var gv = bitcast<f32>(0xff800000u);
+    var gi = NONE;
+    var gbad = 0u;
+    for (var g = tid; g < groups; g += WG) {
+        let at = 1u + 3u * g;
+        let v = bitcast<f32>(atomicLoad(&scratch.d[at]));
+        let j = atomicLoad(&scratch.d[at + 1u]);
+        gbad += atomicLoad(&scratch.d[at + 2u]);
+        if (better(v, j, gv, gi)) { gv = v; gi = j; }
+    }
+    let all = wg_best(gv, gi, gbad, sg_id, sg_lane, nsg);
+    if (tid == 0u) {
+        var idx = all.i;
+        var v = all.v;
         if (idx == NONE) {
             idx = 0u;
             v = logits.d[0];
@@ -88,13 +138,14 @@ fn main(
         result.d[0] = idx;
         result.d[1] = bitcast<u32>(v);
         if (arrayLength(&result.d) >= 4u) {
-            result.d[2] = total_bad;
+            result.d[2] = all.bad;
             // Sticky: position + 1 of the first step with non-finite logits since the host
             // last cleared it, so queued replayed steps cannot hide one.
-            if (total_bad > 0u && result.d[3] == 0u) {
+            if (all.bad > 0u && result.d[3] == 0u) {
                 result.d[3] = params.pos + 1u;
             }
         }
         params.token = idx;
+        atomicStore(&scratch.d[0], 0u);
     }
 }

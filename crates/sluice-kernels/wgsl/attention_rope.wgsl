@@ -1,4 +1,5 @@
 //! include: attention_core
+//! include: attention_finish
 //! include: rope
 // Decode attention with the q/k RMSNorm, rotary embedding and KV append folded in (one
 // dispatch and one barrier less per layer than qk_norm_rope + attention_split).
@@ -6,10 +7,13 @@
 // buffer (q at 0, k at k_offset, v at v_offset floats). Every workgroup (s, h) computes
 // rope(norm(q_h)) itself; the workgroup whose range holds params.pos also writes
 // f16(rope(norm(k))) and f16(v) of its kv head at pos into the caches before reading them.
-// Then as attention_split: partial[h, s] = (m, l, o[hd]) over its positions.
+// Then as attention_split: partial[h, s] = (m, l, o[hd]) over its positions, and the last
+// non-empty split of head h to finish merges the partials into attn[h] (counters: one u32
+// per head, zero before the dispatch and left zero after it). Empty splits return at once.
 struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
+struct Counters { d: array<atomic<u32>> }
 struct Push {
     heads: u32,
     kv_heads: u32,
@@ -31,7 +35,9 @@ struct Push {
 @group(0) @binding(3) var<storage, read> k_norm: F32s;
 @group(0) @binding(4) var<storage, read_write> kcache: U32s;
 @group(0) @binding(5) var<storage, read_write> vcache: U32s;
-@group(0) @binding(6) var<storage, read_write> partial: F32s;
+@group(0) @binding(6) @coherent var<storage, read_write> partial: F32s;
+@group(0) @binding(7) var<storage, read_write> counters: Counters;
+@group(0) @binding(8) var<storage, read_write> attn: F32s;
 var<immediate> pc: Push;
 
 
@@ -116,9 +122,6 @@ fn main(
         workgroupBarrier();
     }
     if (start >= seq) {
-        for (var i = tid; i < hd + 2u; i += 256u) {
-            partial.d[obase + i] = select(0.0, NEG, i == 0u);
-        }
         return;
     }
     let n = min(seq - start, pc.chunk);
@@ -132,4 +135,6 @@ fn main(
     workgroupBarrier();
 
     attend(tid, sg_id, sg_lane, nsg, row0, n, obase, pairs);
+    let used = min((seq + pc.chunk - 1u) / pc.chunk, pc.splits);
+    finish_head(tid, h, used, hd, pc.splits);
 }

@@ -1,7 +1,10 @@
 //! include: attention_core
-// Decode attention, split over the sequence (flash-decoding, first pass). With z
-// workgroups (prefill), token t attends causally over positions 0..=pos + t, reads its q
-// t * q_stride floats later and writes partials after token t-1's.
+//! include: attention_finish
+// Decode attention, split over the sequence (flash-decoding), both passes in one dispatch:
+// every split writes its partial, and the last split of each head to finish merges them
+// into attn (see include/attention_finish.wgsl; the same arithmetic as attention_combine).
+// With z workgroups (several tokens), token t attends causally over positions 0..=pos + t,
+// reads its q t * q_stride floats later and writes partials and output after token t-1's.
 // Dispatch [splits, heads, 1], workgroup 256. Workgroup (s, h) covers positions
 // [s*chunk, min((s+1)*chunk, seq_len)) (chunk <= 256, head_dim even and <= 256) for query
 // head h and kv head h / (heads / kv_heads), and writes, unnormalised,
@@ -16,6 +19,7 @@
 struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
+struct Counters { d: array<atomic<u32>> }
 struct Push {
     heads: u32,
     kv_heads: u32,
@@ -31,7 +35,9 @@ struct Push {
 @group(0) @binding(1) var<storage, read> q: F32s;
 @group(0) @binding(2) var<storage, read> kcache: U32s;
 @group(0) @binding(3) var<storage, read> vcache: U32s;
-@group(0) @binding(4) var<storage, read_write> partial: F32s;
+@group(0) @binding(4) @coherent var<storage, read_write> partial: F32s;
+@group(0) @binding(5) var<storage, read_write> counters: Counters;
+@group(0) @binding(6) var<storage, read_write> attn: F32s;
 var<immediate> pc: Push;
 
 
@@ -53,9 +59,6 @@ fn main(
     let seq = min(params.seq_len + t, pc.capacity);
     let start = s * pc.chunk;
     if (start >= seq) {
-        for (var i = tid; i < hd + 2u; i += 256u) {
-            partial.d[obase + i] = select(0.0, NEG, i == 0u);
-        }
         return;
     }
     let n = min(seq - start, pc.chunk);
@@ -70,4 +73,6 @@ fn main(
     workgroupBarrier();
 
     attend(tid, sg_id, sg_lane, nsg, row0, n, obase, pairs);
+    let used = min((seq + pc.chunk - 1u) / pc.chunk, pc.splits);
+    finish_head(tid, t * pc.heads + h, used, hd, pc.splits);
 }

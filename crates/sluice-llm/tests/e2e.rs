@@ -160,6 +160,31 @@ fn replayed_step_is_a_valid_schedule_with_fewer_barriers() {
         reordered.nodes().len() + 3 * layers + 2 * layers + 1
     );
     assert!(plain.schedule().barriers() > reordered.schedule().barriers());
+    // Decode attention is one dispatch per layer (the combine runs in the split kernel), fused
+    // or not, and the argmax spreads over several workgroups when the vocabulary asks for it.
+    for (what, g) in [("fused", &reordered), ("unfused", &plain)] {
+        let kernel_count = |name: &str| {
+            g.nodes()
+                .iter()
+                .filter(|n| n.pipeline.desc().name == name)
+                .count()
+        };
+        let attention = if what == "fused" {
+            "attention_rope"
+        } else {
+            "attention_split"
+        };
+        assert_eq!(kernel_count(attention), layers, "{what}");
+        assert_eq!(kernel_count("attention_combine"), 0, "{what}");
+        let argmax: Vec<_> = g
+            .nodes()
+            .iter()
+            .filter(|n| n.pipeline.desc().name == "argmax")
+            .collect();
+        assert_eq!(argmax.len(), 1, "{what}");
+        let vocab = ModelConfig::synthetic("tiny").unwrap().vocab as u32;
+        assert_eq!(argmax[0].groups, [vocab.div_ceil(4096), 1, 1], "{what}");
+    }
 }
 
 #[test]

@@ -168,8 +168,10 @@ impl Sizes {
                 .ok_or_else(|| too_big("scratch", format!("{total} + {bytes} bytes")))?;
         }
         let partial = f(c.heads * splits as usize * (c.head_dim + 2));
+        // Attention ticket counters and the argmax scratch (u32 words).
+        let tickets = f(c.heads) + f(3 * c.vocab.div_ceil(k::ARGMAX_PER_GROUP as usize) + 1);
         total = total
-            .checked_add(partial + f(c.vocab) + (context as u64) * 4 + 64)
+            .checked_add(partial + tickets + f(c.vocab) + (context as u64) * 4 + 64)
             .ok_or_else(|| too_big("outputs", format!("vocab {}", c.vocab)))?;
         Ok(Sizes {
             chunk,

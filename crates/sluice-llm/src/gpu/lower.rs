@@ -440,7 +440,7 @@ impl GpuModel {
         }
     }
 
-    /// Push constants of split attention and its combine; `q_stride` > 0 for prefill chunks.
+    /// Push constants of split attention; `q_stride` > 0 for prefill chunks.
     fn attn_push(&self, q_stride: u32) -> k::AttnPush {
         let c = &self.config;
         k::AttnPush {
@@ -502,9 +502,11 @@ impl GpuModel {
                     l.k_cache.slice(..),
                     l.v_cache.slice(..),
                     s.partial.slice(..),
+                    s.attn_counters.slice(..),
+                    s.attn.slice(..),
                 ],
                 &push,
-            )?;
+            )
         } else {
             // Views of q, k and v: one token's rows in decode, from there on in prefill.
             let view = |at: u64, heads: u64| match shape {
@@ -558,25 +560,22 @@ impl GpuModel {
                     &push,
                 );
             }
+            // Split attention, combined in the same dispatch by the last split of each head.
             enc.dispatch(
                 &self.kernels.attn_split,
-                [splits, nh, t],
+                [splits, nh, 1],
                 &[
                     self.params.slice(..),
                     q,
                     l.k_cache.slice(..),
                     l.v_cache.slice(..),
                     s.partial.slice(..),
+                    s.attn_counters.slice(..),
+                    s.attn.slice(..),
                 ],
                 &attn,
-            )?;
+            )
         }
-        enc.dispatch(
-            &self.kernels.attn_combine,
-            [nh, t, 1],
-            &[self.params.slice(..), s.partial.slice(..), s.attn.slice(..)],
-            &attn,
-        )
     }
 
     /// The argmax (or the sampling kernel when sampling is on) into the result buffer and
@@ -590,6 +589,12 @@ impl GpuModel {
             self.logits.slice(..),
             self.result.slice(..),
             self.params.slice(..),
+        ];
+        let argmax_bindings = [
+            self.logits.slice(..),
+            self.result.slice(..),
+            self.params.slice(..),
+            self.scratch.argmax_scratch.slice(..),
         ];
         match self.options.sampling.filter(|s| !s.is_greedy()) {
             Some(s) => {
@@ -609,8 +614,8 @@ impl GpuModel {
                 enc.set_label("argmax");
                 enc.dispatch(
                     &self.kernels.argmax,
-                    [1, 1, 1],
-                    &bindings,
+                    [k::argmax_groups(n), 1, 1],
+                    &argmax_bindings,
                     &k::ArgmaxPush { n },
                 )?;
             }

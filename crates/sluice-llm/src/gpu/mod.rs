@@ -127,7 +127,12 @@ pub(crate) struct Scratch {
     /// q | k | v outputs, laid out like the stacked matrix's rows.
     pub qkv: Buffer,
     pub attn: Buffer,
+    /// Split-attention partials (decode), merged in the same dispatch.
     pub partial: Buffer,
+    /// Ticket counters of split attention, one u32 per query head: zero between dispatches.
+    pub attn_counters: Buffer,
+    /// The multi-workgroup argmax's ticket word and per-workgroup bests.
+    pub argmax_scratch: Buffer,
     pub h: Buffer,
     pub g: Buffer,
     pub u: Buffer,
@@ -140,7 +145,6 @@ pub(crate) struct Kernels {
     pub rmsnorm: Arc<Pipeline>,
     pub qk_rope: Arc<Pipeline>,
     pub attn_split: Arc<Pipeline>,
-    pub attn_combine: Arc<Pipeline>,
     pub attn_rope: Arc<Pipeline>,
     pub argmax: Arc<Pipeline>,
     pub sample: Arc<Pipeline>,

@@ -114,7 +114,6 @@ impl GpuModel {
             rmsnorm: device.pipeline(&k::RMSNORM)?,
             qk_rope: device.pipeline(&k::QK_NORM_ROPE)?,
             attn_split: device.pipeline(&k::ATTENTION_SPLIT)?,
-            attn_combine: device.pipeline(&k::ATTENTION_COMBINE)?,
             attn_rope: device.pipeline(&k::ATTENTION_ROPE)?,
             argmax: device.pipeline(&k::ARGMAX)?,
             sample: device.pipeline(&k::SAMPLE)?,
@@ -250,6 +249,12 @@ impl GpuModel {
             b.write(0, &vec![0f32; n])?;
             Ok(b)
         };
+        // Ticket counters and the like: zero at creation, every dispatch leaves them zero.
+        let u32_zeros = |name: &str, n: u32| -> Result<Buffer, LlmError> {
+            let b = device.create_buffer(name, n.max(1) as u64 * 4, ResourceClass::TokenScratch)?;
+            b.write(0, &vec![0u32; n.max(1) as usize])?;
+            Ok(b)
+        };
         let mut layers = Vec::with_capacity(c.layers);
         for (i, (qkv, o, gate, up, down)) in matrices.into_iter().enumerate() {
             let qk = c.arch.has_qk_norm();
@@ -288,6 +293,14 @@ impl GpuModel {
                 "attn.partial",
                 c.heads * sizes.splits as usize * (hd + 2),
                 tok,
+            )?,
+            attn_counters: u32_zeros(
+                "attn.counters",
+                k::attention_counter_words(c.heads as u32, 1),
+            )?,
+            argmax_scratch: u32_zeros(
+                "argmax.scratch",
+                k::argmax_scratch_words(k::argmax_groups(c.vocab as u32)),
             )?,
             h: f32_buf("mlp.h", sizes.h_stride * chunk, tok)?,
             g: f32_buf("mlp.g", sizes.h_stride * chunk, tok)?,

@@ -179,10 +179,6 @@ pub struct MatvecBatchPush {
     pub tokens_per_wg: u32,
     /// Row groups along y (the rest continue along z).
     pub row_groups_y: u32,
-    /// Adjacent rows per invocation: 1, 2, 4 or 8.
-    pub rows_per_thread: u32,
-    /// Zero.
-    pub pad: u32,
 }
 const _: () = assert!(
     std::mem::size_of::<MatvecBatchPush>() == crate::MATVEC_BATCH_F16.push_constant_bytes as usize
@@ -219,23 +215,18 @@ pub struct MatvecBatchLayout {
     pub tokens_per_wg: u32,
     /// Push field `row_groups_y`.
     pub row_groups_y: u32,
-    /// Push field `rows_per_thread`.
-    pub rows_per_thread: u32,
 }
 
-/// The work layout for `rows` x `tokens`: tokens per workgroup min(n, 16) rounded up to a
-/// power of two, rows per invocation half of that (1..=8). It changes only how work is
-/// spread, never a (row, token)'s reduction order.
+/// The work layout for `rows` x `tokens`: 16 rows per workgroup, tokens per workgroup
+/// min(n, 16) rounded up to a power of two. It changes only how work is spread, never a
+/// (row, token)'s reduction order.
 pub fn matvec_batch_layout(rows: u32, tokens: u32) -> MatvecBatchLayout {
     let tbw = tokens.clamp(1, 16).next_power_of_two();
-    let rpt = (tbw / 2).max(1);
-    let per_wg = 256 / (MATVEC_BATCH_LANES * tbw) * rpt;
-    let groups = rows.div_ceil(per_wg).max(1);
+    let groups = rows.div_ceil(256 / MATVEC_BATCH_LANES).max(1);
     let gy = groups.min(65535);
     MatvecBatchLayout {
         groups: [tokens.div_ceil(tbw).max(1), gy, groups.div_ceil(gy)],
         tokens_per_wg: tbw,
         row_groups_y: gy,
-        rows_per_thread: rpt,
     }
 }

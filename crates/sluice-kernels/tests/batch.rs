@@ -314,7 +314,6 @@ fn run_matvec_batch(
     let p = MatvecBatchPush {
         tokens_per_wg: lay.tokens_per_wg,
         row_groups_y: lay.row_groups_y,
-        rows_per_thread: lay.rows_per_thread,
         ..*p
     };
     let xbuf = f32_buffer(d, "x", x, ResourceClass::TokenScratch);
@@ -363,8 +362,6 @@ fn matvec_batch_matches_reference_and_each_token_alone() {
                 y_stride: rows + 3,
                 tokens_per_wg: 0,
                 row_groups_y: 0,
-                rows_per_thread: 0,
-                pad: 0,
             };
             let w = rng.vec(r * c, 1.0);
             let wb = rng.vec(r * c, 1.0);

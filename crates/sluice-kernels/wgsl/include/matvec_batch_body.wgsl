@@ -9,122 +9,125 @@
 // shared memory, whatever the token count or how rows and tokens map to workgroups — so
 // a token's result never depends on the others in the batch.
 //
-// Work layout: a workgroup of 256 = RG row groups x TBW tokens x KL lanes, TBW = push
-// field `tokens_per_wg` (a power of two <= 16 chosen by the host from n), RG = 256 / (KL *
-// TBW); an invocation computes RPT = `rows_per_thread` adjacent rows (1..=8) for its
-// token, so the x chunk it loads serves RPT rows (x is 4 bytes per element against 2 of
-// f16 weights: without this reuse x traffic dominates at 16 tokens). A workgroup covers
-// RG * RPT rows; dispatch [ceil(n / TBW), groups, 1] with groups = ceil(rows / (RG *
-// RPT)) (y, then z beyond 65535): neighbouring workgroups share rows, so repeated weight
-// reads hit the cache.
+// Work layout: a workgroup of 256 = 16 row slots x KL lanes covers 16 rows and a block
+// of TBW = push field `tokens_per_wg` tokens (a power of two <= 16 chosen by the host from
+// n). The K dimension goes in tiles of KL chunks (128 elements): the block's x tile is
+// staged in shared memory (times the norm weight), then each invocation decodes its
+// weight chunk ONCE and dots it with all TBW tokens' x, so weight decoding and loading
+// are shared by the tokens (x was 4 bytes per element per row and token before: that
+// traffic, not the weights, set the speed). Sums of squares for the folded norm come from
+// a first pass over x in the same lane order. Dispatch [ceil(n / TBW), groups, 1] with
+// groups = ceil(rows / 16) (y, then z beyond 65535): neighbouring workgroups share rows,
+// so repeated weight reads hit the cache.
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
 struct V4s { d: array<vec4<f32>> }
-struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tokens: u32, x_stride4: u32, y_stride: u32, tokens_per_wg: u32, row_groups_y: u32, rows_per_thread: u32, pad: u32 }
+struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tokens: u32, x_stride4: u32, y_stride: u32, tokens_per_wg: u32, row_groups_y: u32 }
 
 const KL: u32 = 16u;
+const TBMAX: u32 = 16u;
 
-var<workgroup> red: array<vec3<f32>, 256>;
-
-// Row r's (W.x', W_b.x') for chunk c, x' chunk = (xa, xb); zero past the last row.
-fn rowdot(r: u32, c: u32, xa: vec4<f32>, xb: vec4<f32>) -> vec2<f32> {
-    if (r >= pc.rows) {
-        return vec2<f32>(0.0, 0.0);
-    }
-    let i = (r * pc.stride8 + c) * W_VEC4S;
-    let wa = decode_w8(w.d[i], w.d[i + W_VEC4S - 1u]);
-    var v = vec2<f32>(dot(wa.a, xa) + dot(wa.b, xb), 0.0);
-    if (SILU) {
-        let wb = w_b8(i);
-        v.y = dot(wb.a, xa) + dot(wb.b, xb);
-    }
-    return v;
-}
-
-// Lane sums of one row in lane order, then the epilogue (lane 0 of each token).
-fn finish(li: u32, lane: u32, r: u32, t: u32, live: bool, a: vec2<f32>, ss: f32) {
-    workgroupBarrier(); // red free
-    red[li] = vec3<f32>(a, ss);
-    workgroupBarrier();
-    if (live && lane == 0u && r < pc.rows) {
-        var sum = vec3<f32>(0.0, 0.0, 0.0);
-        for (var k = 0u; k < KL; k++) {
-            sum += red[li + k];
-        }
-        var inv = 1.0;
-        if (NORM) {
-            inv = inverseSqrt(sum.z / f32(pc.cols) + pc.eps);
-        }
-        let g = sum.x * inv;
-        let o = t * pc.y_stride + r;
-        if (SILU) {
-            y.d[o] = g / (1.0 + exp(-g)) * (sum.y * inv);
-        } else if (pc.accumulate != 0u) {
-            y.d[o] = y.d[o] + g;
-        } else {
-            y.d[o] = g;
-        }
-    }
-}
+var<workgroup> xs: array<vec4<f32>, 512>; // TBMAX tokens x KL chunks x 2
+var<workgroup> red: array<vec2<f32>, 256>;
+var<workgroup> ssl: array<f32, 256>;
+var<workgroup> inv_t: array<f32, 16>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let tbw = pc.tokens_per_wg;
-    let rpt = pc.rows_per_thread;
     let lane = li % KL;
-    let tl = (li / KL) % tbw;
-    let rg = li / (KL * tbw);
-    let groups = 256u / (KL * tbw);
-    let row0 = ((wg.y + wg.z * pc.row_groups_y) * groups + rg) * rpt;
-    let t = wg.x * tbw + tl;
-    let live = t < pc.tokens && row0 < pc.rows;
-    var a0 = vec2<f32>(0.0);
-    var a1 = vec2<f32>(0.0);
-    var a2 = vec2<f32>(0.0);
-    var a3 = vec2<f32>(0.0);
-    var a4 = vec2<f32>(0.0);
-    var a5 = vec2<f32>(0.0);
-    var a6 = vec2<f32>(0.0);
-    var a7 = vec2<f32>(0.0);
-    var ss = 0.0;
-    if (live) {
-        let xo = t * pc.x_stride4;
-        for (var c = lane; c < pc.stride8; c += KL) {
-            var xa = x.d[xo + 2u * c];
-            var xb = x.d[xo + 2u * c + 1u];
-            if (NORM) {
+    let slot = li / KL;
+    let row = (wg.y + wg.z * pc.row_groups_y) * 16u + slot;
+    let t0 = wg.x * tbw;
+    let nt = min(tbw, pc.tokens - min(t0, pc.tokens));
+    let rlive = row < pc.rows;
+
+    // Norm: per-token sums of squares, lane partials in chunk order, lanes in order.
+    if (NORM) {
+        var ss = 0.0;
+        if (slot < nt) {
+            let xo = (t0 + slot) * pc.x_stride4;
+            for (var c = lane; c < pc.stride8; c += KL) {
+                let xa = x.d[xo + 2u * c];
+                let xb = x.d[xo + 2u * c + 1u];
                 ss += dot(xa, xa) + dot(xb, xb);
-                xa *= norm4(2u * c);
-                xb *= norm4(2u * c + 1u);
             }
-            a0 += rowdot(row0, c, xa, xb);
-            if (rpt > 1u) {
-                a1 += rowdot(row0 + 1u, c, xa, xb);
+        }
+        ssl[li] = ss;
+        workgroupBarrier();
+        if (li < nt) {
+            var sum = 0.0;
+            for (var k = 0u; k < KL; k++) {
+                sum += ssl[li * KL + k];
             }
-            if (rpt > 2u) {
-                a2 += rowdot(row0 + 2u, c, xa, xb);
-                a3 += rowdot(row0 + 3u, c, xa, xb);
+            inv_t[li] = inverseSqrt(sum / f32(pc.cols) + pc.eps);
+        }
+    }
+
+    var acc: array<vec2<f32>, 16>;
+    for (var t = 0u; t < TBMAX; t++) {
+        acc[t] = vec2<f32>(0.0, 0.0);
+    }
+    for (var c0 = 0u; c0 < pc.stride8; c0 += KL) {
+        workgroupBarrier(); // previous tile consumed
+        // Stage x' for the block's tokens and chunks c0 .. c0 + KL.
+        for (var e = li; e < nt * KL * 2u; e += 256u) {
+            let t = e / (KL * 2u);
+            let h = e % (KL * 2u);
+            let c = c0 + h / 2u;
+            var v = vec4<f32>(0.0);
+            if (c < pc.stride8) {
+                v = x.d[(t0 + t) * pc.x_stride4 + 2u * c + (h & 1u)];
+                if (NORM) {
+                    v *= norm4(2u * c + (h & 1u));
+                }
             }
-            if (rpt > 4u) {
-                a4 += rowdot(row0 + 4u, c, xa, xb);
-                a5 += rowdot(row0 + 5u, c, xa, xb);
-                a6 += rowdot(row0 + 6u, c, xa, xb);
-                a7 += rowdot(row0 + 7u, c, xa, xb);
+            xs[e] = v;
+        }
+        workgroupBarrier();
+        let c = c0 + lane;
+        if (rlive && c < pc.stride8) {
+            let i = (row * pc.stride8 + c) * W_VEC4S;
+            let wa = decode_w8(w.d[i], w.d[i + W_VEC4S - 1u]);
+            var wb = W8(vec4<f32>(0.0), vec4<f32>(0.0));
+            if (SILU) {
+                wb = w_b8(i);
+            }
+            for (var t = 0u; t < TBMAX; t++) {
+                if (t < nt) {
+                    let xa = xs[(t * KL + lane) * 2u];
+                    let xb = xs[(t * KL + lane) * 2u + 1u];
+                    acc[t].x += dot(wa.a, xa) + dot(wa.b, xb);
+                    if (SILU) {
+                        acc[t].y += dot(wb.a, xa) + dot(wb.b, xb);
+                    }
+                }
             }
         }
     }
-    finish(li, lane, row0, t, live, a0, ss);
-    if (rpt > 1u) {
-        finish(li, lane, row0 + 1u, t, live, a1, ss);
-    }
-    if (rpt > 2u) {
-        finish(li, lane, row0 + 2u, t, live, a2, ss);
-        finish(li, lane, row0 + 3u, t, live, a3, ss);
-    }
-    if (rpt > 4u) {
-        finish(li, lane, row0 + 4u, t, live, a4, ss);
-        finish(li, lane, row0 + 5u, t, live, a5, ss);
-        finish(li, lane, row0 + 6u, t, live, a6, ss);
-        finish(li, lane, row0 + 7u, t, live, a7, ss);
+    // Per token: the 16 lane partials of each row in lane order, then the epilogue.
+    for (var t = 0u; t < nt; t++) {
+        workgroupBarrier(); // red free
+        red[li] = acc[t];
+        workgroupBarrier();
+        if (rlive && lane == 0u) {
+            var sum = vec2<f32>(0.0, 0.0);
+            for (var k = 0u; k < KL; k++) {
+                sum += red[li + k];
+            }
+            var inv = 1.0;
+            if (NORM) {
+                inv = inv_t[t];
+            }
+            let g = sum.x * inv;
+            let o = (t0 + t) * pc.y_stride + row;
+            if (SILU) {
+                y.d[o] = g / (1.0 + exp(-g)) * (sum.y * inv);
+            } else if (pc.accumulate != 0u) {
+                y.d[o] = y.d[o] + g;
+            } else {
+                y.d[o] = g;
+            }
+        }
     }
 }

@@ -214,8 +214,6 @@ impl GpuModel {
                     y_stride: t.y_stride,
                     tokens_per_wg: lay.tokens_per_wg,
                     row_groups_y: lay.row_groups_y,
-                    rows_per_thread: lay.rows_per_thread,
-                    pad: 0,
                 };
                 let mut bindings = vec![m.buffer.slice(..)];
                 bindings.extend(up.map(|u| u.buffer.slice(..)));

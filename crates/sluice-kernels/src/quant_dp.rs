@@ -2,9 +2,12 @@
 //! `wgsl/include/matvec_q8_body.wgsl`): x is quantized to int8 per 32 elements
 //! ([`quantize_x_q8`]), each weight block is split into integer quants and per-16-element
 //! (scale, offset) pairs, and a row is `sum over 16-element groups of
-//! A * d_x * sum(q * xq) - B * sum(x)`, the algebra the kernels use. Tests compare the
-//! kernels to [`matvec_dp_cpu`] tightly (only f32 summation order and the rare rounding
-//! tie of `x / d` differ).
+//! A * d_x * sum(q * xq) - B * d_x * sum(xq)`, the algebra the kernels use: the row
+//! dotted with the quantized x. (With the exact sum(x) in the offset term, as llama.cpp's
+//! Q8_1 `s`, the error would also carry B * sum(x_hat - x), which grows with the offset;
+//! measured worse in the e2e test.) Tests compare the kernels to [`matvec_dp_cpu`]
+//! tightly (only f32 summation order and the rare rounding tie of `x * 127 / max|x|`
+//! differ).
 
 use half::f16;
 
@@ -18,13 +21,13 @@ pub struct XQ8 {
     pub q: Vec<i8>,
     /// d = max|x| / 127 per block of 32.
     pub d: Vec<f32>,
-    /// Exact f32 sum of x per 16 elements (two per block).
+    /// d * (sum of q) per 16 elements (two per block): the sums of the quantized x.
     pub sum16: Vec<f32>,
 }
 
 /// Quantizes `x` (length a multiple of 32) to int8 per block of 32: d = max|x| / 127,
 /// q = round(x * (127 / max|x|)) with ties to even, clamped to +-127 (0 for an all-zero
-/// block).
+/// block), and d * sum(q) per 16 elements.
 pub fn quantize_x_q8(x: &[f32]) -> XQ8 {
     assert!(
         x.len().is_multiple_of(32),
@@ -39,13 +42,17 @@ pub fn quantize_x_q8(x: &[f32]) -> XQ8 {
     for b in x.chunks_exact(32) {
         let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
         let id = if amax > 0.0 { 127.0 / amax } else { 0.0 };
-        out.d.push(amax / 127.0);
+        let d = amax / 127.0;
+        let at = out.q.len();
+        out.d.push(d);
         out.q.extend(
             b.iter()
                 .map(|v| (v * id).round_ties_even().clamp(-127.0, 127.0) as i8),
         );
-        out.sum16.push(b[..16].iter().sum());
-        out.sum16.push(b[16..].iter().sum());
+        for half in out.q[at..].chunks_exact(16) {
+            out.sum16
+                .push(d * half.iter().map(|&q| q as i32).sum::<i32>() as f32);
+        }
     }
     out
 }
@@ -153,9 +160,8 @@ mod tests {
     use super::*;
     use crate::quant::{dequantize, quantize};
 
-    /// The integer split reproduces the dequantized values, and with an exactly
-    /// representable x (every block's values are multiples of max/127) the model equals
-    /// the f64 product of the dequantized matrix.
+    /// The integer split reproduces the dequantized values, and the model equals the f64
+    /// product of the dequantized matrix with the quantized x (offsets included).
     #[test]
     fn int_split_matches_dequantize() {
         let (rows, cols) = (3, 512);
@@ -194,7 +200,7 @@ mod tests {
                     .map(|(i, &q)| q as f64 * xq.d[i / 32] as f64)
                     .collect();
             for r in 0..rows {
-                // The B term uses the exact x sums: rebuild it the same way.
+                // (A q - B) * x_hat summed: the dot with the quantized x.
                 let mut want = 0f64;
                 for blk in 0..cols / be {
                     let at = (r * cols / be + blk) * dt.block_bytes();
@@ -202,7 +208,7 @@ mod tests {
                     for (i, &qi) in q.iter().enumerate() {
                         let (a, bb) = ab[i / 16];
                         let e = blk * be + i;
-                        want += a as f64 * qi as f64 * deqx[e] - bb as f64 * x[e] as f64;
+                        want += (a as f64 * qi as f64 - bb as f64) * deqx[e];
                     }
                 }
                 assert!(

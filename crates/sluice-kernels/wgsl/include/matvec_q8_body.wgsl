@@ -8,10 +8,12 @@
 // x is quantized inside every workgroup (no extra dispatch), one tile of QX_TILE elements
 // at a time: one thread per block of 32 elements reads them (times the RMSNorm weight in
 // the NORM kernels; the scalar 1/rms is applied to the row sums at the end, as before),
-// d = max|x| / 127, q = round(x / d) (ties to even) as int8, packed 4 per u32 in xq; xd
-// holds (d, sum of the first 16 x, sum of the last 16 x) in f32 (the exact sums: the Q4_0
-// offset and K-quant min terms use them). Lanes then read xq from shared memory and do
-// dot4I8Packed against the weight bytes. Same x, same xq: deterministic. The CPU model of
+// d = max|x| / 127, q = round(x * 127 / max|x|) (ties to even) as int8, packed 4 per u32
+// in xq; xd holds (d, d * sum of the first 16 q, d * sum of the last 16 q): the Q4_0
+// offset and K-quant min terms use these sums of the QUANTIZED x, so a row is exactly
+// W . x_hat (x_hat = d * q). Exact float sums would add offset * sum(x_hat - x), an error
+// that grows with the offset (8 d for Q4_0, dmin * m for Q4_K) instead of the weights.
+// Lanes then read xq from shared memory and do dot4I8Packed against the weight bytes. Same x, same xq: deterministic. The CPU model of
 // this arithmetic is `quant::matvec_dp_cpu` (docs/decisions/0002-quant-layout.md).
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
@@ -41,8 +43,9 @@ fn xw(i: u32) -> u32 {
     return xq[i];
 }
 
-// 32 floats to int8 (the packing of q_x8 in quant.rs): returns max|v| / 127.
-fn quantize_block(b: u32, vs: ptr<function, array<vec4<f32>, 8>>) -> f32 {
+// 32 floats to int8 (the packing of `quant_dp::quantize_x_q8`): returns (d, d * sum of
+// the first 16 q, d * sum of the last 16 q), d = max|v| / 127.
+fn quantize_block(b: u32, vs: ptr<function, array<vec4<f32>, 8>>) -> vec3<f32> {
     var amax = 0.0;
     for (var k = 0u; k < 8u; k++) {
         let a = abs((*vs)[k]);
@@ -53,13 +56,20 @@ fn quantize_block(b: u32, vs: ptr<function, array<vec4<f32>, 8>>) -> f32 {
     if (amax > 0.0) {
         id = 127.0 / amax;
     }
+    var sums = vec2<i32>(0);
     for (var k = 0u; k < 8u; k++) {
         let q = vec4<i32>(clamp(round((*vs)[k] * id), vec4<f32>(-127.0), vec4<f32>(127.0)));
+        let qs = q.x + q.y + q.z + q.w;
+        if (k < 4u) {
+            sums.x += qs;
+        } else {
+            sums.y += qs;
+        }
         // Bytes by hand: pack4xI8 would declare the Int8 capability (8-bit types).
         let u = bitcast<vec4<u32>>(q) & vec4<u32>(255u);
         xq[8u * b + k] = u.x | (u.y << 8u) | (u.z << 16u) | (u.w << 24u);
     }
-    return d;
+    return vec3<f32>(d, d * f32(sums.x), d * f32(sums.y));
 }
 
 @compute @workgroup_size(256)
@@ -98,8 +108,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         workgroupBarrier();
         if (li < len / 32u) {
             var vs: array<vec4<f32>, 8>;
-            var slo = 0.0;
-            var shi = 0.0;
             for (var k = 0u; k < 8u; k++) {
                 let i = t0 / 4u + 8u * li + k;
                 var v = x.d[xo + i];
@@ -108,14 +116,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
                     v *= norm4(i);
                 }
                 vs[k] = v;
-                if (k < 4u) {
-                    slo += dot(v, vec4<f32>(1.0));
-                } else {
-                    shi += dot(v, vec4<f32>(1.0));
-                }
             }
-            let d = quantize_block(li, &vs);
-            xd[li] = vec4<f32>(d, slo, shi, 0.0);
+            xd[li] = vec4<f32>(quantize_block(li, &vs), 0.0);
         }
         workgroupBarrier();
         if (row0 < pc.rows) {

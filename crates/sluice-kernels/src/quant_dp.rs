@@ -61,9 +61,12 @@ fn rh(b: &[u8], at: usize) -> f32 {
     f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
 }
 
+/// One block as integer quants (element order) and (A, B) per 16 elements.
+pub type IntBlock = (Vec<i32>, Vec<(f32, f32)>);
+
 /// One FILE-layout block of `dt` as integer quants (element order) and (A, B) per 16
 /// elements: element value = A * q - B. None for formats without a `_dp` kernel.
-pub fn int_block(dt: WeightDtype, b: &[u8]) -> Option<(Vec<i32>, Vec<(f32, f32)>)> {
+pub fn int_block(dt: WeightDtype, b: &[u8]) -> Option<IntBlock> {
     let mut q = vec![0i32; dt.block_elems()];
     let mut ab = vec![(0f32, 0f32); dt.block_elems() / 16];
     match dt {
@@ -199,7 +202,7 @@ mod tests {
                     .enumerate()
                     .map(|(i, &q)| q as f64 * xq.d[i / 32] as f64)
                     .collect();
-            for r in 0..rows {
+            for (r, &g) in got.iter().enumerate() {
                 // (A q - B) * x_hat summed: the dot with the quantized x.
                 let mut want = 0f64;
                 for blk in 0..cols / be {
@@ -212,10 +215,10 @@ mod tests {
                     }
                 }
                 assert!(
-                    (got[r] as f64 - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                    (g as f64 - want).abs() <= 1e-4 * (1.0 + want.abs()),
                     "{} row {r}: {} vs {want}",
                     dt.name(),
-                    got[r]
+                    g
                 );
             }
         }

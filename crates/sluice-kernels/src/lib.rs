@@ -239,10 +239,7 @@ pub(crate) fn by_dtype(dtype: WeightDtype, stem: &str) -> &'static KernelDesc {
 /// quantized to int8 per 32 elements inside each workgroup and dotted with the weight
 /// bytes by `dot4I8Packed`; see `wgsl/include/matvec_q8_body.wgsl`).
 pub fn has_int_dot(dtype: WeightDtype) -> bool {
-    matches!(
-        dtype,
-        WeightDtype::Q8_0 | WeightDtype::Q4_0 | WeightDtype::Q4K | WeightDtype::Q6K
-    )
+    dtype.is_quantized()
 }
 
 /// Kernel `stem` of the matvec family (`"matvec"`, `"matvec_norm"`, `"matvec_silu"`,

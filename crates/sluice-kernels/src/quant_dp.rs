@@ -85,15 +85,50 @@ pub fn int_block(dt: WeightDtype, b: &[u8]) -> Option<IntBlock> {
             }
             ab.fill((d, 8.0 * d));
         }
-        WeightDtype::Q4K => {
+        WeightDtype::Q4_1 => {
+            let (d, m) = (rh(b, 0), rh(b, 2));
+            for j in 0..16 {
+                q[j] = (b[4 + j] & 15) as i32;
+                q[j + 16] = (b[4 + j] >> 4) as i32;
+            }
+            ab.fill((d, -m));
+        }
+        WeightDtype::Q5_0 | WeightDtype::Q5_1 => {
+            let one = dt == WeightDtype::Q5_1;
+            let d = rh(b, 0);
+            let o = if one { 4 } else { 2 };
+            let qh = u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+            for j in 0..16 {
+                let byte = b[o + 4 + j];
+                q[j] = ((byte & 15) as u32 | ((qh >> j) & 1) << 4) as i32;
+                q[j + 16] = ((byte >> 4) as u32 | ((qh >> (j + 16)) & 1) << 4) as i32;
+            }
+            if one {
+                ab.fill((d, -rh(b, 2)));
+            } else {
+                q.iter_mut().for_each(|v| *v -= 16);
+                ab.fill((d, 0.0));
+            }
+        }
+        WeightDtype::Q4K | WeightDtype::Q5K => {
+            let five = dt == WeightDtype::Q5K;
             let (d, dmin) = (rh(b, 0), rh(b, 2));
-            let (sc, qs) = (&b[4..16], &b[16..144]);
+            let sc = &b[4..16];
+            let (qh, qs) = if five {
+                (&b[16..48], &b[48..176])
+            } else {
+                (&b[0..0], &b[16..144])
+            };
             for j in 0..8 {
                 let (s, m) = scale_min_k4(j, sc);
                 let (c, hi) = (j / 2, j % 2);
                 for l in 0..32 {
                     let byte = qs[32 * c + l];
-                    q[32 * j + l] = if hi == 0 { byte & 15 } else { byte >> 4 } as i32;
+                    let mut v = if hi == 0 { byte & 15 } else { byte >> 4 } as i32;
+                    if five && qh[l] & (1 << j) != 0 {
+                        v += 16;
+                    }
+                    q[32 * j + l] = v;
                 }
                 ab[2 * j] = (d * s as f32, dmin * m as f32);
                 ab[2 * j + 1] = ab[2 * j];
@@ -174,12 +209,7 @@ mod tests {
         let x: Vec<f32> = (0..cols)
             .map(|i| ((i * 37 % 255) as f32 - 127.0) / 64.0)
             .collect();
-        for dt in [
-            WeightDtype::Q8_0,
-            WeightDtype::Q4_0,
-            WeightDtype::Q4K,
-            WeightDtype::Q6K,
-        ] {
+        for dt in crate::quant::QUANT_DTYPES {
             let file = quantize(dt, rows, cols, &w);
             let deq = dequantize(dt, rows, cols, &file);
             let be = dt.block_elems();

@@ -235,9 +235,9 @@ pub(crate) fn by_dtype(dtype: WeightDtype, stem: &str) -> &'static KernelDesc {
         .unwrap_or_else(|| unreachable!("kernel {stem} has no {} variant", dtype.name()))
 }
 
-/// Whether `dtype` has integer-dot-product variants of the matvec family (`*_dp`: x is
-/// quantized to int8 per 32 elements inside each workgroup and dotted with the weight
-/// bytes by `dot4I8Packed`; see `wgsl/include/matvec_q8_body.wgsl`).
+/// Whether `dtype` has integer-dot-product variants of the matvec family (every block
+/// format; `*_dp`: x is quantized to int8 per 32 elements inside each workgroup and
+/// dotted with the weight bytes by `dot4I8Packed`; see `wgsl/include/matvec_q8_body.wgsl`).
 pub fn has_int_dot(dtype: WeightDtype) -> bool {
     dtype.is_quantized()
 }

@@ -11,6 +11,12 @@
 //! `wgsl/include/` are not kernels themselves. A module with
 //! `enable wgpu_cooperative_matrix;` is validated with the COOPERATIVE_MATRIX capability
 //! (only those modules); such kernels run only where `DeviceInfo::coopmat_f16_16x16` holds.
+//! The SPIR-V writer's capability set is left unrestricted, so `dot4I8Packed` compiles to
+//! OpSDot (capabilities DotProduct + DotProductInput4x8BitPacked, SPV_KHR_integer_dot_product)
+//! rather than naga's bit-extract polyfill; only the `*_dp` matvec variants use it, and
+//! they run only where `DeviceInfo::int_dot` holds (shaderIntegerDotProduct enabled).
+//! A dtype snippet may include another one (`//! include: ../dtype/q4_k`: the `_dp`
+//! snippets reuse the f32 snippet's layout and work units).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

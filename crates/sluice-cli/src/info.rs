@@ -56,6 +56,15 @@ pub fn run(device: &Device, json: bool) -> Result<(), String> {
                 "not used".to_string()
             },
         ),
+        (
+            "integer dot products",
+            match (info.int_dot, info.int_dot_accelerated) {
+                (true, true) => "used (4x8-bit packed, accelerated)",
+                (true, false) => "used (4x8-bit packed, not reported accelerated)",
+                _ => "not used",
+            }
+            .to_string(),
+        ),
     ];
     for (k, v) in rows {
         outln!("{k:<26} {v}")?;

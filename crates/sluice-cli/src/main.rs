@@ -48,6 +48,9 @@ struct Common {
     /// Do not use cooperative matrices (matrix units) even where the device has them
     #[arg(long, global = true)]
     no_coopmat: bool,
+    /// Do not use integer dot products (the block-format matvecs decode to f32 instead)
+    #[arg(long, global = true)]
+    no_int_dot: bool,
     /// More log output on stderr (-v info, -vv debug: runtime decisions, -vvv trace)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -135,6 +138,7 @@ fn options(c: &Common) -> Options {
             Validation::Off
         },
         no_coopmat: c.no_coopmat,
+        no_int_dot: c.no_int_dot,
         ..Options::default()
     }
 }

@@ -5,8 +5,10 @@
 //! `cargo run --release -p sluice-kernels --example kernel_bench [reps] [quant]`
 //!
 //! With `quant` as the second argument only the block-format matvecs run (Q8_0 / Q4_0 /
-//! Q4_K at the Qwen3-4B / 0.6B decode shapes, plain and fused gate/up+norm, several
-//! threads-per-row overrides), with GB/s counting the GPU-layout weight bytes.
+//! Q4_K / Q6_K at the Qwen3-4B / 0.6B decode shapes, plain and fused gate/up+norm, several
+//! threads-per-row overrides; each format on its f32 decoders and, where the device has
+//! integer dot products, on its `_dp` variants), with GB/s counting the GPU-layout weight
+//! bytes.
 
 use sluice::{Buffer, Device, Options, ResourceClass, TimestampQueries};
 use sluice_kernels::*;
@@ -340,9 +342,27 @@ fn quant_bench(d: &Device, reps: u32) {
         ("0.6b down", 1024, 3072),
     ];
     let budget = 256u64 << 20;
-    for dt in [WeightDtype::Q8_0, WeightDtype::Q4_0, WeightDtype::Q4K] {
-        let plain = d.pipeline(matvec(dt)).unwrap();
-        let fused = d.pipeline(matvec_silu_norm(dt)).unwrap();
+    let dts = [
+        WeightDtype::Q8_0,
+        WeightDtype::Q4_0,
+        WeightDtype::Q4K,
+        WeightDtype::Q6K,
+    ];
+    // Each format on its f32 decoders, then (where the device has integer dot products)
+    // on the `_dp` variants.
+    let runs = dts.iter().flat_map(|&dt| {
+        [false, true]
+            .into_iter()
+            .filter(move |&dp| !dp || (has_int_dot(dt) && d.info().int_dot))
+            .map(move |dp| (dt, dp))
+    });
+    for (dt, dp) in runs {
+        let plain = d
+            .pipeline(matvec_kernel("matvec", dt, dp).unwrap())
+            .unwrap();
+        let fused = d
+            .pipeline(matvec_kernel("matvec_silu_norm", dt, dp).unwrap())
+            .unwrap();
         for &(name, rows, cols) in shapes {
             let wbytes = gpu_matrix_bytes(dt, rows as u64, cols as u64).unwrap();
             let is_gate = name.ends_with("gate");
@@ -358,8 +378,8 @@ fn quant_bench(d: &Device, reps: u32) {
             let y = buffer(d, "y", rows as u64 * 4, ResourceClass::TokenScratch);
             let (pt, pr) = quant_matvec_plan(dt, rows, cols);
             let mut line = format!(
-                "{:<5} {name:<11} {rows:>6}x{cols:<5} plan {pt:>3}x{pr}",
-                dt.name()
+                "{:<8} {name:<11} {rows:>6}x{cols:<5} plan {pt:>3}x{pr}",
+                format!("{}{}", dt.name(), if dp { "_dp" } else { "" })
             );
             for tpr in [None, Some(8), Some(16), Some(32), Some(64), Some(128)] {
                 let push = matvec_push(dt, rows, cols, false, 1e-6, tpr);

@@ -69,6 +69,7 @@ mod reference;
 pub use reference::*;
 
 pub mod quant;
+pub mod quant_dp;
 pub use quant::{dequantize, gpu_matrix_bytes, gpu_row_bytes, quantize, to_gpu_layout};
 
 /// Element type of weight matrices on the GPU; picks the kernel variant. The block
@@ -232,6 +233,26 @@ pub fn unpack_f16_pairs(words: &[u32]) -> Vec<f32> {
 pub(crate) fn by_dtype(dtype: WeightDtype, stem: &str) -> &'static KernelDesc {
     variant(stem, dtype.name())
         .unwrap_or_else(|| unreachable!("kernel {stem} has no {} variant", dtype.name()))
+}
+
+/// Whether `dtype` has integer-dot-product variants of the matvec family (every block
+/// format; `*_dp`: x is quantized to int8 per 32 elements inside each workgroup and
+/// dotted with the weight bytes by `dot4I8Packed`; see `wgsl/include/matvec_q8_body.wgsl`).
+pub fn has_int_dot(dtype: WeightDtype) -> bool {
+    dtype.is_quantized()
+}
+
+/// Kernel `stem` of the matvec family (`"matvec"`, `"matvec_norm"`, `"matvec_silu"`,
+/// `"matvec_silu_norm"` and their `_tokens` forms) for `dtype`: the integer-dot variant
+/// when `int_dot` (pass `DeviceInfo::int_dot`) and [`has_int_dot`]`(dtype)`, else the
+/// one [`matvec`] and friends return. Push constants and dispatch size are the same for
+/// both ([`matvec_push`], [`matvec_groups_dt`]). None for an unknown stem.
+pub fn matvec_kernel(stem: &str, dtype: WeightDtype, int_dot: bool) -> Option<&'static KernelDesc> {
+    if int_dot && has_int_dot(dtype) {
+        variant(stem, &format!("{}_dp", dtype.name()))
+    } else {
+        variant(stem, dtype.name())
+    }
 }
 
 /// The `embed` variant for `dtype` ([`EMBED_F16`], [`EMBED_Q4_K`], ...).

@@ -8,6 +8,7 @@
 //! Shapes are odd on purpose: rows not a multiple of the rows per workgroup, several
 //! blocks (and several work units per thread) per row.
 
+use sluice::kernel::KernelDesc;
 use sluice::testing::{test_device, ValidationGuard};
 use sluice::{Buffer, Device, ResourceClass};
 use sluice_kernels::quant::QUANT_DTYPES;
@@ -394,6 +395,31 @@ fn helpers_and_variants_cover_every_dtype() {
         {
             assert!(k.name.ends_with(dt.name()), "{} for {}", k.name, dt.name());
         }
+        // Integer-dot variants: every block format, every matvec-family stem, with the
+        // bindings, push constants and workgroup of the f32-decoder kernel they replace.
+        for stem in [
+            "matvec",
+            "matvec_norm",
+            "matvec_silu",
+            "matvec_silu_norm",
+            "matvec_tokens",
+            "matvec_norm_tokens",
+            "matvec_silu_tokens",
+            "matvec_silu_norm_tokens",
+        ] {
+            let plain = matvec_kernel(stem, dt, false).unwrap();
+            let dp = matvec_kernel(stem, dt, true).unwrap();
+            assert_eq!(has_int_dot(dt), dt.is_quantized());
+            if has_int_dot(dt) {
+                assert_eq!(dp.name, format!("{}_dp", plain.name));
+                assert_eq!(dp.bindings, plain.bindings, "{}", dp.name);
+                assert_eq!(dp.push_constant_bytes, plain.push_constant_bytes);
+                assert_eq!(dp.workgroup_size, plain.workgroup_size);
+            } else {
+                assert_eq!(dp.name, plain.name);
+            }
+        }
+        assert!(matvec_kernel("no_such_stem", dt, true).is_none());
     }
     // Float helpers equal the existing rules.
     let p = matvec_push(WeightDtype::F16, 37, 100, true, 1e-5, None);
@@ -491,5 +517,256 @@ fn quant_matvec_on_random_blocks() {
             &matvec_cpu(&deq, rows, cols, &x, None),
             NMSE_MAX,
         );
+    }
+}
+
+/// Integer-dot variants: NMSE bound against their CPU model (`quant_dp::matvec_dp_cpu`:
+/// same x quantization, integer dots, same scale algebra; only f32 summation order and a
+/// rare `x / d` rounding tie differ).
+const NMSE_DP: f64 = 1e-6;
+/// ... and against the exact product of the dequantized weights: what quantizing x to
+/// int8 per 32 costs (measured 1e-7 .. 2e-5 at these shapes; printed with --nocapture).
+const NMSE_DP_VS_F32: f64 = 5e-5;
+
+/// Shapes of the integer-dot tests: odd row counts, and cols past one x tile of 8192
+/// (the kernels quantize x tile by tile).
+fn dp_shapes(dt: WeightDtype) -> &'static [(usize, usize)] {
+    if dt.block_elems() == 256 {
+        &[(37, 512), (5, 8448)]
+    } else {
+        &[(37, 96), (6, 8224)]
+    }
+}
+
+/// One dispatch of `desc`, waited for; returns y's first `n` floats.
+fn run_one(
+    d: &Device,
+    desc: &KernelDesc,
+    groups: [u32; 3],
+    slices: &[sluice::BufferSlice<'_>],
+    push: &MatvecPush,
+    y: &Buffer,
+    n: usize,
+) -> Vec<f32> {
+    let k = d.pipeline(desc).unwrap();
+    let mut enc = d.encoder().unwrap();
+    enc.dispatch(&k, groups, slices, push).unwrap();
+    enc.submit().unwrap().wait().unwrap();
+    y.read(0, n).unwrap()
+}
+
+#[test]
+fn quant_dp_variants_match_int_reference() {
+    use sluice_kernels::quant_dp::{matvec_dp_cpu, quantize_x_q8};
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    assert!(
+        d.info().int_dot,
+        "the test device (lavapipe) enables shaderIntegerDotProduct"
+    );
+    let mut rng = Rng::new(35);
+    let eps = 1e-5;
+    for dt in QUANT_DTYPES.into_iter().filter(|&dt| has_int_dot(dt)) {
+        let kern = |stem: &str| matvec_kernel(stem, dt, true).unwrap();
+        assert!(kern("matvec").name.ends_with("_dp"));
+        assert_eq!(
+            matvec_kernel("matvec", dt, false).unwrap().name,
+            matvec(dt).name
+        );
+        for &(rows, cols) in dp_shapes(dt) {
+            let (r32, c32) = (rows as u32, cols as u32);
+            let wg = rng.vec(rows * cols, 0.3);
+            let wu = rng.vec(rows * cols, 0.3);
+            let x = rng.vec(cols, 2.0);
+            let nw = rng.vec(cols, 1.0);
+            let y0 = rng.vec(rows, 1.0);
+            let (fg, fu) = (quantize(dt, rows, cols, &wg), quantize(dt, rows, cols, &wu));
+            let (g, u) = (qmat(&d, dt, rows, cols, &wg), qmat(&d, dt, rows, cols, &wu));
+            // CPU model: x (or x * norm_w, with 1/rms applied to the sums) quantized per 32.
+            let xw: Vec<f32> = x.iter().zip(&nw).map(|(a, b)| a * b).collect();
+            let inv = 1.0 / (x.iter().map(|v| v * v).sum::<f32>() / cols as f32 + eps).sqrt();
+            let (qx, qxw) = (quantize_x_q8(&x), quantize_x_q8(&xw));
+            let gx = matvec_dp_cpu(dt, rows, cols, &fg, &qx);
+            let ux = matvec_dp_cpu(dt, rows, cols, &fu, &qx);
+            let gn: Vec<f32> = matvec_dp_cpu(dt, rows, cols, &fg, &qxw)
+                .iter()
+                .map(|v| v * inv)
+                .collect();
+            let un: Vec<f32> = matvec_dp_cpu(dt, rows, cols, &fu, &qxw)
+                .iter()
+                .map(|v| v * inv)
+                .collect();
+            let acc: Vec<f32> = gx.iter().zip(&y0).map(|(a, b)| a + b).collect();
+            let what = |k: &str, extra: &str| format!("{k} {} {rows}x{cols} {extra}", dt.name());
+            // The model itself is close to the exact product (x quantization error only).
+            eprintln!(
+                "{} {rows}x{cols}: x quantization NMSE {:.2e}",
+                dt.name(),
+                common::nmse(&gx, &matvec_cpu(&g.deq, rows, cols, &x, None))
+            );
+            assert_close(
+                &what("model vs f32", ""),
+                &gx,
+                &matvec_cpu(&g.deq, rows, cols, &x, None),
+                NMSE_DP_VS_F32,
+            );
+
+            let xb = f32_buffer(&d, "x", &x, ResourceClass::TokenScratch);
+            let nb = f32_buffer(&d, "norm", &nw, ResourceClass::ReadOnlyWeight);
+            let nan = vec![f32::NAN; rows];
+            for (accumulate, tpr) in [
+                (false, None),
+                (true, None),
+                (false, Some(4)),
+                (true, Some(256)),
+                (false, Some(quant_tpr_field(16, 2))),
+                (true, Some(quant_tpr_field(64, 1))),
+            ] {
+                let yb = f32_buffer(
+                    &d,
+                    "y",
+                    if accumulate { &y0 } else { &nan },
+                    ResourceClass::TokenScratch,
+                );
+                let got = run_one(
+                    &d,
+                    kern("matvec"),
+                    matvec_groups_dt(dt, r32, c32, tpr),
+                    &[g.buf.slice(..), xb.slice(..), yb.slice(..)],
+                    &matvec_push(dt, r32, c32, accumulate, 0.0, tpr),
+                    &yb,
+                    rows,
+                );
+                let want = if accumulate { &acc } else { &gx };
+                assert_close(
+                    &what("matvec_dp", &format!("acc {accumulate} tpr {tpr:?}")),
+                    &got,
+                    want,
+                    NMSE_DP,
+                );
+            }
+            let groups = matvec_groups_dt(dt, r32, c32, None);
+            let yb = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
+            let got = run_one(
+                &d,
+                kern("matvec_norm"),
+                groups,
+                &[g.buf.slice(..), xb.slice(..), nb.slice(..), yb.slice(..)],
+                &matvec_push(dt, r32, c32, true, eps, None),
+                &yb,
+                rows,
+            );
+            let want: Vec<f32> = gn.iter().zip(&y0).map(|(a, b)| a + b).collect();
+            assert_close(&what("matvec_norm_dp", ""), &got, &want, NMSE_DP);
+            let yb = f32_buffer(&d, "y", &nan, ResourceClass::TokenScratch);
+            let got = run_one(
+                &d,
+                kern("matvec_silu"),
+                groups,
+                &[g.buf.slice(..), u.buf.slice(..), xb.slice(..), yb.slice(..)],
+                &matvec_push(dt, r32, c32, false, eps, None),
+                &yb,
+                rows,
+            );
+            assert_close(
+                &what("matvec_silu_dp", ""),
+                &got,
+                &silu_mul_cpu(&gx, &ux),
+                NMSE_DP,
+            );
+            let got = run_one(
+                &d,
+                kern("matvec_silu_norm"),
+                groups,
+                &[
+                    g.buf.slice(..),
+                    u.buf.slice(..),
+                    xb.slice(..),
+                    nb.slice(..),
+                    yb.slice(..),
+                ],
+                &matvec_push(dt, r32, c32, false, eps, None),
+                &yb,
+                rows,
+            );
+            let sn = silu_mul_cpu(&gn, &un);
+            assert_close(&what("matvec_silu_norm_dp", ""), &got, &sn, NMSE_DP);
+
+            // Token-batched forms: 2 tokens (the second's x = the first's, scaled by -0.5:
+            // the same xq up to sign and d), strided x and y.
+            let xs4 = cols / 4 + 2;
+            let ys = rows + 3;
+            let mut xflat = vec![f32::NAN; 2 * xs4 * 4];
+            xflat[..cols].copy_from_slice(&x);
+            for (i, v) in x.iter().enumerate() {
+                xflat[xs4 * 4 + i] = -0.5 * v;
+            }
+            let xtb = f32_buffer(&d, "xt", &xflat, ResourceClass::TokenScratch);
+            let yt0 = rng.vec(2 * ys, 1.0);
+            let tpush = |accumulate| MatvecPush {
+                x_stride4: xs4 as u32,
+                y_stride: ys as u32,
+                ..matvec_push(dt, r32, c32, accumulate, eps, None)
+            };
+            let tgroups = [groups[0], groups[1], 2];
+            let cases: [(&str, bool, Vec<f32>); 4] = [
+                ("matvec_tokens", true, acc.clone()),
+                ("matvec_norm_tokens", false, gn.clone()),
+                ("matvec_silu_tokens", false, silu_mul_cpu(&gx, &ux)),
+                ("matvec_silu_norm_tokens", false, sn.clone()),
+            ];
+            for (stem, accumulate, want0) in cases {
+                let yb = f32_buffer(&d, "yt", &yt0, ResourceClass::TokenScratch);
+                let mut sl = vec![g.buf.slice(..)];
+                if stem.contains("silu") {
+                    sl.push(u.buf.slice(..));
+                }
+                sl.push(xtb.slice(..));
+                if stem.contains("norm") {
+                    sl.push(nb.slice(..));
+                }
+                sl.push(yb.slice(..));
+                let got = run_one(
+                    &d,
+                    kern(stem),
+                    tgroups,
+                    &sl,
+                    &tpush(accumulate),
+                    &yb,
+                    2 * ys,
+                );
+                // Token 0 is x itself; token 1 (-x / 2) follows from the same model.
+                let half: Vec<f32> = x.iter().map(|v| -0.5 * v).collect();
+                let hw: Vec<f32> = half.iter().zip(&nw).map(|(a, b)| a * b).collect();
+                let (qh, qhw) = (quantize_x_q8(&half), quantize_x_q8(&hw));
+                let inv1 =
+                    1.0 / (half.iter().map(|v| v * v).sum::<f32>() / cols as f32 + eps).sqrt();
+                let scale = |v: Vec<f32>, s: f32| v.into_iter().map(|a| a * s).collect::<Vec<_>>();
+                let want1 = match stem {
+                    "matvec_tokens" => matvec_dp_cpu(dt, rows, cols, &fg, &qh)
+                        .iter()
+                        .zip(&yt0[ys..])
+                        .map(|(a, b)| a + b)
+                        .collect(),
+                    "matvec_norm_tokens" => scale(matvec_dp_cpu(dt, rows, cols, &fg, &qhw), inv1),
+                    "matvec_silu_tokens" => silu_mul_cpu(
+                        &matvec_dp_cpu(dt, rows, cols, &fg, &qh),
+                        &matvec_dp_cpu(dt, rows, cols, &fu, &qh),
+                    ),
+                    _ => silu_mul_cpu(
+                        &scale(matvec_dp_cpu(dt, rows, cols, &fg, &qhw), inv1),
+                        &scale(matvec_dp_cpu(dt, rows, cols, &fu, &qhw), inv1),
+                    ),
+                };
+                let want0: Vec<f32> = if accumulate {
+                    gx.iter().zip(&yt0).map(|(a, b)| a + b).collect()
+                } else {
+                    want0
+                };
+                assert_close(&what(stem, "token 0"), &got[..rows], &want0, NMSE_DP);
+                assert_close(&what(stem, "token 1"), &got[ys..ys + rows], &want1, NMSE_DP);
+                assert_eq!(&got[rows..ys], &yt0[rows..ys], "{stem}: gap untouched");
+            }
+        }
     }
 }

@@ -96,6 +96,13 @@ pub struct DeviceInfo {
     /// shape and subgroups of 32 were all found and enabled, and `Options::no_coopmat` is
     /// off.
     pub coopmat_f16_16x16: bool,
+    /// Integer dot products of packed 4x8-bit vectors (Vulkan 1.3 shaderIntegerDotProduct)
+    /// are enabled: the `*_dp` block-format matvec variants can run. False when the device
+    /// lacks the feature or `Options::no_int_dot` is set.
+    pub int_dot: bool,
+    /// The device reports the signed 4x8-bit packed dot product as accelerated (one
+    /// instruction, not an emulation); informational.
+    pub int_dot_accelerated: bool,
 }
 
 pub(crate) struct Extensions {
@@ -538,8 +545,10 @@ impl Device {
                 .vulkan_memory_model_device_scope(
                     coopmat && f12.vulkan_memory_model_device_scope != 0,
                 );
+            let int_dot = f13.shader_integer_dot_product != 0 && !options.no_int_dot;
             let mut e13 = vk::PhysicalDeviceVulkan13Features::default()
                 .synchronization2(true)
+                .shader_integer_dot_product(int_dot)
                 .subgroup_size_control(f13.subgroup_size_control != 0)
                 .compute_full_subgroups(f13.compute_full_subgroups != 0);
             let base = vk::PhysicalDeviceFeatures::default().shader_int64(shader_int64 != 0);
@@ -584,9 +593,11 @@ impl Device {
             // Properties for DeviceInfo.
             let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
             let mut driver = vk::PhysicalDeviceDriverProperties::default();
+            let mut dotp = vk::PhysicalDeviceShaderIntegerDotProductProperties::default();
             let mut p2 = vk::PhysicalDeviceProperties2::default()
                 .push_next(&mut subgroup)
-                .push_next(&mut driver);
+                .push_next(&mut driver)
+                .push_next(&mut dotp);
             instance.get_physical_device_properties2(physical, &mut p2);
             let mem = instance.get_physical_device_memory_properties(physical);
             let uma = mem.memory_types[..mem.memory_type_count as usize]
@@ -645,6 +656,9 @@ impl Device {
                 queue_family: family,
                 coopmat_shapes,
                 coopmat_f16_16x16: coopmat,
+                int_dot,
+                int_dot_accelerated: int_dot
+                    && dotp.integer_dot_product4x8_bit_packed_signed_accelerated != 0,
             };
 
             let raw = Guard::new(raw, |d: &mut ash::Device| d.destroy_device(None));

@@ -49,6 +49,9 @@ pub struct Options {
     /// Do not use cooperative matrices (matrix units) even where the device has them: the
     /// portable kernels run instead. Default false.
     pub no_coopmat: bool,
+    /// Do not enable integer dot products (shaderIntegerDotProduct) even where the device
+    /// has them: the block-format matvecs run on their f32 decoders. Default false.
+    pub no_int_dot: bool,
 }
 
 impl Default for Options {
@@ -62,6 +65,7 @@ impl Default for Options {
             force_staging: false,
             wait_timeout: Duration::from_secs(60),
             no_coopmat: false,
+            no_int_dot: false,
         }
     }
 }

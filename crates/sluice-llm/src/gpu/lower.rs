@@ -226,16 +226,19 @@ impl GpuModel {
         if let Some(t) = tokens.filter(|t| t.n > 1 || t.matmul) {
             return self.matmul(enc, family, m, up, x, norm, y, accumulate, t);
         }
-        let desc = match (family, tokens.is_some()) {
-            (Family::Plain, false) => k::matvec(dt),
-            (Family::Norm, false) => k::matvec_norm(dt),
-            (Family::Silu, false) => k::matvec_silu(dt),
-            (Family::SiluNorm, false) => k::matvec_silu_norm(dt),
-            (Family::Plain, true) => k::matvec_tokens(dt)[0],
-            (Family::Norm, true) => k::matvec_tokens(dt)[1],
-            (Family::Silu, true) => k::matvec_silu_tokens(dt),
-            (Family::SiluNorm, true) => k::matvec_tokens(dt)[2],
+        let stem = match (family, tokens.is_some()) {
+            (Family::Plain, false) => "matvec",
+            (Family::Norm, false) => "matvec_norm",
+            (Family::Silu, false) => "matvec_silu",
+            (Family::SiluNorm, false) => "matvec_silu_norm",
+            (Family::Plain, true) => "matvec_tokens",
+            (Family::Norm, true) => "matvec_norm_tokens",
+            (Family::Silu, true) => "matvec_silu_tokens",
+            (Family::SiluNorm, true) => "matvec_silu_norm_tokens",
         };
+        let int_dot = self.device.info().int_dot;
+        let desc = k::matvec_kernel(stem, dt, int_dot)
+            .unwrap_or_else(|| unreachable!("matvec family kernel {stem} has no {dt:?} variant"));
         let tpr = self.options.matvec_threads_per_row;
         let eps = if norm.is_some() {
             self.config.rms_eps

@@ -1,0 +1,207 @@
+// The matvec family's body for block formats on integer dot products (the `*_dp` dtype
+// variants; same bindings, push constants, work split and epilogues as
+// include/matvec_q_body.wgsl, which stays the path for devices without
+// shaderIntegerDotProduct). The dtype snippet defines QBLOCK, QUNIT and
+// `q_dot8(sel, rb, nb, u, t0)`: unit u of a row dotted with the quantized x of the tile
+// that starts at element t0.
+//
+// x is quantized inside every workgroup (no extra dispatch), one tile of QX_TILE elements
+// at a time: one thread per block of 32 elements reads them (times the RMSNorm weight in
+// the NORM kernels; the scalar 1/rms is applied to the row sums at the end, as before),
+// d = max|x| / 127, q = round(x * 127 / max|x|) (ties to even) as int8, packed 4 per u32
+// in xq; xd holds (d, d * sum of the first 16 q, d * sum of the last 16 q): the Q4_0
+// offset and K-quant min terms use these sums of the QUANTIZED x, so a row is exactly
+// W . x_hat (x_hat = d * q). Exact float sums would add offset * sum(x_hat - x), an error
+// that grows with the offset (8 d for Q4_0, dmin * m for Q4_K) instead of the weights.
+// Lanes then read xq from shared memory and do dot4I8Packed against the weight bytes. Same x, same xq: deterministic. The CPU model of
+// this arithmetic is `quant::matvec_dp_cpu` (docs/decisions/0002-quant-layout.md).
+struct WVec { d: array<vec4<u32>> }
+struct F32s { d: array<f32> }
+struct V4s { d: array<vec4<f32>> }
+struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32 }
+
+const QWG: u32 = 256u;
+const QROWS: u32 = 4u;
+const Q_TPR: u32 = 32u;
+// Elements of x quantized per pass (a multiple of 256; 256 blocks of 32 = one per thread).
+const QX_TILE: u32 = 8192u;
+
+var<workgroup> red: array<vec2<f32>, 256>;
+var<workgroup> red_ss: array<f32, 64>;
+var<workgroup> xq: array<u32, 2048>;
+var<workgroup> xd: array<vec4<f32>, 256>;
+
+fn wraw(sel: bool, i: u32) -> vec4<u32> {
+    if (sel) {
+        return wb_raw(i);
+    }
+    return w.d[i];
+}
+
+// Four int8 of x (elements 4 * i .. 4 * i + 3 of the tile).
+fn xw(i: u32) -> u32 {
+    return xq[i];
+}
+
+// 32 floats to int8 (the packing of `quant_dp::quantize_x_q8`): returns (d, d * sum of
+// the first 16 q, d * sum of the last 16 q), d = max|v| / 127.
+fn quantize_block(b: u32, vs: ptr<function, array<vec4<f32>, 8>>) -> vec3<f32> {
+    var amax = 0.0;
+    for (var k = 0u; k < 8u; k++) {
+        let a = abs((*vs)[k]);
+        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+    }
+    let d = amax / 127.0;
+    var id = 0.0;
+    if (amax > 0.0) {
+        id = 127.0 / amax;
+    }
+    var sums = vec2<i32>(0);
+    for (var k = 0u; k < 8u; k++) {
+        let q = vec4<i32>(clamp(round((*vs)[k] * id), vec4<f32>(-127.0), vec4<f32>(127.0)));
+        let qs = q.x + q.y + q.z + q.w;
+        if (k < 4u) {
+            sums.x += qs;
+        } else {
+            sums.y += qs;
+        }
+        // Bytes by hand: pack4xI8 would declare the Int8 capability (8-bit types).
+        let u = bitcast<vec4<u32>>(q) & vec4<u32>(255u);
+        xq[8u * b + k] = u.x | (u.y << 8u) | (u.z << 16u) | (u.w << 24u);
+    }
+    return vec3<f32>(d, d * f32(sums.x), d * f32(sums.y));
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_size) sg: u32, @builtin(subgroup_invocation_id) sgi: u32) {
+    let t = pc.tpr & 0xFFFFu;
+    let tpr = clamp(select(Q_TPR, t, t != 0u), 4u, QWG);
+    let code = pc.tpr >> 16u;
+    let nr = select(QROWS, code, code == 1u || code == 2u);
+    let groups = QWG / tpr;
+    let first = (wg.x + wg.y * nwg.x) * groups * nr;
+    let grp = li / tpr;
+    let lane = li % tpr;
+    let row0 = first + grp * nr;
+    var xo = 0u;
+    var yo = 0u;
+    if (BATCHED) {
+        xo = wg.z * pc.x_stride4;
+        yo = wg.z * pc.y_stride;
+    }
+    var a0 = vec2<f32>(0.0, 0.0);
+    var a1 = vec2<f32>(0.0, 0.0);
+    var a2 = vec2<f32>(0.0, 0.0);
+    var a3 = vec2<f32>(0.0, 0.0);
+    var ss = 0.0;
+    let last = max(pc.rows, 1u) - 1u;
+    let rb0 = min(row0, last) * pc.stride8;
+    let rb1 = min(row0 + 1u, last) * pc.stride8;
+    let rb2 = min(row0 + 2u, last) * pc.stride8;
+    let rb3 = min(row0 + 3u, last) * pc.stride8;
+    let nb = pc.cols / QBLOCK;
+    for (var t0 = 0u; t0 < pc.cols; t0 += QX_TILE) {
+        let len = min(QX_TILE, pc.cols - t0);
+        // The previous tile's readers are done before its xq is overwritten.
+        workgroupBarrier();
+        if (li < len / 32u) {
+            var vs: array<vec4<f32>, 8>;
+            for (var k = 0u; k < 8u; k++) {
+                let i = t0 / 4u + 8u * li + k;
+                var v = x.d[xo + i];
+                if (NORM) {
+                    ss += dot(v, v);
+                    v *= norm4(i);
+                }
+                vs[k] = v;
+            }
+            xd[li] = vec4<f32>(quantize_block(li, &vs), 0.0);
+        }
+        workgroupBarrier();
+        if (row0 < pc.rows) {
+            let u1 = (t0 + len) / QUNIT;
+            for (var u = t0 / QUNIT + lane; u < u1; u += tpr) {
+                a0.x += q_dot8(false, rb0, nb, u, t0);
+                if (SILU) {
+                    a0.y += q_dot8(true, rb0, nb, u, t0);
+                }
+                if (nr >= 2u) {
+                    a1.x += q_dot8(false, rb1, nb, u, t0);
+                    if (SILU) {
+                        a1.y += q_dot8(true, rb1, nb, u, t0);
+                    }
+                }
+                if (nr == 4u) {
+                    a2.x += q_dot8(false, rb2, nb, u, t0);
+                    a3.x += q_dot8(false, rb3, nb, u, t0);
+                    if (SILU) {
+                        a2.y += q_dot8(true, rb2, nb, u, t0);
+                        a3.y += q_dot8(true, rb3, nb, u, t0);
+                    }
+                }
+            }
+        }
+    }
+    // Sum of x^2 over the whole workgroup (each block's thread holds its part).
+    var ss_sg = 0.0;
+    if (NORM) {
+        ss_sg = subgroupAdd(ss);
+    }
+    // Sum over the lanes of each group: `seg` lanes in registers, the rest in shared memory.
+    let seg = min(tpr, sg);
+    if (tpr >= sg) {
+        a0 = subgroupAdd(a0);
+        a1 = subgroupAdd(a1);
+        a2 = subgroupAdd(a2);
+        a3 = subgroupAdd(a3);
+    } else {
+        for (var off = 1u; off < seg; off <<= 1u) {
+            a0 += subgroupShuffleXor(a0, off);
+            a1 += subgroupShuffleXor(a1, off);
+            a2 += subgroupShuffleXor(a2, off);
+            a3 += subgroupShuffleXor(a3, off);
+        }
+    }
+    if (sgi % seg == 0u) {
+        let s = li / seg;
+        red[s * QROWS] = a0;
+        red[s * QROWS + 1u] = a1;
+        red[s * QROWS + 2u] = a2;
+        red[s * QROWS + 3u] = a3;
+    }
+    if (NORM && sgi == 0u) {
+        red_ss[li / sg] = ss_sg;
+    }
+    workgroupBarrier();
+    if (li < groups * nr) {
+        let g = li / nr;
+        let r = li % nr;
+        let per = tpr / seg;
+        var sum = vec2<f32>(0.0, 0.0);
+        for (var k = 0u; k < per; k++) {
+            sum += red[(g * per + k) * QROWS + r];
+        }
+        let rr = first + li;
+        let o = yo + rr;
+        if (rr < pc.rows) {
+            var inv = 1.0;
+            if (NORM) {
+                var sq = 0.0;
+                for (var k = 0u; k < QWG / sg; k++) {
+                    sq += red_ss[k];
+                }
+                inv = inverseSqrt(sq / f32(pc.cols) + pc.eps);
+            }
+            let gv = sum.x * inv;
+            if (SILU) {
+                y.d[o] = gv / (1.0 + exp(-gv)) * (sum.y * inv);
+            } else if (pc.accumulate != 0u) {
+                y.d[o] = y.d[o] + gv;
+            } else {
+                y.d[o] = gv;
+            }
+        }
+    }
+}

@@ -299,6 +299,9 @@ pub struct ProfileArgs {
     /// Output directory
     #[arg(long, value_name = "DIR", default_value = "profile")]
     out: PathBuf,
+    /// Profile the batched step with N sequences (each at position 128) instead
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    sequences: Option<u32>,
 }
 
 /// The device's memory bandwidth in GB/s (bytes read + written), from timed copies
@@ -615,7 +618,18 @@ pub fn graph(args: &GraphArgs, device: &Device) -> Result<(), String> {
 pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
     let out = args.out.clone();
     let n = args.n as usize;
-    let m = model_args(&args.model, device, n + 64)?;
+    let mut m = model_args(&args.model, device, n + 64)?;
+    const POS: usize = 128;
+    if let Some(seqs) = args.sequences {
+        let seqs = seqs as usize;
+        m.load.gpu.context = (seqs + 1) * (POS + 16);
+        m.load.gpu.paged = Some(sluice_llm::gpu::PagedOptions {
+            max_rows: seqs,
+            sequences: seqs,
+            seq_context: POS + 16,
+            block: 16,
+        });
+    }
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let loaded = open_model(device, &m.model, &m.load, progress(false)).map_err(err)?;
     let model = &loaded.model;
@@ -623,14 +637,41 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
     let ns = |t: Instant| t.duration_since(t0).as_secs_f64() * 1e9;
     let mut cpu = Vec::new();
     let r0 = Instant::now();
-    let graph = Decoder::graph(model, m.graph).map_err(err)?;
+    let graph = match args.sequences {
+        None => Decoder::graph(model, m.graph).map_err(err)?,
+        Some(seqs) => {
+            // Every sequence at position POS (its cache holds whatever is there: timing only).
+            let mut runner =
+                sluice_llm::batch::BatchRunner::new(model, m.mode, m.graph).map_err(err)?;
+            let mut rows = Vec::new();
+            for _ in 0..seqs {
+                let slot = runner.open().map_err(err)?;
+                runner.reserve(slot, POS + 1).map_err(err)?;
+                rows.push(sluice_llm::gpu::BatchRow {
+                    token: 1,
+                    pos: POS as u32,
+                    slot,
+                });
+            }
+            model.set_batch_rows(&rows).map_err(err)?;
+            let mut cap = device.capture();
+            model
+                .encode_batch(&mut cap, seqs as usize, false)
+                .map_err(err)?;
+            let mut g = cap.finish_capture().map_err(err)?;
+            g.optimize(m.graph);
+            g
+        }
+    };
     let replay = graph.record_with(true).map_err(err)?;
     cpu.push(CpuSpan {
         name: "capture+schedule+record (once)".into(),
         begin_ns: ns(r0),
         dur_ns: r0.elapsed().as_secs_f64() * 1e9,
     });
-    model.set_params(1, 0).map_err(err)?;
+    if args.sequences.is_none() {
+        model.set_params(1, 0).map_err(err)?;
+    }
     let mut timings = Vec::new();
     for _ in 0..n.max(1) {
         let s0 = Instant::now();

@@ -32,6 +32,50 @@ var<workgroup> red: array<vec2<f32>, 256>;
 var<workgroup> ssl: array<f32, 256>;
 var<workgroup> inv_t: array<f32, 16>;
 
+// Token t's (W.x', W_b.x') for this invocation's chunk (zero past the block's tokens).
+fn tok(t: u32, nt: u32, lane: u32, wa: W8, wb: W8) -> vec2<f32> {
+    if (t >= nt) {
+        return vec2<f32>(0.0, 0.0);
+    }
+    let xa = xs[(t * KL + lane) * 2u];
+    let xb = xs[(t * KL + lane) * 2u + 1u];
+    var v = vec2<f32>(dot(wa.a, xa) + dot(wa.b, xb), 0.0);
+    if (SILU) {
+        v.y = dot(wb.a, xa) + dot(wb.b, xb);
+    }
+    return v;
+}
+
+// Token t of the block: the 16 lane partials of this row in lane order, then the
+// epilogue (lane 0). Every invocation calls it (it holds barriers).
+fn finish(li: u32, lane: u32, row: u32, t0: u32, t: u32, nt: u32, rlive: bool, a: vec2<f32>) {
+    if (t >= nt) {
+        return;
+    }
+    workgroupBarrier(); // red free
+    red[li] = a;
+    workgroupBarrier();
+    if (rlive && lane == 0u) {
+        var sum = vec2<f32>(0.0, 0.0);
+        for (var k = 0u; k < KL; k++) {
+            sum += red[li + k];
+        }
+        var inv = 1.0;
+        if (NORM) {
+            inv = inv_t[t];
+        }
+        let g = sum.x * inv;
+        let o = (t0 + t) * pc.y_stride + row;
+        if (SILU) {
+            y.d[o] = g / (1.0 + exp(-g)) * (sum.y * inv);
+        } else if (pc.accumulate != 0u) {
+            y.d[o] = y.d[o] + g;
+        } else {
+            y.d[o] = g;
+        }
+    }
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let tbw = pc.tokens_per_wg;
@@ -64,10 +108,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
     }
 
-    var acc: array<vec2<f32>, 16>;
-    for (var t = 0u; t < TBMAX; t++) {
-        acc[t] = vec2<f32>(0.0, 0.0);
-    }
+    // One named accumulator per token of the block (no indexed array: it would be
+    // kept in local memory).
+    var a0 = vec2<f32>(0.0, 0.0);
+    var a1 = vec2<f32>(0.0, 0.0);
+    var a2 = vec2<f32>(0.0, 0.0);
+    var a3 = vec2<f32>(0.0, 0.0);
+    var a4 = vec2<f32>(0.0, 0.0);
+    var a5 = vec2<f32>(0.0, 0.0);
+    var a6 = vec2<f32>(0.0, 0.0);
+    var a7 = vec2<f32>(0.0, 0.0);
+    var a8 = vec2<f32>(0.0, 0.0);
+    var a9 = vec2<f32>(0.0, 0.0);
+    var a10 = vec2<f32>(0.0, 0.0);
+    var a11 = vec2<f32>(0.0, 0.0);
+    var a12 = vec2<f32>(0.0, 0.0);
+    var a13 = vec2<f32>(0.0, 0.0);
+    var a14 = vec2<f32>(0.0, 0.0);
+    var a15 = vec2<f32>(0.0, 0.0);
     for (var c0 = 0u; c0 < pc.stride8; c0 += KL) {
         workgroupBarrier(); // previous tile consumed
         // Stage x' for the block's tokens and chunks c0 .. c0 + KL.
@@ -93,41 +151,39 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             if (SILU) {
                 wb = w_b8(i);
             }
-            for (var t = 0u; t < TBMAX; t++) {
-                if (t < nt) {
-                    let xa = xs[(t * KL + lane) * 2u];
-                    let xb = xs[(t * KL + lane) * 2u + 1u];
-                    acc[t].x += dot(wa.a, xa) + dot(wa.b, xb);
-                    if (SILU) {
-                        acc[t].y += dot(wb.a, xa) + dot(wb.b, xb);
-                    }
-                }
-            }
+            a0 += tok(0u, nt, lane, wa, wb);
+            a1 += tok(1u, nt, lane, wa, wb);
+            a2 += tok(2u, nt, lane, wa, wb);
+            a3 += tok(3u, nt, lane, wa, wb);
+            a4 += tok(4u, nt, lane, wa, wb);
+            a5 += tok(5u, nt, lane, wa, wb);
+            a6 += tok(6u, nt, lane, wa, wb);
+            a7 += tok(7u, nt, lane, wa, wb);
+            a8 += tok(8u, nt, lane, wa, wb);
+            a9 += tok(9u, nt, lane, wa, wb);
+            a10 += tok(10u, nt, lane, wa, wb);
+            a11 += tok(11u, nt, lane, wa, wb);
+            a12 += tok(12u, nt, lane, wa, wb);
+            a13 += tok(13u, nt, lane, wa, wb);
+            a14 += tok(14u, nt, lane, wa, wb);
+            a15 += tok(15u, nt, lane, wa, wb);
         }
     }
     // Per token: the 16 lane partials of each row in lane order, then the epilogue.
-    for (var t = 0u; t < nt; t++) {
-        workgroupBarrier(); // red free
-        red[li] = acc[t];
-        workgroupBarrier();
-        if (rlive && lane == 0u) {
-            var sum = vec2<f32>(0.0, 0.0);
-            for (var k = 0u; k < KL; k++) {
-                sum += red[li + k];
-            }
-            var inv = 1.0;
-            if (NORM) {
-                inv = inv_t[t];
-            }
-            let g = sum.x * inv;
-            let o = (t0 + t) * pc.y_stride + row;
-            if (SILU) {
-                y.d[o] = g / (1.0 + exp(-g)) * (sum.y * inv);
-            } else if (pc.accumulate != 0u) {
-                y.d[o] = y.d[o] + g;
-            } else {
-                y.d[o] = g;
-            }
-        }
-    }
+    finish(li, lane, row, t0, 0u, nt, rlive, a0);
+    finish(li, lane, row, t0, 1u, nt, rlive, a1);
+    finish(li, lane, row, t0, 2u, nt, rlive, a2);
+    finish(li, lane, row, t0, 3u, nt, rlive, a3);
+    finish(li, lane, row, t0, 4u, nt, rlive, a4);
+    finish(li, lane, row, t0, 5u, nt, rlive, a5);
+    finish(li, lane, row, t0, 6u, nt, rlive, a6);
+    finish(li, lane, row, t0, 7u, nt, rlive, a7);
+    finish(li, lane, row, t0, 8u, nt, rlive, a8);
+    finish(li, lane, row, t0, 9u, nt, rlive, a9);
+    finish(li, lane, row, t0, 10u, nt, rlive, a10);
+    finish(li, lane, row, t0, 11u, nt, rlive, a11);
+    finish(li, lane, row, t0, 12u, nt, rlive, a12);
+    finish(li, lane, row, t0, 13u, nt, rlive, a13);
+    finish(li, lane, row, t0, 14u, nt, rlive, a14);
+    finish(li, lane, row, t0, 15u, nt, rlive, a15);
 }

@@ -184,6 +184,49 @@ fn cli_numbers_are_bounded() {
         ),
         case(&["bench", "--model", TINY, "--repeat", "0"], 2, "--repeat"),
         case(
+            &["bench", "--model", TINY, "--sequences", "0"],
+            2,
+            "--sequences",
+        ),
+        case(
+            &["bench", "--model", TINY, "--sequences", "4,x"],
+            2,
+            "--sequences",
+        ),
+        case(
+            &[
+                "bench",
+                "--model",
+                TINY,
+                "--sequences",
+                "4096",
+                "-p",
+                "1048576",
+            ],
+            1,
+            "exceed the largest KV pool",
+        ),
+        case(
+            &["profile", "--model", TINY, "--sequences", "0"],
+            2,
+            "--sequences",
+        ),
+        case(
+            &["serve", "--model", TINY, "--max-sequences", "0"],
+            2,
+            "--max-sequences",
+        ),
+        case(
+            &["serve", "--model", TINY, "--kv-pool", "1"],
+            2,
+            "--kv-pool",
+        ),
+        case(
+            &["loadgen", "--chat", "--prompt-ids", "8"],
+            2,
+            "cannot be used with",
+        ),
+        case(
             &["generate", "--model", TINY, "--prefill-chunk", "0"],
             2,
             "--prefill-chunk",

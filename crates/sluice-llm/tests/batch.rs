@@ -135,7 +135,7 @@ fn run_with_others(
 ) -> (Vec<u32>, Vec<Vec<u32>>) {
     // Others that start at step 0 run their prompt before the target.
     let mut live: Vec<(u32, u32, usize)> = Vec::new(); // (slot, token, pos)
-    let mut start = |runner: &mut BatchRunner<'_>, p: &[u32]| {
+    let start = |runner: &mut BatchRunner<'_>, p: &[u32]| {
         let slot = runner.open().unwrap();
         let first = runner.prefill(slot, p).unwrap();
         (slot, first.index, p.len())

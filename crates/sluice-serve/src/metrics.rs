@@ -219,6 +219,18 @@ mod tests {
         assert!(text.contains("sluice_engine_steps_total{model=\"a\\\"b\\\\c\"} 2\n"));
         assert!(text.contains("sluice_queue_depth{model=\"a\\\"b\\\\c\"} 4\n"));
         assert!(m.tokens_per_second() > 0.0);
-        assert_eq!(text.matches("# TYPE").count(), 16);
+        assert_eq!(text.matches("# TYPE").count(), 18);
+        // Not paged: one slot per block.
+        m.kv_in_use.store(48, Relaxed);
+        assert!(m
+            .render("m")
+            .contains("sluice_kv_blocks_in_use{model=\"m\"} 48\n"));
+        m.kv_block.store(16, Relaxed);
+        let paged = m.render("m");
+        assert!(
+            paged.contains("sluice_kv_blocks_in_use{model=\"m\"} 3\n"),
+            "{paged}"
+        );
+        assert!(paged.contains("sluice_kv_block_size{model=\"m\"} 16\n"));
     }
 }

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The batched engine on the GPU machine: `sluice bench --sequences` (like llama-batched-bench,
+# pp128 tg128) for qwen3-0.6b and qwen3-4b, the per-op profile of a 32-sequence step, then
+# `sluice serve` (64 sequences) under `sluice loadgen` at 1/8/32/64 concurrent streams.
+# Usage (device tool, carry [".device"]): bash .device/on-device.sh bash scripts/gpu-batch.sh .device/bin/sluice $OUT
+set -u
+S=$1
+OUT=${2:-/tmp}
+exec > >(tee "$OUT/batch.txt") 2>&1
+for m in qwen3-0.6b qwen3-4b; do
+  timeout 150 "$S" bench --model synthetic:$m --sequences 1,8,32,64 -p 128 -n 128 --repeat 2 2>/dev/null
+done
+timeout 60 "$S" profile --model synthetic:qwen3-0.6b --sequences 32 -n 4 --out "$OUT/profile-batch-32" > /dev/null 2>&1
+sed -n 5,16p "$OUT/profile-batch-32/table.md"
+echo "== HTTP: serve --max-sequences 64, loadgen --requests 2N --max-tokens 128 --prompt-ids 128"
+"$S" serve --model synthetic:qwen3-0.6b --port 8123 --context 512 --max-sequences 64 --kv-pool 34000 > "$OUT/serve.log" 2>&1 &
+for _ in $(seq 60); do grep -q listening "$OUT/serve.log" && break; sleep 1; done
+for c in 1 8 32 64; do
+  echo "-- concurrency $c"
+  timeout 60 "$S" loadgen --url http://127.0.0.1:8123 --concurrency $c --requests $((2 * c)) --max-tokens 128 --prompt-ids 128
+done
+pkill -TERM -f "port 8123"
+sleep 3
+cat "$OUT/serve.log"

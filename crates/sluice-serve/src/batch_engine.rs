@@ -13,7 +13,7 @@ use sluice_llm::gpu::BatchRow;
 use sluice_llm::sampler::{Sampler, Sampling};
 use sluice_llm::LlmError;
 
-use crate::engine::{Engine, SeqId, StepResult};
+use crate::engine::{check_request, Engine, SeqId, StepResult};
 use crate::error::{Result, ServeError};
 
 struct Seq {
@@ -202,26 +202,7 @@ impl Engine for BatchEngine<'_> {
     }
 
     fn add(&mut self, id: SeqId, prompt: Vec<u32>, sampling: Sampling) -> Result<()> {
-        let context = self.context();
-        if prompt.is_empty() || prompt.len() >= context {
-            return Err(ServeError::bad_request(format!(
-                "prompt of {} tokens does not fit: give 1 to {} tokens (context {context})",
-                prompt.len(),
-                context - 1
-            )));
-        }
-        let vocab = self.vocab();
-        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= vocab) {
-            return Err(ServeError::bad_request(format!(
-                "token id {bad} is outside the vocabulary of {vocab} tokens"
-            )));
-        }
-        sampling.check()?;
-        let sampler = if sampling.is_greedy() {
-            None
-        } else {
-            Some(Sampler::new(sampling)?)
-        };
+        let sampler = check_request(&prompt, self.context(), self.vocab(), sampling)?;
         let slot = self
             .runner
             .open()

@@ -46,6 +46,34 @@ pub trait Engine {
     fn running(&self) -> usize;
 }
 
+/// Checks a new sequence's prompt against the context and vocabulary and its sampling
+/// settings; the host sampler it needs (`None` when greedy: the GPU's argmax).
+pub fn check_request(
+    prompt: &[u32],
+    context: usize,
+    vocab: usize,
+    sampling: Sampling,
+) -> Result<Option<Sampler>> {
+    if prompt.is_empty() || prompt.len() >= context {
+        return Err(ServeError::bad_request(format!(
+            "prompt of {} tokens does not fit: give 1 to {} tokens (context {context})",
+            prompt.len(),
+            context.saturating_sub(1)
+        )));
+    }
+    if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= vocab) {
+        return Err(ServeError::bad_request(format!(
+            "token id {bad} is outside the vocabulary of {vocab} tokens"
+        )));
+    }
+    sampling.check()?;
+    Ok(if sampling.is_greedy() {
+        None
+    } else {
+        Some(Sampler::new(sampling)?)
+    })
+}
+
 struct Seq {
     id: SeqId,
     prompt: Vec<u32>,
@@ -131,26 +159,7 @@ impl Engine for GpuEngine<'_> {
                 "the engine runs one sequence at a time and it is busy".into(),
             ));
         }
-        let context = self.context();
-        if prompt.is_empty() || prompt.len() >= context {
-            return Err(ServeError::bad_request(format!(
-                "prompt of {} tokens does not fit: give 1 to {} tokens (context {context})",
-                prompt.len(),
-                context - 1
-            )));
-        }
-        let vocab = self.model().config().vocab;
-        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= vocab) {
-            return Err(ServeError::bad_request(format!(
-                "token id {bad} is outside the vocabulary of {vocab} tokens"
-            )));
-        }
-        sampling.check()?;
-        let sampler = if sampling.is_greedy() {
-            None
-        } else {
-            Some(Sampler::new(sampling)?)
-        };
+        let sampler = check_request(&prompt, self.context(), self.vocab(), sampling)?;
         self.seq = Some(Seq {
             id,
             prompt,

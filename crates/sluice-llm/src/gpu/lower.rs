@@ -22,8 +22,9 @@ pub enum Shape {
     Prefill(u32),
     /// `n` rows of any sequences over the paged KV cache (see [`super::paged`]): each row
     /// is a token at its own position of its own sequence; every row gets logits and an
-    /// argmax. Projections are matrix-matrix products even for one row, so a row's result
-    /// never depends on the batch around it.
+    /// argmax. Projections use kernels whose per-row reduction order does not depend on
+    /// the row count (`matvec_batch`; the matmul family for block formats), so a row's
+    /// result never depends on the batch around it.
     Batch(u32),
     /// Like [`Shape::Batch`], but only the last row gets logits (a prompt chunk of one
     /// sequence).

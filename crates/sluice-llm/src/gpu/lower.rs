@@ -197,6 +197,17 @@ impl GpuModel {
     ) -> sluice::Result<()> {
         let dt = m.dtype;
         let silu = matches!(family, Family::Silu | Family::SiluNorm);
+        let eps = if norm.is_some() {
+            self.config.rms_eps
+        } else {
+            0.0
+        };
+        // Every member of the family binds: w, [w_b], x, [norm_w], y.
+        let mut bindings = vec![m.buffer.slice(..)];
+        bindings.extend(up.map(|u| u.buffer.slice(..)));
+        bindings.push(x);
+        bindings.extend(norm.map(|n| n.slice(..)));
+        bindings.push(y);
         if let Some(t) = tokens.filter(|t| t.batch_rows) {
             if let Some(desc) = k::matvec_batch(dt, norm.is_some(), silu) {
                 let lay = k::matvec_batch_layout(m.rows, t.n);
@@ -205,27 +216,18 @@ impl GpuModel {
                     cols: m.cols,
                     stride8: m.stride_field(),
                     accumulate: accumulate as u32,
-                    eps: if norm.is_some() {
-                        self.config.rms_eps
-                    } else {
-                        0.0
-                    },
+                    eps,
                     tokens: t.n,
                     x_stride4: t.x_stride4,
                     y_stride: t.y_stride,
                     tokens_per_wg: lay.tokens_per_wg,
                     row_groups_y: lay.row_groups_y,
                 };
-                let mut bindings = vec![m.buffer.slice(..)];
-                bindings.extend(up.map(|u| u.buffer.slice(..)));
-                bindings.push(x);
-                bindings.extend(norm.map(|n| n.slice(..)));
-                bindings.push(y);
                 return enc.dispatch(&self.device.pipeline(desc)?, lay.groups, &bindings, &push);
             }
         }
         if let Some(t) = tokens.filter(|t| t.n > 1 || t.matmul) {
-            return self.matmul(enc, family, m, up, x, norm, y, accumulate, t);
+            return self.matmul(enc, family, m, &bindings, accumulate, t);
         }
         let stem = match (family, tokens.is_some()) {
             (Family::Plain, false) => "matvec",
@@ -241,11 +243,6 @@ impl GpuModel {
         let desc = k::matvec_kernel(stem, dt, int_dot)
             .unwrap_or_else(|| unreachable!("matvec family kernel {stem} has no {dt:?} variant"));
         let tpr = self.options.matvec_threads_per_row;
-        let eps = if norm.is_some() {
-            self.config.rms_eps
-        } else {
-            0.0
-        };
         let mut push = m.push(accumulate, eps, tpr);
         let mut groups = m.groups(tpr);
         if let Some(t) = tokens {
@@ -253,26 +250,18 @@ impl GpuModel {
             push.y_stride = t.y_stride;
             groups[2] = t.n;
         }
-        let mut bindings = vec![m.buffer.slice(..)];
-        bindings.extend(up.map(|u| u.buffer.slice(..)));
-        bindings.push(x);
-        bindings.extend(norm.map(|n| n.slice(..)));
-        bindings.push(y);
         enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push)
     }
 
-    /// The matrix-matrix form of [`Self::matvec`] for a chunk of tokens: the weights are
-    /// read once per tile of tokens (on matrix units where the device has them).
-    #[allow(clippy::too_many_arguments)]
+    /// The matrix-matrix form of [`Self::matvec`] for a chunk of tokens (same bindings):
+    /// the weights are read once per tile of tokens (on matrix units where the device has
+    /// them).
     fn matmul(
         &self,
         enc: &mut Encoder,
         family: Family,
         m: &Matrix,
-        up: Option<&Matrix>,
-        x: BufferSlice<'_>,
-        norm: Option<&Buffer>,
-        y: BufferSlice<'_>,
+        bindings: &[BufferSlice<'_>],
         accumulate: bool,
         t: Tokens,
     ) -> sluice::Result<()> {
@@ -286,19 +275,14 @@ impl GpuModel {
         push.x_stride = t.x_stride4 * 4;
         push.y_stride = t.y_stride;
         push.accumulate = accumulate as u32;
-        if norm.is_some() {
+        if matches!(family, Family::Norm | Family::SiluNorm) {
             push.eps = self.config.rms_eps;
         }
-        let mut bindings = vec![m.buffer.slice(..)];
-        bindings.extend(up.map(|u| u.buffer.slice(..)));
-        bindings.push(x);
-        bindings.extend(norm.map(|n| n.slice(..)));
-        bindings.push(y);
         let desc = k::matmul(m.dtype, variant, self.coopmat);
         enc.dispatch(
             &self.device.pipeline(desc)?,
             k::matmul_groups(m.rows, t.n, self.coopmat),
-            &bindings,
+            bindings,
             &push,
         )
     }

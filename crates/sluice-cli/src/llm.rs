@@ -198,7 +198,7 @@ fn bench_batched(args: &BenchArgs, device: &Device) -> Result<(), String> {
     let n = (args.n as usize).max(1);
     let prompt = if args.p == 0 { 128 } else { args.p as usize };
     let most = *args.sequences.iter().max().unwrap_or(&1) as usize;
-    let block = 16usize;
+    let block = sluice_llm::gpu::DEFAULT_KV_BLOCK;
     let seq_context = (prompt + n + 1).next_multiple_of(block);
     let pool = most
         .checked_mul(seq_context)
@@ -622,12 +622,13 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
     const POS: usize = 128;
     if let Some(seqs) = args.sequences {
         let seqs = seqs as usize;
-        m.load.gpu.context = (seqs + 1) * (POS + 16);
+        let block = sluice_llm::gpu::DEFAULT_KV_BLOCK;
+        m.load.gpu.context = (seqs + 1) * (POS + block);
         m.load.gpu.paged = Some(sluice_llm::gpu::PagedOptions {
             max_rows: seqs,
             sequences: seqs,
-            seq_context: POS + 16,
-            block: 16,
+            seq_context: POS + block,
+            block,
         });
     }
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;

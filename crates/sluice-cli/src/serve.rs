@@ -79,7 +79,7 @@ pub fn run(args: &ServeArgs, device: sluice::Options) -> Result<(), String> {
     let context = usize::try_from(args.context).map_err(|e| e.to_string())?;
     load.gpu.context = context;
     let batch = (args.max_sequences > 1).then(|| {
-        const BLOCK: usize = 16;
+        const BLOCK: usize = sluice_llm::gpu::DEFAULT_KV_BLOCK;
         let pool = args
             .kv_pool
             .map_or(context.saturating_mul(4), |p| p as usize)

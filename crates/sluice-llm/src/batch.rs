@@ -255,6 +255,23 @@ impl<'m> BatchRunner<'m> {
         Ok(results)
     }
 
+    /// One decode step for `seqs` = (slot, token, position) each: reserves every slot
+    /// past its position, then runs the batched step; one result per sequence, in order.
+    pub fn decode(&mut self, seqs: &[(u32, u32, usize)]) -> Result<Vec<TokenResult>, LlmError> {
+        for &(slot, _, pos) in seqs {
+            self.reserve(slot, pos + 1)?;
+        }
+        let rows: Vec<BatchRow> = seqs
+            .iter()
+            .map(|&(slot, token, pos)| BatchRow {
+                token,
+                pos: pos as u32,
+                slot,
+            })
+            .collect();
+        self.step(&rows, false)
+    }
+
     /// Logits of row `row` of the last step (its last row for a `last_only` step).
     pub fn logits(&self, row: usize, last_only: bool) -> Result<Vec<f32>, LlmError> {
         self.model.batch_logits(row, last_only)

@@ -332,7 +332,6 @@ pub fn bench_batched(
     prompt: usize,
     n: usize,
 ) -> Result<BatchedRow, LlmError> {
-    use crate::gpu::BatchRow;
     if sequences == 0 || prompt == 0 || n == 0 {
         return Err(LlmError::InvalidArgument(
             "batched bench needs sequences, prompt and generated tokens above 0".into(),
@@ -361,18 +360,7 @@ pub fn bench_batched(
         let t1 = Instant::now();
         for _ in 0..n {
             let ts = Instant::now();
-            for &(slot, _, pos) in &live {
-                runner.reserve(slot, pos + 1)?;
-            }
-            let rows: Vec<BatchRow> = live
-                .iter()
-                .map(|&(slot, token, pos)| BatchRow {
-                    token,
-                    pos: pos as u32,
-                    slot,
-                })
-                .collect();
-            let res = runner.step(&rows, false)?;
+            let res = runner.decode(&live)?;
             for (s, r) in live.iter_mut().zip(&res) {
                 if r.nonfinite > 0 {
                     return Err(LlmError::NonFiniteLogits {

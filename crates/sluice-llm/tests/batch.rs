@@ -4,7 +4,7 @@
 //! whether it runs alone or among others, in direct and replay mode.
 
 use sluice::graph::GraphOptions;
-use sluice::testing::{test_device, ValidationGuard};
+use sluice::testing::{coopmat_or_test_device, ValidationGuard};
 use sluice::Device;
 use sluice_llm::batch::BatchRunner;
 use sluice_llm::config::ModelConfig;
@@ -46,7 +46,7 @@ fn prompt(seed: u32, len: usize, vocab: usize) -> Vec<u32> {
 
 /// Rows of three sequences, teacher-forced with their CPU references' argmax.
 fn batch_matches_cpu(name: &str, fuse: bool) {
-    let d = test_device();
+    let d = coopmat_or_test_device();
     let _guard = ValidationGuard::new(&d);
     let loaded = load(&d, name, fuse);
     let cfg = ModelConfig::synthetic(name).unwrap();
@@ -79,18 +79,7 @@ fn batch_matches_cpu(name: &str, fuse: bool) {
     }
     let mut agree = 0;
     for _ in 0..12 {
-        for &(slot, _, pos) in &seqs {
-            runner.reserve(slot, pos + 1).unwrap();
-        }
-        let rows: Vec<BatchRow> = seqs
-            .iter()
-            .map(|&(slot, token, pos)| BatchRow {
-                token,
-                pos: pos as u32,
-                slot,
-            })
-            .collect();
-        let res = runner.step(&rows, false).unwrap();
+        let res = runner.decode(&seqs).unwrap();
         for (i, s) in seqs.iter_mut().enumerate() {
             let want = cpus[i].forward(s.1).unwrap();
             worst = worst.max(rel_err(&runner.logits(i, false).unwrap(), &want));
@@ -155,18 +144,7 @@ fn run_with_others(
                 live.push(start(runner, p));
             }
         }
-        for &(slot, _, pos) in &live {
-            runner.reserve(slot, pos + 1).unwrap();
-        }
-        let rows: Vec<BatchRow> = live
-            .iter()
-            .map(|&(slot, token, pos)| BatchRow {
-                token,
-                pos: pos as u32,
-                slot,
-            })
-            .collect();
-        let res = runner.step(&rows, false).unwrap();
+        let res = runner.decode(&live).unwrap();
         for (i, s) in live.iter_mut().enumerate() {
             if s.0 == target_slot {
                 tokens.push(res[i].index);
@@ -185,7 +163,7 @@ fn run_with_others(
 
 #[test]
 fn a_sequence_decodes_bit_identically_alone_and_batched() {
-    let d = test_device();
+    let d = coopmat_or_test_device();
     let _guard = ValidationGuard::new(&d);
     let loaded = load(&d, "tiny", true);
     let vocab = loaded.model.config().vocab;
@@ -209,7 +187,7 @@ fn a_sequence_decodes_bit_identically_alone_and_batched() {
 
 #[test]
 fn pool_and_slot_limits_are_errors() {
-    let d = test_device();
+    let d = coopmat_or_test_device();
     let _guard = ValidationGuard::new(&d);
     let loaded = load(&d, "tiny", true);
     let mut runner =

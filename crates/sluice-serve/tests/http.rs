@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use sluice::graph::GraphOptions;
 use sluice_llm::batch::BatchRunner;
 use sluice_llm::decode::{Decoder, Mode};
-use sluice_llm::gpu::{BatchRow, PagedOptions};
+use sluice_llm::gpu::PagedOptions;
 use sluice_llm::load::{open_model, LoadOptions};
 use sluice_llm::run::{generate, GenerateOptions};
 use sluice_llm::tokenizer::Tokenizer;
@@ -190,13 +190,7 @@ fn solo_batched(model: &sluice_llm::gpu::GpuModel, ids: &[u32], n: usize) -> Vec
     let mut out = vec![t];
     let mut pos = ids.len();
     while out.len() < n && !EOG.contains(&t) {
-        r.reserve(slot, pos + 1).unwrap();
-        let row = BatchRow {
-            token: t,
-            pos: pos as u32,
-            slot,
-        };
-        t = r.step(&[row], false).unwrap()[0].index;
+        t = r.decode(&[(slot, t, pos)]).unwrap()[0].index;
         out.push(t);
         pos += 1;
     }

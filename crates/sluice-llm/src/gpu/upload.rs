@@ -101,13 +101,6 @@ impl GpuModel {
             );
             options.prefill_chunk = 1;
         }
-        if options.paged.is_some() && options.prefill_chunk == 1 {
-            // The batched step's strides need the same alignment as prefill chunks.
-            return Err(LlmError::InvalidArgument(format!(
-                "batched decode needs heads x head_dim a multiple of 8 (is {})",
-                c.heads * c.head_dim
-            )));
-        }
         let sizes = Sizes::for_options(c, &options)?;
         check_fits(device, weight_estimate, &sizes)?;
         let kernels = Kernels {
@@ -328,7 +321,13 @@ impl GpuModel {
             ResourceClass::PersistentOutput,
         )?;
         let paged = match &options.paged {
-            Some(p) => Some(super::paged::Paged::new(device, c, p.clone(), sizes.chunk)?),
+            Some(p) => Some(super::paged::Paged::new(
+                device,
+                c,
+                p.clone(),
+                sizes.chunk,
+                coopmat,
+            )?),
             None => None,
         };
         device.synchronize()?;

@@ -186,7 +186,7 @@ const _: () = assert!(
 
 /// Lanes per (row, token) dot product of the batched matvec family (fixed: it sets the
 /// reduction order).
-pub const MATVEC_BATCH_LANES: u32 = 16;
+pub const MATVEC_BATCH_LANES: u32 = 32;
 
 /// The batched-decode matvec kernel for `dtype` (`norm`: RMSNorm folded in; `silu`:
 /// gate/up + SiLU·mul); `None` for block formats (they use the matmul family).
@@ -217,7 +217,7 @@ pub struct MatvecBatchLayout {
     pub row_groups_y: u32,
 }
 
-/// The work layout for `rows` x `tokens`: 16 rows per workgroup, tokens per workgroup
+/// The work layout for `rows` x `tokens`: 8 rows per workgroup, tokens per workgroup
 /// min(n, 16) rounded up to a power of two. It changes only how work is spread, never a
 /// (row, token)'s reduction order.
 pub fn matvec_batch_layout(rows: u32, tokens: u32) -> MatvecBatchLayout {
@@ -229,4 +229,86 @@ pub fn matvec_batch_layout(rows: u32, tokens: u32) -> MatvecBatchLayout {
         tokens_per_wg: tbw,
         row_groups_y: gy,
     }
+}
+
+/// Push constants of [`ACT_F16`]: token t's `cols` floats of x (from float
+/// `t * x_stride`) to f16 (u32 word `t * h_words` on), times inverse RMS and the norm
+/// weight when `norm` is 1; tokens >= `tokens` become zeros.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ActF16Push {
+    /// Columns (even).
+    pub cols: u32,
+    /// Real tokens (the dispatch may cover more: padding).
+    pub tokens: u32,
+    /// Floats between consecutive tokens' x.
+    pub x_stride: u32,
+    /// u32 words (2 halves) between consecutive tokens' output.
+    pub h_words: u32,
+    /// 1: apply RMSNorm with `norm_w`.
+    pub norm: u32,
+    /// RMSNorm epsilon.
+    pub eps: f32,
+}
+const _: () =
+    assert!(std::mem::size_of::<ActF16Push>() == crate::ACT_F16.push_constant_bytes as usize);
+
+/// Push constants of the cooperative-matrix batched matvec ([`matvec_batch_cm`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MatvecBatchCmPush {
+    /// Output rows (a multiple of 16).
+    pub rows: u32,
+    /// Input columns (a multiple of 16).
+    pub cols: u32,
+    /// Halves between consecutive weight rows.
+    pub w_stride: u32,
+    /// Tokens (rows of the batch).
+    pub tokens: u32,
+    /// Halves between consecutive tokens' activations (from [`ACT_F16`]).
+    pub x_stride: u32,
+    /// Floats between consecutive tokens' y.
+    pub y_stride: u32,
+    /// 1: add to y (residual).
+    pub accumulate: u32,
+    /// Row groups along x (the rest continue along z).
+    pub row_groups_x: u32,
+}
+const _: () = assert!(
+    std::mem::size_of::<MatvecBatchCmPush>() == crate::MATVEC_BATCH_CM.push_constant_bytes as usize
+);
+
+/// Tokens per workgroup of [`matvec_batch_cm`] (its dispatch's y).
+pub const MATVEC_BATCH_CM_TOKENS: u32 = 64;
+
+/// Whether the cooperative-matrix batched matvec takes a `rows` x `cols` matrix of
+/// `dtype`: f16 weights, both sizes multiples of 16, rows packed without padding (a
+/// matrix that does not fit uses [`matvec_batch`] or the matmul family).
+pub fn matvec_batch_cm_fits(dtype: WeightDtype, rows: u32, cols: u32) -> bool {
+    dtype == WeightDtype::F16 && rows.is_multiple_of(16) && cols.is_multiple_of(16) && rows > 0
+}
+
+/// The cooperative-matrix batched matvec (`silu`: gate/up + SiLU·mul). Bindings: `w`,
+/// [`w_b`], `xh` (f16 activations), `y`. Only where `DeviceInfo::coopmat_f16_16x16`.
+pub fn matvec_batch_cm(silu: bool) -> &'static KernelDesc {
+    if silu {
+        &crate::MATVEC_BATCH_CM_SILU
+    } else {
+        &crate::MATVEC_BATCH_CM
+    }
+}
+
+/// Dispatch size and push field `row_groups_x` of [`matvec_batch_cm`] for `rows` x
+/// `tokens`.
+pub fn matvec_batch_cm_groups(rows: u32, tokens: u32) -> ([u32; 3], u32) {
+    let groups = rows.div_ceil(16).max(1);
+    let gx = groups.min(65535);
+    (
+        [
+            gx,
+            tokens.div_ceil(MATVEC_BATCH_CM_TOKENS).max(1),
+            groups.div_ceil(gx),
+        ],
+        gx,
+    )
 }

@@ -424,3 +424,236 @@ fn matvec_batch_matches_reference_and_each_token_alone() {
         }
     }
 }
+
+/// act_f16 then the cooperative-matrix batched matvec over `tokens` tokens (bindings as
+/// the model's lowering makes them); returns y (tokens x y_stride).
+#[allow(clippy::too_many_arguments)]
+fn run_matvec_batch_cm(
+    d: &Device,
+    variant: MatmulVariant,
+    p: &MatmulPush,
+    w: &Buffer,
+    wb: &Buffer,
+    x: &[f32],
+    nw: &Buffer,
+    y0: &[f32],
+) -> Vec<f32> {
+    let padded = p.tokens.next_multiple_of(16);
+    let xbuf = f32_buffer(d, "x", x, ResourceClass::TokenScratch);
+    let ybuf = f32_buffer(d, "y", y0, ResourceClass::TokenScratch);
+    let xh = u32_buffer(
+        d,
+        "xh",
+        &vec![0x7e00_7e00; (padded * p.cols / 2) as usize],
+        ResourceClass::TokenScratch,
+    );
+    let act = d.pipeline(&ACT_F16).unwrap();
+    let mm = d.pipeline(matvec_batch_cm(variant.has_silu())).unwrap();
+    let (groups, gx) = matvec_batch_cm_groups(p.rows, p.tokens);
+    let mut enc = d.encoder().unwrap();
+    enc.dispatch(
+        &act,
+        [padded, 1, 1],
+        &[xbuf.slice(..), nw.slice(..), xh.slice(..)],
+        &ActF16Push {
+            cols: p.cols,
+            tokens: p.tokens,
+            x_stride: p.x_stride,
+            h_words: p.cols / 2,
+            norm: variant.has_norm() as u32,
+            eps: p.eps,
+        },
+    )
+    .unwrap();
+    let mut slices = vec![w.slice(..)];
+    if variant.has_silu() {
+        slices.push(wb.slice(..));
+    }
+    slices.push(xh.slice(..));
+    slices.push(ybuf.slice(..));
+    let push = MatvecBatchCmPush {
+        rows: p.rows,
+        cols: p.cols,
+        w_stride: p.stride8 * 8,
+        tokens: p.tokens,
+        x_stride: p.cols,
+        y_stride: p.y_stride,
+        accumulate: p.accumulate,
+        row_groups_x: gx,
+    };
+    enc.dispatch(&mm, groups, &slices, &push).unwrap();
+    enc.submit().unwrap().wait().unwrap();
+    ybuf.read(0, y0.len()).unwrap()
+}
+
+#[test]
+fn act_f16_matches_reference_and_pads_with_zeros() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(31);
+    let k = d.pipeline(&ACT_F16).unwrap();
+    let (cols, tokens, x_stride) = (202u32, 5u32, 207u32);
+    let padded = 16u32;
+    let x = rng.vec((tokens * x_stride) as usize, 3.0);
+    let nw = rng.vec(cols as usize, 1.5);
+    let run = |norm: bool, tokens: u32, x: &[f32]| -> Vec<u32> {
+        let xbuf = f32_buffer(&d, "x", x, ResourceClass::TokenScratch);
+        let nbuf = f32_buffer(&d, "norm_w", &nw, ResourceClass::ReadOnlyWeight);
+        let words = (padded * cols / 2) as usize;
+        let out = u32_buffer(&d, "xh", &vec![!0; words], ResourceClass::TokenScratch);
+        let mut enc = d.encoder().unwrap();
+        enc.dispatch(
+            &k,
+            [padded, 1, 1],
+            &[xbuf.slice(..), nbuf.slice(..), out.slice(..)],
+            &ActF16Push {
+                cols,
+                tokens,
+                x_stride,
+                h_words: cols / 2,
+                norm: norm as u32,
+                eps: 1e-5,
+            },
+        )
+        .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        out.read(0, words).unwrap()
+    };
+    let half = |w: u32, i: usize| half::f16::from_bits((w >> (16 * i)) as u16).to_f32();
+    for norm in [false, true] {
+        let got = run(norm, tokens, &x);
+        for t in 0..padded as usize {
+            let xo = t * x_stride as usize;
+            let inv = if norm && t < tokens as usize {
+                let ss: f64 = x[xo..xo + cols as usize]
+                    .iter()
+                    .map(|&v| v as f64 * v as f64)
+                    .sum();
+                1.0 / (ss / cols as f64 + 1e-5).sqrt()
+            } else {
+                1.0
+            };
+            for c in 0..cols as usize {
+                let g = half(got[t * cols as usize / 2 + c / 2], c % 2);
+                let want = if t < tokens as usize {
+                    let n = if norm { nw[c] as f64 } else { 1.0 };
+                    (x[xo + c] as f64 * inv * n) as f32
+                } else {
+                    0.0
+                };
+                // One f16 rounding of a value computed in f32.
+                let tol = want.abs() * 1.0e-3 + 1e-6;
+                assert!(
+                    (g - want).abs() <= tol,
+                    "norm {norm} token {t} col {c}: {g} vs {want}"
+                );
+            }
+        }
+        // Token 3 alone: bit-identical to its row among the others.
+        let xo = 3 * x_stride as usize;
+        let alone = run(norm, 1, &x[xo..xo + x_stride as usize]);
+        let w = cols as usize / 2;
+        assert_eq!(
+            &alone[..w],
+            &got[3 * w..4 * w],
+            "norm {norm}: token 3 alone"
+        );
+    }
+}
+
+#[test]
+fn matvec_batch_cm_fits_only_f16_tiles() {
+    assert!(matvec_batch_cm_fits(WeightDtype::F16, 1024, 3072));
+    assert!(!matvec_batch_cm_fits(WeightDtype::F16, 1000, 3072));
+    assert!(!matvec_batch_cm_fits(WeightDtype::F16, 1024, 200));
+    assert!(!matvec_batch_cm_fits(WeightDtype::Bf16, 1024, 3072));
+    assert!(!matvec_batch_cm_fits(WeightDtype::Q4K, 1024, 3072));
+    assert_eq!(matvec_batch_cm_groups(151936, 64), ([9496, 1, 1], 9496));
+    assert_eq!(matvec_batch_cm_groups(2048, 65), ([128, 2, 1], 128));
+}
+
+/// On the matrix units (skipped with a note elsewhere, e.g. lavapipe: no cooperative
+/// matrices; no validation layer, as for the prefill coopmat test): every variant vs the
+/// CPU reference (x rounded to f16 on the GPU side only: NMSE <= 1e-5), and each token
+/// alone bit-identical to its row in the batch.
+#[test]
+fn matvec_batch_cm_matches_reference_and_each_token_alone() {
+    let d = Device::new(sluice::Options::default()).expect("a Vulkan device");
+    if !coopmat_self_test(&d).unwrap() {
+        eprintln!("{}: no cooperative matrices; skipped", d.info().name);
+        return;
+    }
+    let mut rng = Rng::new(78);
+    let dt = WeightDtype::F16;
+    let mut failures = Vec::new();
+    for (vi, &variant) in MatmulVariant::ALL.iter().enumerate() {
+        for (rows, cols, tokens) in [
+            (48u32, 256u32, 1u32),
+            (64, 1040, 5),
+            (32, 512, 64),
+            (16, 272, 70),
+        ] {
+            let (r, c) = (rows as usize, cols as usize);
+            let s8 = stride8(cols);
+            let x_stride = cols + 4 * (vi as u32 + 1);
+            let p = MatmulPush {
+                rows,
+                cols,
+                stride8: s8,
+                tokens,
+                x_stride,
+                y_stride: rows + 5,
+                accumulate: (variant == MatmulVariant::Plain) as u32,
+                eps: 1e-5,
+            };
+            let w = rng.vec(r * c, 1.0);
+            let wb = rng.vec(r * c, 1.0);
+            let nw = rng.vec(c, 1.5);
+            let x = rng.vec(tokens as usize * x_stride as usize, 2.0);
+            let y0 = rng.vec(tokens as usize * p.y_stride as usize, 1.0);
+            let (wbuf, wbbuf) = (
+                weight_buffer(&d, dt, r, c, &w),
+                weight_buffer(&d, dt, r, c, &wb),
+            );
+            let nbuf = f32_buffer(&d, "norm_w", &nw, ResourceClass::ReadOnlyWeight);
+            let got = run_matvec_batch_cm(&d, variant, &p, &wbuf, &wbbuf, &x, &nbuf, &y0);
+            let round = |v: &[f32]| v.iter().map(|&a| round_to(dt, a)).collect::<Vec<f32>>();
+            let want = matmul_cpu(
+                variant,
+                &p,
+                &round(&w),
+                Some(&round(&wb)),
+                Some(&nw),
+                &x,
+                &y0,
+            );
+            let what = format!("matvec_batch_cm {variant:?} {rows}x{cols} tokens {tokens}");
+            let e = nmse(&got, &want);
+            println!("{what}: NMSE {e:e}");
+            if e > 1e-5 {
+                failures.push(format!("{what}: NMSE {e:e}"));
+            }
+            for k in [0, tokens as usize / 2, tokens as usize - 1] {
+                let (xs, ys) = (x_stride as usize, p.y_stride as usize);
+                let alone = run_matvec_batch_cm(
+                    &d,
+                    variant,
+                    &MatmulPush { tokens: 1, ..p },
+                    &wbuf,
+                    &wbbuf,
+                    &x[k * xs..(k + 1) * xs],
+                    &nbuf,
+                    &y0[k * ys..(k + 1) * ys],
+                );
+                let same = alone[..r]
+                    .iter()
+                    .zip(&got[k * ys..k * ys + r])
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                if !same {
+                    failures.push(format!("{what}: token {k} differs alone vs batched"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -152,7 +152,13 @@ pub fn op_table(timings: &[DispatchTiming], bytes: impl Fn(usize) -> Option<u64>
             Some(o) => {
                 o.count += 1;
                 o.gpu_us += t.us();
-                o.bytes = o.bytes.zip(b).map(|(x, y)| x + y);
+                // Dispatches that move no known bytes (e.g. an activation conversion
+                // inside the op) add nothing; the op's bytes stay unknown only if none
+                // of its dispatches knows them.
+                o.bytes = match (o.bytes, b) {
+                    (None, None) => None,
+                    (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+                };
             }
             None => ops.push(OpStat {
                 op: t.op().to_string(),

@@ -12,6 +12,19 @@ pub fn test_device() -> Device {
     test_device_with(Options::for_tests())
 }
 
+/// The device for tests whose subject has a matrix-unit path: [`test_device`] (validated)
+/// unless the device has cooperative matrices, then one without the validation layer
+/// (the Khronos layer available here, 1.3.239, predates VK_KHR_cooperative_matrix, and
+/// the GPU machine has none) — so the same test checks the matrix-unit path there.
+pub fn coopmat_or_test_device() -> Device {
+    let coopmat = Device::new(Options::default()).is_ok_and(|d| d.info().coopmat_f16_16x16);
+    if coopmat {
+        Device::new(Options::default()).expect("a Vulkan device")
+    } else {
+        test_device()
+    }
+}
+
 /// Like [`test_device`] with other options (validation is forced on).
 pub fn test_device_with(options: Options) -> Device {
     let options = Options {

@@ -78,6 +78,15 @@ fn profiled_replay_has_one_ordered_span_per_dispatch() {
     assert_eq!(ops.len(), 2);
     assert_eq!(ops.iter().map(|o| o.count).sum::<usize>(), 12);
     assert!((ops.iter().map(|o| o.share).sum::<f64>() - 1.0).abs() < 1e-9);
+    // Bytes known for some dispatches of an op only: the op sums the known ones.
+    let part = op_table(&t, |n| (n % 2 == 0).then_some(100));
+    for o in &part {
+        let known = t
+            .iter()
+            .filter(|s| s.op() == o.op && s.node % 2 == 0)
+            .count() as u64;
+        assert_eq!(o.bytes, (known > 0).then_some(100 * known), "{}", o.op);
+    }
     assert!(idle_ns(&t) >= 0.0);
 }
 

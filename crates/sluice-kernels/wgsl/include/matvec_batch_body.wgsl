@@ -4,41 +4,49 @@
 // and norm folding as include/matvec_body.wgsl; each kernel file declares NORM, SILU,
 // `fn w_b8(i)` and `fn norm4(i)`.
 //
-// Batch invariance: a (row, token) dot product is always split over KL = 16 lanes (lane l
-// takes 8-element chunks l, l + 16, ...) and the lanes are summed in lane order through
+// Batch invariance: a (row, token) dot product is always split over KL = 32 lanes (lane l
+// takes 8-element chunks l, l + 32, ...) and the lanes are summed in lane order through
 // shared memory, whatever the token count or how rows and tokens map to workgroups — so
 // a token's result never depends on the others in the batch.
 //
-// Work layout: a workgroup of 256 = 16 row slots x KL lanes covers 16 rows and a block
-// of TBW = push field `tokens_per_wg` tokens (a power of two <= 16 chosen by the host from
-// n). The K dimension goes in tiles of KL chunks (128 elements): the block's x tile is
-// staged in shared memory (times the norm weight), then each invocation decodes its
-// weight chunk ONCE and dots it with all TBW tokens' x, so weight decoding and loading
-// are shared by the tokens (x was 4 bytes per element per row and token before: that
-// traffic, not the weights, set the speed). Sums of squares for the folded norm come from
-// a first pass over x in the same lane order. Dispatch [ceil(n / TBW), groups, 1] with
-// groups = ceil(rows / 16) (y, then z beyond 65535): neighbouring workgroups share rows,
-// so repeated weight reads hit the cache.
+// Work layout: a workgroup of 256 = RW = 8 rows x KL lanes (one subgroup-sized group of
+// lanes per row) covers a block of TBW = push field `tokens_per_wg` tokens (<= 16, chosen
+// by the host from n). Each invocation decodes a weight chunk ONCE (times the norm weight:
+// W.(x*n) = (W*n).x) and dots it with the TBW tokens' x, read straight from memory: the
+// 8 rows of a workgroup read the same x, so after the first it comes from the L1 cache,
+// and the K loop has no barrier (the loads of several chunks stay in flight). The lane
+// partials of every (row, token) then go through shared memory (8 tokens at a time) and
+// 8 x 8 invocations sum them in lane order. Sums of squares for the folded norm come from a
+// first pass over x in the same lane order. Dispatch [ceil(n / TBW), groups, 1] with
+// groups = ceil(rows / 8) (y, then z beyond 65535): the token blocks of a row group are
+// neighbours, so repeated weight reads hit the L2 cache.
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
 struct V4s { d: array<vec4<f32>> }
 struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tokens: u32, x_stride4: u32, y_stride: u32, tokens_per_wg: u32, row_groups_y: u32 }
 
-const KL: u32 = 16u;
+const KL: u32 = 32u;
+const RW: u32 = 8u;
 const TBMAX: u32 = 16u;
+// Tokens per reduction round.
+const TH: u32 = 8u;
+// Per-token stride of `red` in vec2s: 256 lanes + 1, so the tokens of one reduction
+// step fall on different banks.
+const RP: u32 = 257u;
 
-var<workgroup> xs: array<vec4<f32>, 512>; // TBMAX tokens x KL chunks x 2
-var<workgroup> red: array<vec2<f32>, 256>;
-var<workgroup> ssl: array<f32, 256>;
+var<workgroup> red: array<vec2<f32>, 2056>; // TH x RP
+var<workgroup> ssl: array<f32, 512>; // TBMAX x KL
 var<workgroup> inv_t: array<f32, 16>;
 
-// Token t's (W.x', W_b.x') for this invocation's chunk (zero past the block's tokens).
-fn tok(t: u32, nt: u32, lane: u32, wa: W8, wb: W8) -> vec2<f32> {
+// Token t's (W.x, W_b.x) for this invocation's chunk, x from vec4 `xo + t * x_stride4`
+// (zero past the block's tokens).
+fn tok(t: u32, nt: u32, xo: u32, wa: W8, wb: W8) -> vec2<f32> {
     if (t >= nt) {
         return vec2<f32>(0.0, 0.0);
     }
-    let xa = xs[(t * KL + lane) * 2u];
-    let xb = xs[(t * KL + lane) * 2u + 1u];
+    let o = xo + t * pc.x_stride4;
+    let xa = x.d[o];
+    let xb = x.d[o + 1u];
     var v = vec2<f32>(dot(wa.a, xa) + dot(wa.b, xb), 0.0);
     if (SILU) {
         v.y = dot(wb.a, xa) + dot(wb.b, xb);
@@ -46,33 +54,10 @@ fn tok(t: u32, nt: u32, lane: u32, wa: W8, wb: W8) -> vec2<f32> {
     return v;
 }
 
-// Token t of the block: the 16 lane partials of this row in lane order, then the
-// epilogue (lane 0). Every invocation calls it (it holds barriers).
-fn finish(li: u32, lane: u32, row: u32, t0: u32, t: u32, nt: u32, rlive: bool, a: vec2<f32>) {
-    if (t >= nt) {
-        return;
-    }
-    workgroupBarrier(); // red free
-    red[li] = a;
-    workgroupBarrier();
-    if (rlive && lane == 0u) {
-        var sum = vec2<f32>(0.0, 0.0);
-        for (var k = 0u; k < KL; k++) {
-            sum += red[li + k];
-        }
-        var inv = 1.0;
-        if (NORM) {
-            inv = inv_t[t];
-        }
-        let g = sum.x * inv;
-        let o = (t0 + t) * pc.y_stride + row;
-        if (SILU) {
-            y.d[o] = g / (1.0 + exp(-g)) * (sum.y * inv);
-        } else if (pc.accumulate != 0u) {
-            y.d[o] = y.d[o] + g;
-        } else {
-            y.d[o] = g;
-        }
+// Parks token t's lane partial for the reduction.
+fn park(li: u32, t: u32, nt: u32, a: vec2<f32>) {
+    if (t < nt) {
+        red[t * RP + li] = a;
     }
 }
 
@@ -81,23 +66,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let tbw = pc.tokens_per_wg;
     let lane = li % KL;
     let slot = li / KL;
-    let row = (wg.y + wg.z * pc.row_groups_y) * 16u + slot;
+    let row0 = (wg.y + wg.z * pc.row_groups_y) * RW;
+    let row = row0 + slot;
     let t0 = wg.x * tbw;
     let nt = min(tbw, pc.tokens - min(t0, pc.tokens));
     let rlive = row < pc.rows;
 
     // Norm: per-token sums of squares, lane partials in chunk order, lanes in order.
     if (NORM) {
-        var ss = 0.0;
-        if (slot < nt) {
-            let xo = (t0 + slot) * pc.x_stride4;
+        for (var t = slot; t < nt; t += RW) {
+            let xo = (t0 + t) * pc.x_stride4;
+            var ss = 0.0;
             for (var c = lane; c < pc.stride8; c += KL) {
                 let xa = x.d[xo + 2u * c];
                 let xb = x.d[xo + 2u * c + 1u];
                 ss += dot(xa, xa) + dot(xb, xb);
             }
+            ssl[t * KL + lane] = ss;
         }
-        ssl[li] = ss;
         workgroupBarrier();
         if (li < nt) {
             var sum = 0.0;
@@ -126,64 +112,90 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var a13 = vec2<f32>(0.0, 0.0);
     var a14 = vec2<f32>(0.0, 0.0);
     var a15 = vec2<f32>(0.0, 0.0);
-    for (var c0 = 0u; c0 < pc.stride8; c0 += KL) {
-        workgroupBarrier(); // previous tile consumed
-        // Stage x' for the block's tokens and chunks c0 .. c0 + KL.
-        for (var e = li; e < nt * KL * 2u; e += 256u) {
-            let t = e / (KL * 2u);
-            let h = e % (KL * 2u);
-            let c = c0 + h / 2u;
-            var v = vec4<f32>(0.0);
-            if (c < pc.stride8) {
-                v = x.d[(t0 + t) * pc.x_stride4 + 2u * c + (h & 1u)];
-                if (NORM) {
-                    v *= norm4(2u * c + (h & 1u));
-                }
-            }
-            xs[e] = v;
-        }
-        workgroupBarrier();
-        let c = c0 + lane;
-        if (rlive && c < pc.stride8) {
+    if (rlive) {
+        for (var c = lane; c < pc.stride8; c += KL) {
             let i = (row * pc.stride8 + c) * W_VEC4S;
-            let wa = decode_w8(w.d[i], w.d[i + W_VEC4S - 1u]);
+            var wa = decode_w8(w.d[i], w.d[i + W_VEC4S - 1u]);
             var wb = W8(vec4<f32>(0.0), vec4<f32>(0.0));
             if (SILU) {
                 wb = w_b8(i);
             }
-            a0 += tok(0u, nt, lane, wa, wb);
-            a1 += tok(1u, nt, lane, wa, wb);
-            a2 += tok(2u, nt, lane, wa, wb);
-            a3 += tok(3u, nt, lane, wa, wb);
-            a4 += tok(4u, nt, lane, wa, wb);
-            a5 += tok(5u, nt, lane, wa, wb);
-            a6 += tok(6u, nt, lane, wa, wb);
-            a7 += tok(7u, nt, lane, wa, wb);
-            a8 += tok(8u, nt, lane, wa, wb);
-            a9 += tok(9u, nt, lane, wa, wb);
-            a10 += tok(10u, nt, lane, wa, wb);
-            a11 += tok(11u, nt, lane, wa, wb);
-            a12 += tok(12u, nt, lane, wa, wb);
-            a13 += tok(13u, nt, lane, wa, wb);
-            a14 += tok(14u, nt, lane, wa, wb);
-            a15 += tok(15u, nt, lane, wa, wb);
+            if (NORM) {
+                let na = norm4(2u * c);
+                let nb = norm4(2u * c + 1u);
+                wa = W8(wa.a * na, wa.b * nb);
+                wb = W8(wb.a * na, wb.b * nb);
+            }
+            let xo = t0 * pc.x_stride4 + 2u * c;
+            a0 += tok(0u, nt, xo, wa, wb);
+            a1 += tok(1u, nt, xo, wa, wb);
+            a2 += tok(2u, nt, xo, wa, wb);
+            a3 += tok(3u, nt, xo, wa, wb);
+            a4 += tok(4u, nt, xo, wa, wb);
+            a5 += tok(5u, nt, xo, wa, wb);
+            a6 += tok(6u, nt, xo, wa, wb);
+            a7 += tok(7u, nt, xo, wa, wb);
+            a8 += tok(8u, nt, xo, wa, wb);
+            a9 += tok(9u, nt, xo, wa, wb);
+            a10 += tok(10u, nt, xo, wa, wb);
+            a11 += tok(11u, nt, xo, wa, wb);
+            a12 += tok(12u, nt, xo, wa, wb);
+            a13 += tok(13u, nt, xo, wa, wb);
+            a14 += tok(14u, nt, xo, wa, wb);
+            a15 += tok(15u, nt, xo, wa, wb);
         }
     }
-    // Per token: the 16 lane partials of each row in lane order, then the epilogue.
-    finish(li, lane, row, t0, 0u, nt, rlive, a0);
-    finish(li, lane, row, t0, 1u, nt, rlive, a1);
-    finish(li, lane, row, t0, 2u, nt, rlive, a2);
-    finish(li, lane, row, t0, 3u, nt, rlive, a3);
-    finish(li, lane, row, t0, 4u, nt, rlive, a4);
-    finish(li, lane, row, t0, 5u, nt, rlive, a5);
-    finish(li, lane, row, t0, 6u, nt, rlive, a6);
-    finish(li, lane, row, t0, 7u, nt, rlive, a7);
-    finish(li, lane, row, t0, 8u, nt, rlive, a8);
-    finish(li, lane, row, t0, 9u, nt, rlive, a9);
-    finish(li, lane, row, t0, 10u, nt, rlive, a10);
-    finish(li, lane, row, t0, 11u, nt, rlive, a11);
-    finish(li, lane, row, t0, 12u, nt, rlive, a12);
-    finish(li, lane, row, t0, 13u, nt, rlive, a13);
-    finish(li, lane, row, t0, 14u, nt, rlive, a14);
-    finish(li, lane, row, t0, 15u, nt, rlive, a15);
+    // Tokens 0..8, then 8..16 (shared memory for all 16 at once would exceed 32 KiB).
+    park(li, 0u, nt, a0);
+    park(li, 1u, nt, a1);
+    park(li, 2u, nt, a2);
+    park(li, 3u, nt, a3);
+    park(li, 4u, nt, a4);
+    park(li, 5u, nt, a5);
+    park(li, 6u, nt, a6);
+    park(li, 7u, nt, a7);
+    workgroupBarrier();
+    finish(li, row0, t0, 0u, nt);
+    if (nt > TH) {
+        workgroupBarrier();
+        park(li, 0u, nt - TH, a8);
+        park(li, 1u, nt - TH, a9);
+        park(li, 2u, nt - TH, a10);
+        park(li, 3u, nt - TH, a11);
+        park(li, 4u, nt - TH, a12);
+        park(li, 5u, nt - TH, a13);
+        park(li, 6u, nt - TH, a14);
+        park(li, 7u, nt - TH, a15);
+        workgroupBarrier();
+        finish(li, row0, t0, TH, nt);
+    }
+}
+
+// Invocation j < 8 x 8 finishes (row slot j / 8, token th + j % 8) from the parked
+// partials: its 32 lane partials in lane order, then the epilogue.
+fn finish(li: u32, row0: u32, t0: u32, th: u32, nt: u32) {
+    let tl = li % TH;
+    let rs = li / TH;
+    let t = th + tl;
+    let orow = row0 + rs;
+    if (rs < RW && t < nt && orow < pc.rows) {
+        var sum = vec2<f32>(0.0, 0.0);
+        let base = tl * RP + rs * KL;
+        for (var k = 0u; k < KL; k++) {
+            sum += red[base + k];
+        }
+        var inv = 1.0;
+        if (NORM) {
+            inv = inv_t[t];
+        }
+        let g = sum.x * inv;
+        let o = (t0 + t) * pc.y_stride + orow;
+        if (SILU) {
+            y.d[o] = g / (1.0 + exp(-g)) * (sum.y * inv);
+        } else if (pc.accumulate != 0u) {
+            y.d[o] = y.d[o] + g;
+        } else {
+            y.d[o] = g;
+        }
+    }
 }

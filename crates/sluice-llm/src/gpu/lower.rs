@@ -287,6 +287,63 @@ impl GpuModel {
         )
     }
 
+    /// A batched step's linear op on the matrix units: the activations to f16 (norm
+    /// applied) once, then one cooperative-matrix matvec per matrix (`up`: gated).
+    #[allow(clippy::too_many_arguments)]
+    fn batch_cm(
+        &self,
+        enc: &mut Encoder,
+        t: Tokens,
+        x: (BufferSlice<'_>, u32),
+        norm: Option<&Buffer>,
+        xh: &Buffer,
+        parts: &[(&Matrix, u64)],
+        up: Option<&Matrix>,
+        y: (&Buffer, u32),
+        accumulate: bool,
+    ) -> sluice::Result<()> {
+        let cols = parts[0].0.cols;
+        let padded = t.n.next_multiple_of(16);
+        let h_bytes = padded as u64 * cols as u64 * 2;
+        enc.dispatch(
+            &self.device.pipeline(&k::ACT_F16)?,
+            [padded, 1, 1],
+            &[
+                x.0,
+                norm.unwrap_or(&self.final_norm).slice(..),
+                xh.slice(0..h_bytes),
+            ],
+            &k::ActF16Push {
+                cols,
+                tokens: t.n,
+                x_stride: x.1,
+                h_words: cols / 2,
+                norm: norm.is_some() as u32,
+                eps: self.config.rms_eps,
+            },
+        )?;
+        let desc = k::matvec_batch_cm(up.is_some());
+        for &(m, row) in parts {
+            let (groups, gx) = k::matvec_batch_cm_groups(m.rows, t.n);
+            let mut bindings = vec![m.buffer.slice(..)];
+            bindings.extend(up.map(|u| u.buffer.slice(..)));
+            bindings.push(xh.slice(0..h_bytes));
+            bindings.push(y.0.slice(row * 4..));
+            let push = k::MatvecBatchCmPush {
+                rows: m.rows,
+                cols,
+                w_stride: m.stride_field() * 8,
+                tokens: t.n,
+                x_stride: cols,
+                y_stride: y.1,
+                accumulate: accumulate as u32,
+                row_groups_x: gx,
+            };
+            enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push)?;
+        }
+        Ok(())
+    }
+
     fn rmsnorm(
         &self,
         enc: &mut Encoder,
@@ -363,6 +420,15 @@ impl GpuModel {
             }
         }
         let batched = tokens.is_some();
+        let up = l.up.map(|u| self.matrices(u)[0].0);
+        if let (Some(t), Some(xh)) = (tokens.filter(|t| t.batch_rows), self.batch_xh()) {
+            let fits = |m: &Matrix| k::matvec_batch_cm_fits(m.dtype, m.rows, m.cols);
+            let gated_ok = up.is_none_or(|u| fits(u) && self.options.fuse_gate_up);
+            if gated_ok && parts.iter().all(|(m, _)| fits(m)) {
+                let x = (xb.slice(x_at..), xs);
+                return self.batch_cm(enc, t, x, norm, xh, &parts, up, (yb, ys), l.accumulate);
+            }
+        }
         let Some(upw) = l.up else {
             let family = if norm.is_some() {
                 Family::Norm
@@ -376,7 +442,7 @@ impl GpuModel {
             return Ok(());
         };
         let gate = parts[0].0;
-        let up = self.matrices(upw)[0].0;
+        let up = up.unwrap_or_else(|| self.matrices(upw)[0].0);
         if self.options.fuse_gate_up && gate.dtype == up.dtype {
             let family = if norm.is_some() {
                 Family::SiluNorm

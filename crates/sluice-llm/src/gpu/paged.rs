@@ -31,13 +31,16 @@ pub struct PagedOptions {
     pub block: usize,
 }
 
+/// Positions per KV block unless [`PagedOptions::block`] says otherwise.
+pub const DEFAULT_KV_BLOCK: usize = 16;
+
 impl Default for PagedOptions {
     fn default() -> Self {
         PagedOptions {
             max_rows: 64,
             sequences: 64,
             seq_context: 4096,
-            block: 16,
+            block: DEFAULT_KV_BLOCK,
         }
     }
 }
@@ -153,6 +156,9 @@ pub(crate) struct Paged {
     pub logits: Buffer,
     /// Four u32 per row (see `sluice_kernels::TokenResult`).
     pub results: Buffer,
+    /// f16 activations of a batched step for the cooperative-matrix matvec
+    /// (`[rows_cap rounded to 16, widest projection input]`); `None` without matrix units.
+    pub xh: Option<Buffer>,
     pub rope: Arc<Pipeline>,
     pub attention: Arc<Pipeline>,
     pub argmax: Arc<Pipeline>,
@@ -160,14 +166,27 @@ pub(crate) struct Paged {
 
 impl Paged {
     /// Buffers for steps of up to `rows_cap` rows (the scratch's rows; at least
-    /// `opts.max_rows`).
+    /// `opts.max_rows`); `coopmat`: with the f16 activation buffer of the
+    /// cooperative-matrix matvec.
     pub fn new(
         device: &Device,
         c: &ModelConfig,
         opts: PagedOptions,
         rows_cap: usize,
+        coopmat: bool,
     ) -> Result<Paged, LlmError> {
         let g = ResourceClass::Generic;
+        let xh = if coopmat {
+            let widest = c.hidden.max(c.intermediate).max(c.heads * c.head_dim);
+            let bytes = rows_cap
+                .next_multiple_of(16)
+                .checked_mul(widest)
+                .and_then(|v| v.checked_mul(2))
+                .ok_or_else(|| LlmError::InvalidArgument("batch activations overflow".into()))?;
+            Some(device.create_buffer("batch.xh", bytes as u64, ResourceClass::TokenScratch)?)
+        } else {
+            None
+        };
         let table_words = (opts.sequences + 1) * opts.max_blocks();
         let table = device.create_buffer("kv.table", table_words as u64 * 4, g)?;
         table.write(0, &vec![0u32; table_words])?;
@@ -188,6 +207,7 @@ impl Paged {
             rope: device.pipeline(&k::BATCH_ROPE)?,
             attention: device.pipeline(&k::BATCH_ATTENTION)?,
             argmax: device.pipeline(&k::ARGMAX_ROWS)?,
+            xh,
             opts,
         })
     }
@@ -207,6 +227,11 @@ impl GpuModel {
 
     pub(super) fn paged_tokens(&self) -> &Buffer {
         &self.paged.as_ref().expect("checked by encode_batch").tokens
+    }
+
+    /// The f16 activation buffer of the cooperative-matrix batched matvec, if any.
+    pub(super) fn batch_xh(&self) -> Option<&Buffer> {
+        self.paged.as_ref().and_then(|p| p.xh.as_ref())
     }
 
     pub(super) fn paged_logits(&self) -> &Buffer {

@@ -1,0 +1,13 @@
+//! include: matvec_batch_cm_body
+enable f16;
+enable wgpu_cooperative_matrix;
+// Cooperative-matrix batched-decode matvec, f16 weights: y[t, r] = (accumulate ? y[t, r]
+// : 0) + W[r] . xh[t]. See include/matvec_batch_cm_body.wgsl.
+@group(0) @binding(0) var<storage, read> w: array<f16>;
+@group(0) @binding(1) var<storage, read> xh: array<f16>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+var<immediate> pc: Push;
+const SILU: bool = false;
+// Never read (SILU is false): keeps one body for both kernels (workgroup memory, a valid
+// cooperative-load source).
+var<workgroup> w_b: array<f16, 256>;

@@ -1,0 +1,11 @@
+//! include: matvec_batch_cm_body
+enable f16;
+enable wgpu_cooperative_matrix;
+// Cooperative-matrix batched-decode gate/up: y[t, r] = SiLU(W[r] . xh[t]) * (W_b[r] .
+// xh[t]), f16 weights. See include/matvec_batch_cm_body.wgsl.
+@group(0) @binding(0) var<storage, read> w: array<f16>;
+@group(0) @binding(1) var<storage, read> w_b: array<f16>;
+@group(0) @binding(2) var<storage, read> xh: array<f16>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+var<immediate> pc: Push;
+const SILU: bool = true;

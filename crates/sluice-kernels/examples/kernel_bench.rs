@@ -9,6 +9,9 @@
 //! threads-per-row overrides; each format on its f32 decoders and, where the device has
 //! integer dot products, on its `_dp` variants), with GB/s counting the GPU-layout weight
 //! bytes.
+//!
+//! With `batch`: the batched-decode matvecs (f16) at 1 / 8 / 32 / 64 tokens — act_f16 and
+//! matvec_batch_cm (matrix units, where the device has them) and matvec_batch — each alone.
 
 use sluice::{Buffer, Device, Options, ResourceClass, TimestampQueries};
 use sluice_kernels::*;
@@ -51,6 +54,10 @@ fn main() {
     println!("device: {} (subgroup {})", info.name, info.subgroup_size);
     if std::env::args().nth(2).as_deref() == Some("quant") {
         quant_bench(&d, reps);
+        return;
+    }
+    if std::env::args().nth(2).as_deref() == Some("batch") {
+        batch_bench(&d, reps);
         return;
     }
     let shapes: &[(&str, u32, u32)] = &[
@@ -404,6 +411,141 @@ fn quant_bench(d: &Device, reps: u32) {
                 let t = tpr.map_or("def".to_string(), |t| t.to_string());
                 line += &format!(" | tpr {t:>3} {us:>7.2} us {gbs:>5.0} GB/s");
             }
+            println!("{line}");
+        }
+    }
+}
+
+/// The batched-decode matvec kernels at decode shapes and batch sizes, each dispatch alone.
+fn batch_bench(d: &Device, reps: u32) {
+    let shapes: &[(&str, u32, u32)] = &[
+        ("0.6b qkv", 4096, 1024),
+        ("0.6b o", 1024, 2048),
+        ("0.6b down", 1024, 3072),
+        ("4b down", 2560, 9728),
+        ("4b qkv", 6144, 2560),
+    ];
+    let cm = coopmat_self_test(d).unwrap();
+    let budget = 256u64 << 20;
+    for &(name, rows, cols) in shapes {
+        let wbytes = rows as u64 * cols as u64 * 2;
+        let copies = budget.div_ceil(wbytes).clamp(2, 64);
+        let ws: Vec<Buffer> = (0..copies)
+            .map(|_| buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight))
+            .collect();
+        for tokens in [1u32, 8, 32, 64] {
+            let x = buffer(
+                d,
+                "x",
+                (tokens * cols) as u64 * 4,
+                ResourceClass::TokenScratch,
+            );
+            x.write(0, &vec![0.5f32; (tokens * cols) as usize]).unwrap();
+            let nw = buffer(d, "norm", cols as u64 * 4, ResourceClass::ReadOnlyWeight);
+            nw.write(0, &vec![1.0f32; cols as usize]).unwrap();
+            let padded = tokens.next_multiple_of(16);
+            let xh = buffer(
+                d,
+                "xh",
+                (padded * cols) as u64 * 2,
+                ResourceClass::TokenScratch,
+            );
+            let y = buffer(
+                d,
+                "y",
+                (tokens * rows) as u64 * 4,
+                ResourceClass::TokenScratch,
+            );
+            let act = d.pipeline(&ACT_F16).unwrap();
+            let ap = ActF16Push {
+                cols,
+                tokens,
+                x_stride: cols,
+                h_words: cols / 2,
+                norm: 1,
+                eps: 1e-6,
+            };
+            let act_us = time(d, reps, |enc, _| {
+                enc.dispatch(
+                    &act,
+                    [padded, 1, 1],
+                    &[x.slice(..), nw.slice(..), xh.slice(..)],
+                    &ap,
+                )
+                .unwrap();
+            });
+            let mut line =
+                format!("{name:<10} {rows:>5}x{cols:<5} t{tokens:<3} act_f16 {act_us:>7.2} us");
+            if cm {
+                let k = d.pipeline(matvec_batch_cm(false)).unwrap();
+                let (groups, gx) = matvec_batch_cm_groups(rows, tokens);
+                let push = MatvecBatchCmPush {
+                    rows,
+                    cols,
+                    w_stride: cols,
+                    tokens,
+                    x_stride: cols,
+                    y_stride: rows,
+                    accumulate: 0,
+                    row_groups_x: gx,
+                };
+                let us = time(d, reps, |enc, i| {
+                    let w = &ws[(i as u64 % copies) as usize];
+                    enc.dispatch(&k, groups, &[w.slice(..), xh.slice(..), y.slice(..)], &push)
+                        .unwrap();
+                });
+                line += &format!(" | cm {us:>7.2} us {:>5.0} GB/s", wbytes as f64 / us / 1e3);
+            }
+            if cm {
+                let k = d
+                    .pipeline(matmul(WeightDtype::F16, MatmulVariant::Plain, true))
+                    .unwrap();
+                let push = MatmulPush::new(rows, cols, tokens);
+                let us = time(d, reps, |enc, i| {
+                    let w = &ws[(i as u64 % copies) as usize];
+                    enc.dispatch(
+                        &k,
+                        matmul_groups(rows, tokens, true),
+                        &[w.slice(..), x.slice(..), y.slice(..)],
+                        &push,
+                    )
+                    .unwrap();
+                });
+                line += &format!(
+                    " | matmul_cm {us:>7.2} us {:>5.0} GB/s",
+                    wbytes as f64 / us / 1e3
+                );
+            }
+            let k = d
+                .pipeline(matvec_batch(WeightDtype::F16, false, false).unwrap())
+                .unwrap();
+            let lay = matvec_batch_layout(rows, tokens);
+            let push = MatvecBatchPush {
+                rows,
+                cols,
+                stride8: stride8(cols),
+                accumulate: 0,
+                eps: 0.0,
+                tokens,
+                x_stride4: cols / 4,
+                y_stride: rows,
+                tokens_per_wg: lay.tokens_per_wg,
+                row_groups_y: lay.row_groups_y,
+            };
+            let us = time(d, reps, |enc, i| {
+                let w = &ws[(i as u64 % copies) as usize];
+                enc.dispatch(
+                    &k,
+                    lay.groups,
+                    &[w.slice(..), x.slice(..), y.slice(..)],
+                    &push,
+                )
+                .unwrap();
+            });
+            line += &format!(
+                " | matvec_batch {us:>7.2} us {:>5.0} GB/s",
+                wbytes as f64 / us / 1e3
+            );
             println!("{line}");
         }
     }

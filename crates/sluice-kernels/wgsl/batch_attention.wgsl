@@ -44,27 +44,36 @@ var<workgroup> slots: array<u32, 128>;
 var<workgroup> red: array<f32, 128>;
 var<workgroup> part: array<f32, 1024>; // L x head_dim partial outputs
 
-// Fixed-order tree reduction over the workgroup (op 0: max, 1: sum); every invocation
-// gets the result.
-fn reduce(li: u32, v: f32, op: u32) -> f32 {
-    workgroupBarrier(); // red free (previous use read by everyone)
-    red[li] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (li < s) {
-            if (op == 0u) {
-                red[li] = max(red[li], red[li + s]);
-            } else {
-                red[li] = red[li] + red[li + s];
-            }
-        }
-        workgroupBarrier();
+// Reduction over the workgroup (op 0: max, 1: sum): within each subgroup (the device's
+// fixed order), then the subgroup results in subgroup order; every invocation gets the
+// result. A row's workgroup holds only that row, so the order never depends on the batch.
+fn reduce(sg: u32, lane: u32, nsg: u32, v: f32, op: u32) -> f32 {
+    var s = 0.0;
+    if (op == 0u) {
+        s = subgroupMax(v);
+    } else {
+        s = subgroupAdd(v);
     }
-    return red[0];
+    workgroupBarrier(); // red free (previous use read by everyone)
+    if (lane == 0u) {
+        red[sg] = s;
+    }
+    workgroupBarrier();
+    var r = red[0];
+    for (var i = 1u; i < nsg; i++) {
+        if (op == 0u) {
+            r = max(r, red[i]);
+        } else {
+            r = r + red[i];
+        }
+    }
+    return r;
 }
 
 @compute @workgroup_size(128)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32,
+        @builtin(num_subgroups) nsg: u32) {
     let h = wg.x;
     let r = wg.y;
     let hd = pc.head_dim;
@@ -118,11 +127,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             score = acc;
         }
         slots[li] = slot;
-        let mt = max(m, reduce(li, score, 0u));
+        let mt = max(m, reduce(sg, lane, nsg, score, 0u));
         let pj = select(0.0, exp(score - mt), j < len);
         ps[li] = pj;
         let alpha = exp(m - mt);
-        l = l * alpha + reduce(li, pj, 1u); // its barriers also publish ps and slots
+        l = l * alpha + reduce(sg, lane, nsg, pj, 1u); // its barriers also publish ps and slots
         for (var k = 0u; k < 8u; k++) {
             o[k] *= alpha;
         }

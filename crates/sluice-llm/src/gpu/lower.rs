@@ -421,7 +421,8 @@ impl GpuModel {
         }
         let batched = tokens.is_some();
         let up = l.up.map(|u| self.matrices(u)[0].0);
-        if let (Some(t), Some(xh)) = (tokens.filter(|t| t.batch_rows), self.batch_xh()) {
+        // Paged shapes (decode rows and prompt chunks) on the matrix units where the weights fit.
+        if let (Some(t), Some(xh)) = (tokens.filter(|t| t.matmul), self.batch_xh()) {
             let fits = |m: &Matrix| k::matvec_batch_cm_fits(m.dtype, m.rows, m.cols);
             let gated_ok = up.is_none_or(|u| fits(u) && self.options.fuse_gate_up);
             if gated_ok && parts.iter().all(|(m, _)| fits(m)) {

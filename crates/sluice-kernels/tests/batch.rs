@@ -448,8 +448,10 @@ fn run_matvec_batch_cm(
         ResourceClass::TokenScratch,
     );
     let act = d.pipeline(&ACT_F16).unwrap();
-    let mm = d.pipeline(matvec_batch_cm(variant.has_silu())).unwrap();
-    let (groups, gx) = matvec_batch_cm_groups(p.rows, p.tokens);
+    let mm = d
+        .pipeline(matvec_batch_cm(variant.has_silu(), p.rows))
+        .unwrap();
+    let (groups, gx) = matvec_batch_cm_groups(variant.has_silu(), p.rows, p.tokens);
     let mut enc = d.encoder().unwrap();
     enc.dispatch(
         &act,
@@ -568,8 +570,14 @@ fn matvec_batch_cm_fits_only_f16_tiles() {
     assert!(!matvec_batch_cm_fits(WeightDtype::F16, 1024, 200));
     assert!(!matvec_batch_cm_fits(WeightDtype::Bf16, 1024, 3072));
     assert!(!matvec_batch_cm_fits(WeightDtype::Q4K, 1024, 3072));
-    assert_eq!(matvec_batch_cm_groups(151936, 64), ([9496, 1, 1], 9496));
-    assert_eq!(matvec_batch_cm_groups(2048, 65), ([128, 2, 1], 128));
+    assert_eq!(
+        matvec_batch_cm_groups(false, 151936, 64),
+        ([4748, 1, 1], 4748)
+    );
+    assert_eq!(matvec_batch_cm_groups(true, 3072, 8), ([192, 1, 1], 192));
+    assert_eq!(matvec_batch_cm_groups(false, 1024, 8), ([64, 1, 1], 64));
+    assert_eq!(matvec_batch_cm_groups(false, 2048, 65), ([64, 2, 1], 64));
+    assert_eq!(matvec_batch_cm_row_tiles(false, 2064), 1);
 }
 
 /// On the matrix units (skipped with a note elsewhere, e.g. lavapipe: no cooperative
@@ -588,10 +596,11 @@ fn matvec_batch_cm_matches_reference_and_each_token_alone() {
     let mut failures = Vec::new();
     for (vi, &variant) in MatmulVariant::ALL.iter().enumerate() {
         for (rows, cols, tokens) in [
-            (48u32, 256u32, 1u32),
+            (96u32, 256u32, 1u32),
+            (2080, 64, 3),
             (64, 1040, 5),
             (32, 512, 64),
-            (16, 272, 70),
+            (32, 272, 70),
         ] {
             let (r, c) = (rows as usize, cols as usize);
             let s8 = stride8(cols);

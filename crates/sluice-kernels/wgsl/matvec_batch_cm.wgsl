@@ -8,6 +8,7 @@ enable wgpu_cooperative_matrix;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 var<immediate> pc: Push;
 const SILU: bool = false;
+const RT: u32 = 1u;
 // Never read (SILU is false): keeps one body for both kernels (workgroup memory, a valid
 // cooperative-load source).
 var<workgroup> w_b: array<f16, 256>;

@@ -9,3 +9,4 @@ enable wgpu_cooperative_matrix;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 var<immediate> pc: Push;
 const SILU: bool = true;
+const RT: u32 = 1u;

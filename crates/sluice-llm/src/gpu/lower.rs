@@ -322,9 +322,9 @@ impl GpuModel {
                 eps: self.config.rms_eps,
             },
         )?;
-        let desc = k::matvec_batch_cm(up.is_some());
         for &(m, row) in parts {
-            let (groups, gx) = k::matvec_batch_cm_groups(m.rows, t.n);
+            let desc = k::matvec_batch_cm(up.is_some(), m.rows);
+            let (groups, gx) = k::matvec_batch_cm_groups(up.is_some(), m.rows, t.n);
             let mut bindings = vec![m.buffer.slice(..)];
             bindings.extend(up.map(|u| u.buffer.slice(..)));
             bindings.push(xh.slice(0..h_bytes));

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The batched engine on the GPU machine: `sluice bench --sequences` (like llama-batched-bench,
 # pp128 tg128) for qwen3-0.6b and qwen3-4b, the per-op profile of a 32-sequence step, then
-# `sluice serve` (64 sequences) under `sluice loadgen` at 1/8/32/64 concurrent streams.
+# `sluice serve` (64 sequences) under `sluice loadgen` at 1/8/32/64 concurrent streams, for
+# both models. Kernels alone: `cargo run --release -p sluice-kernels --example kernel_bench
+# 30 batch` (build here, carry the binary).
 # Usage (device tool, carry [".device"]): bash .device/on-device.sh bash scripts/gpu-batch.sh .device/bin/sluice $OUT
 set -u
 S=$1
@@ -12,13 +14,15 @@ for m in qwen3-0.6b qwen3-4b; do
 done
 timeout 60 "$S" profile --model synthetic:qwen3-0.6b --sequences 32 -n 4 --out "$OUT/profile-batch-32" > /dev/null 2>&1
 sed -n 5,16p "$OUT/profile-batch-32/table.md"
-echo "== HTTP: serve --max-sequences 64, loadgen --requests 2N --max-tokens 128 --prompt-ids 128"
-"$S" serve --model synthetic:qwen3-0.6b --port 8123 --context 512 --max-sequences 64 --kv-pool 34000 > "$OUT/serve.log" 2>&1 &
-for _ in $(seq 60); do grep -q listening "$OUT/serve.log" && break; sleep 1; done
-for c in 1 8 32 64; do
-  echo "-- concurrency $c"
-  timeout 60 "$S" loadgen --url http://127.0.0.1:8123 --concurrency $c --requests $((2 * c)) --max-tokens 128 --prompt-ids 128
+for m in qwen3-0.6b qwen3-4b; do
+  echo "== HTTP $m: serve --max-sequences 64, loadgen --requests 2N --max-tokens 128 --prompt-ids 128"
+  "$S" serve --model synthetic:$m --port 8123 --context 512 --max-sequences 64 --kv-pool 34000 > "$OUT/serve.log" 2>&1 &
+  for _ in $(seq 90); do grep -q listening "$OUT/serve.log" && break; sleep 1; done
+  for c in 1 8 32 64; do
+    echo "-- concurrency $c"
+    timeout 90 "$S" loadgen --url http://127.0.0.1:8123 --concurrency $c --requests $((2 * c)) --max-tokens 128 --prompt-ids 128
+  done
+  pkill -TERM -f "port 8123"
+  sleep 4
+  tail -2 "$OUT/serve.log"
 done
-pkill -TERM -f "port 8123"
-sleep 3
-cat "$OUT/serve.log"

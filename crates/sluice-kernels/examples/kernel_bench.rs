@@ -478,7 +478,7 @@ fn batch_bench(d: &Device, reps: u32) {
                 format!("{name:<10} {rows:>5}x{cols:<5} t{tokens:<3} act_f16 {act_us:>7.2} us");
             if cm {
                 let k = d.pipeline(matvec_batch_cm(false, rows)).unwrap();
-                let (groups, gx) = matvec_batch_cm_groups(false, rows, tokens);
+                let (groups, gx) = matvec_batch_cm_groups(rows, tokens);
                 let push = MatvecBatchCmPush {
                     rows,
                     cols,

@@ -288,12 +288,12 @@ pub fn matvec_batch_cm_fits(dtype: WeightDtype, rows: u32, cols: u32) -> bool {
     dtype == WeightDtype::F16 && rows.is_multiple_of(16) && cols.is_multiple_of(16) && rows > 0
 }
 
-/// Row tiles of 16 per workgroup of [`matvec_batch_cm`] for a `rows`-row matrix (`silu`:
-/// gated): 2 for plain matrices of at least 2048 rows (an activation tile then serves two
-/// weight tiles), else 1 (enough workgroups for small matrices). Fixed per matrix, so a
-/// row's reduction order never depends on the batch.
-pub fn matvec_batch_cm_row_tiles(silu: bool, rows: u32) -> u32 {
-    if !silu && rows >= 2048 && rows.is_multiple_of(32) {
+/// Row tiles of 16 per workgroup of [`matvec_batch_cm`] for a `rows`-row matrix (plain or
+/// gated): 2 for matrices of at least 2048 rows (an activation tile then
+/// serves two weight tiles), else 1 (enough workgroups for small matrices). Fixed per
+/// matrix, so a row's reduction order never depends on the batch.
+pub fn matvec_batch_cm_row_tiles(rows: u32) -> u32 {
+    if rows >= 2048 && rows.is_multiple_of(32) {
         2
     } else {
         1
@@ -304,7 +304,8 @@ pub fn matvec_batch_cm_row_tiles(silu: bool, rows: u32) -> u32 {
 /// SiLU·mul). Bindings: `w`, [`w_b`], `xh` (f16 activations), `y`. Only where
 /// `DeviceInfo::coopmat_f16_16x16`.
 pub fn matvec_batch_cm(silu: bool, rows: u32) -> &'static KernelDesc {
-    match (silu, matvec_batch_cm_row_tiles(silu, rows)) {
+    match (silu, matvec_batch_cm_row_tiles(rows)) {
+        (true, 2) => &crate::MATVEC_BATCH_CM_SILU_R2,
         (true, _) => &crate::MATVEC_BATCH_CM_SILU,
         (false, 2) => &crate::MATVEC_BATCH_CM_R2,
         _ => &crate::MATVEC_BATCH_CM,
@@ -313,10 +314,8 @@ pub fn matvec_batch_cm(silu: bool, rows: u32) -> &'static KernelDesc {
 
 /// Dispatch size and push field `row_groups_x` of [`matvec_batch_cm`] for `rows` x
 /// `tokens`.
-pub fn matvec_batch_cm_groups(silu: bool, rows: u32, tokens: u32) -> ([u32; 3], u32) {
-    let groups = rows
-        .div_ceil(16 * matvec_batch_cm_row_tiles(silu, rows))
-        .max(1);
+pub fn matvec_batch_cm_groups(rows: u32, tokens: u32) -> ([u32; 3], u32) {
+    let groups = rows.div_ceil(16 * matvec_batch_cm_row_tiles(rows)).max(1);
     let gx = groups.min(65535);
     (
         [

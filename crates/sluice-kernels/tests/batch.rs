@@ -451,7 +451,7 @@ fn run_matvec_batch_cm(
     let mm = d
         .pipeline(matvec_batch_cm(variant.has_silu(), p.rows))
         .unwrap();
-    let (groups, gx) = matvec_batch_cm_groups(variant.has_silu(), p.rows, p.tokens);
+    let (groups, gx) = matvec_batch_cm_groups(p.rows, p.tokens);
     let mut enc = d.encoder().unwrap();
     enc.dispatch(
         &act,
@@ -570,14 +570,11 @@ fn matvec_batch_cm_fits_only_f16_tiles() {
     assert!(!matvec_batch_cm_fits(WeightDtype::F16, 1024, 200));
     assert!(!matvec_batch_cm_fits(WeightDtype::Bf16, 1024, 3072));
     assert!(!matvec_batch_cm_fits(WeightDtype::Q4K, 1024, 3072));
-    assert_eq!(
-        matvec_batch_cm_groups(false, 151936, 64),
-        ([4748, 1, 1], 4748)
-    );
-    assert_eq!(matvec_batch_cm_groups(true, 3072, 8), ([192, 1, 1], 192));
-    assert_eq!(matvec_batch_cm_groups(false, 1024, 8), ([64, 1, 1], 64));
-    assert_eq!(matvec_batch_cm_groups(false, 2048, 65), ([64, 2, 1], 64));
-    assert_eq!(matvec_batch_cm_row_tiles(false, 2064), 1);
+    assert_eq!(matvec_batch_cm_groups(151936, 64), ([4748, 1, 1], 4748));
+    assert_eq!(matvec_batch_cm_groups(3072, 8), ([96, 1, 1], 96));
+    assert_eq!(matvec_batch_cm_groups(1024, 8), ([64, 1, 1], 64));
+    assert_eq!(matvec_batch_cm_groups(2048, 65), ([64, 2, 1], 64));
+    assert_eq!(matvec_batch_cm_row_tiles(2064), 1);
 }
 
 /// On the matrix units (skipped with a note elsewhere, e.g. lavapipe: no cooperative

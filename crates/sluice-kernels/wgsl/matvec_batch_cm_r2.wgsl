@@ -7,6 +7,7 @@ enable wgpu_cooperative_matrix;
 @group(0) @binding(1) var<storage, read> xh: array<f16>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 var<immediate> pc: Push;
+const SG: u32 = 16u;
 const SILU: bool = false;
 const RT: u32 = 2u;
 // Never read (SILU is false): keeps one body for both kernels (workgroup memory, a valid

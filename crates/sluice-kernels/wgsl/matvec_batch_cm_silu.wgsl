@@ -8,5 +8,6 @@ enable wgpu_cooperative_matrix;
 @group(0) @binding(2) var<storage, read> xh: array<f16>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 var<immediate> pc: Push;
+const SG: u32 = 16u;
 const SILU: bool = true;
 const RT: u32 = 1u;

@@ -224,3 +224,78 @@ fn pool_and_slot_limits_are_errors() {
     runner.close(slots[0]);
     runner.reserve(slots[3], 13).unwrap();
 }
+
+/// A block-format model (llama.cpp's Q4_K_M mixture: q4_k and q6_k matrices) on the
+/// batched step: a sequence's logits are bit-identical alone and among others (decode
+/// rows take the single-token kernels, one workgroup column per row), and its logits
+/// follow the single-sequence decoder on the same weights (bound 5e-2 as for the int-dot
+/// kernels in e2e.rs: x quantized to int8 per 32 amplifies the f32 differences of the two
+/// attention kernels), greedy tokens on at least 7 of 8 steps.
+#[test]
+fn a_quantized_sequence_decodes_alone_batched_and_like_the_decoder() {
+    use sluice_llm::decode::Decoder;
+    use sluice_llm::quant_mix::{QuantKind, QuantRequest};
+    let d = coopmat_or_test_device();
+    let _guard = ValidationGuard::new(&d);
+    let name = "tiny-256";
+    let cfg = ModelConfig::synthetic(name).unwrap();
+    let quant = |paged: bool| {
+        let mut o = LoadOptions {
+            dtype: Some(QuantRequest {
+                kind: QuantKind::Q4KM,
+                tied_embeddings: cfg.tied_embeddings,
+            }),
+            ..LoadOptions::default()
+        };
+        o.gpu.prefill_chunk = 8;
+        o.gpu.context = if paged { 160 } else { 48 };
+        if paged {
+            o.gpu.paged = Some(PagedOptions {
+                max_rows: 4,
+                sequences: 4,
+                seq_context: 48,
+                block: 4,
+            });
+        }
+        open_model(&d, &format!("synthetic:{name}"), &o, |_, _| {}).unwrap()
+    };
+    let loaded = quant(true);
+    assert_eq!(loaded.dtype, "q4_k+q6_k");
+    let target = prompt(5, 9, cfg.vocab);
+    let others = vec![(0, prompt(6, 17, cfg.vocab)), (3, prompt(7, 3, cfg.vocab))];
+    let mut runner =
+        BatchRunner::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
+    let alone = run_with_others(&mut runner, &target, 8, &[]);
+    let batched = run_with_others(&mut runner, &target, 8, &others);
+    assert_eq!(alone.0, batched.0, "tokens alone vs batched");
+    assert!(
+        alone.1 == batched.1,
+        "logits alone vs batched differ in bits"
+    );
+    // The single-sequence decoder on the same quantized weights (contiguous KV cache).
+    let single = quant(false);
+    let decoder = Decoder::new(&single.model, Mode::Replay, GraphOptions::default()).unwrap();
+    let first = decoder.prefill(&target, 0).unwrap();
+    assert_eq!(first, alone.0[0], "first token after the prompt");
+    let (mut agree, mut worst) = (0, 0f32);
+    for (i, bits) in alone.1.iter().enumerate() {
+        // Teacher-forced with the batched run's tokens.
+        let token = decoder.step(alone.0[i], target.len() + i).unwrap();
+        let want = single.model.logits().unwrap();
+        let got: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
+        let err = rel_err(&got, &want);
+        assert!(
+            err < 5e-2,
+            "step {i}: relative logit error {err} vs the decoder"
+        );
+        worst = worst.max(err);
+        agree += (token == alone.0[i + 1]) as usize;
+    }
+    eprintln!(
+        "q4_k_m batched vs decoder: worst relative logit error {worst:.2e}, greedy {agree}/8"
+    );
+    assert!(
+        agree >= 7,
+        "greedy agreed with the decoder on {agree}/8 steps"
+    );
+}

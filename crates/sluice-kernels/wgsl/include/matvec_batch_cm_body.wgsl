@@ -2,11 +2,12 @@
 // y[t][r] = W[r] . xh_t for the n rows of a batched decode step on the matrix units, f16
 // weights. The activations come as f16 from act_f16 (RMSNorm already applied there), so
 // both operands load straight from memory and the K loop has no barrier. Each kernel file
-// declares its bindings, SILU and RT.
+// declares its bindings, SILU, RT and SG.
 //
-// A workgroup = SG = 16 subgroups of 32 covers RT x 16 rows (RT = 1 or 2 row tiles, a
-// per-kernel constant: the _r2 kernels for large matrices reuse every activation tile
-// for two weight tiles) and up to TT = 64 tokens (NT = 4 tiles of 16). Subgroup s takes
+// A workgroup = SG subgroups of 32 (16; 8 for the gated _r2, whose accumulators are twice
+// as many) covers RT x 16 rows (RT = 1 or 2 row tiles, a per-kernel constant: the _r2
+// kernels for large matrices reuse every activation tile for two weight tiles) and up to
+// TT = 64 tokens (NT = 4 tiles of 16). Subgroup s takes
 // a contiguous run of the K steps of 16 (a split that depends on K alone), two steps per
 // iteration: B = the 16 x 16 weight block loaded column-major from W (B[k][n] =
 // W[r0 + n][k0 + k]), A = the token tile loaded row-major from xh. The SG partial tiles
@@ -23,12 +24,11 @@
 // 65535: continued along z with `row_groups_x`).
 struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, accumulate: u32, row_groups_x: u32 }
 
-const SG: u32 = 16u;
 const TT: u32 = 64u;
 
-var<workgroup> cs: array<f32, 4096>; // SG x 16 x 16 parked partial tiles
+var<workgroup> cs: array<f32, SG * 256u>; // SG x 16 x 16 parked partial tiles
 // The same for the second matrix (SILU). Full size in both variants.
-var<workgroup> csb: array<f32, 4096>;
+var<workgroup> csb: array<f32, SG * 256u>;
 
 // Sums the SG parked partial tiles (element li < 256: token li / 16, row li % 16) in
 // subgroup order and writes them for tokens t0.. and rows r0...
@@ -55,7 +55,7 @@ fn emit(li: u32, r0: u32, t0: u32) {
     }
 }
 
-@compute @workgroup_size(512)
+@compute @workgroup_size(SG * 32u)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
     let r0 = (wg.x + wg.z * pc.row_groups_x) * 16u * RT;

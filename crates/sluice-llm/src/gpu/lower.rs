@@ -225,8 +225,10 @@ impl GpuModel {
                 };
                 return enc.dispatch(&self.device.pipeline(desc)?, lay.groups, &bindings, &push);
             }
-        }
-        if let Some(t) = tokens.filter(|t| t.n > 1 || t.matmul) {
+            // Block formats: the decode kernels with one workgroup column per row of the
+            // batch (the `*_tokens` family), so each row reduces exactly as a single
+            // token does, whatever the row count.
+        } else if let Some(t) = tokens.filter(|t| t.n > 1 || t.matmul) {
             return self.matmul(enc, family, m, &bindings, accumulate, t);
         }
         let stem = match (family, tokens.is_some()) {
@@ -324,7 +326,7 @@ impl GpuModel {
         )?;
         for &(m, row) in parts {
             let desc = k::matvec_batch_cm(up.is_some(), m.rows);
-            let (groups, gx) = k::matvec_batch_cm_groups(up.is_some(), m.rows, t.n);
+            let (groups, gx) = k::matvec_batch_cm_groups(m.rows, t.n);
             let mut bindings = vec![m.buffer.slice(..)];
             bindings.extend(up.map(|u| u.buffer.slice(..)));
             bindings.push(xh.slice(0..h_bytes));

@@ -289,9 +289,9 @@ pub fn matvec_batch_cm_fits(dtype: WeightDtype, rows: u32, cols: u32) -> bool {
 }
 
 /// Row tiles of 16 per workgroup of [`matvec_batch_cm`] for a `rows`-row matrix (plain or
-/// gated): 2 for matrices of at least 2048 rows (an activation tile then
-/// serves two weight tiles), else 1 (enough workgroups for small matrices). Fixed per
-/// matrix, so a row's reduction order never depends on the batch.
+/// gated): 2 for matrices of at least 2048 rows (an activation tile then serves two weight
+/// tiles), else 1 (enough workgroups for small matrices). Fixed per matrix, so a row's
+/// reduction order never depends on the batch.
 pub fn matvec_batch_cm_row_tiles(rows: u32) -> u32 {
     if rows >= 2048 && rows.is_multiple_of(32) {
         2

@@ -1,4 +1,5 @@
-// The cooperative-matrix batched-decode matvec (matvec_batch_cm, _r2, matvec_batch_cm_silu):
+// The cooperative-matrix batched-decode matvec (matvec_batch_cm, matvec_batch_cm_silu and
+// their _r2 forms):
 // y[t][r] = W[r] . xh_t for the n rows of a batched decode step on the matrix units, f16
 // weights. The activations come as f16 from act_f16 (RMSNorm already applied there), so
 // both operands load straight from memory and the K loop has no barrier. Each kernel file
@@ -7,9 +8,8 @@
 // A workgroup = SG subgroups of 32 (16; 8 for the gated _r2, whose accumulators are twice
 // as many) covers RT x 16 rows (RT = 1 or 2 row tiles, a per-kernel constant: the _r2
 // kernels for large matrices reuse every activation tile for two weight tiles) and up to
-// TT = 64 tokens (NT = 4 tiles of 16). Subgroup s takes
-// a contiguous run of the K steps of 16 (a split that depends on K alone), two steps per
-// iteration: B = the 16 x 16 weight block loaded column-major from W (B[k][n] =
+// TT = 64 tokens (NT = 4 tiles of 16). Subgroup s takes a contiguous run of the K steps
+// of 16 (a split that depends on K alone), two steps per iteration: B = the 16 x 16 weight block loaded column-major from W (B[k][n] =
 // W[r0 + n][k0 + k]), A = the token tile loaded row-major from xh. The SG partial tiles
 // are then summed through shared memory in subgroup order, one (token tile, row tile) at
 // a time, with the epilogue (SiLU(gate) * up, or residual add). Many subgroups per row

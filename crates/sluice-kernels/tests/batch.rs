@@ -13,6 +13,11 @@ use common::*;
 
 const NMSE_MAX: f64 = 1e-6;
 
+/// Whether two results are equal bit for bit (batch invariance).
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
 /// A pool of `blocks` blocks handed out in a scrambled order to `seqs` slots.
 fn scattered_table(seqs: u32, max_blocks: u32, blocks: u32) -> Vec<u32> {
     let mut ids: Vec<u32> = (0..blocks).collect();
@@ -130,10 +135,7 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
             let qr = &q[r * p.q_stride as usize..(r + 1) * p.q_stride as usize];
             let alone = run_attention(&d, &p, &[row], &table, qr, &kc, &vc);
             let at = r * p.o_stride as usize;
-            let same = alone[..n]
-                .iter()
-                .zip(&got[at..at + n])
-                .all(|(a, b)| a.to_bits() == b.to_bits());
+            let same = same_bits(&alone[..n], &got[at..at + n]);
             assert!(same, "{what}: row {r} differs alone vs batched");
         }
     }
@@ -415,10 +417,7 @@ fn matvec_batch_matches_reference_and_each_token_alone() {
                     &nbuf,
                     &y0[k * ys..(k + 1) * ys],
                 );
-                let same = alone[..r]
-                    .iter()
-                    .zip(&got[k * ys..k * ys + r])
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                let same = same_bits(&alone[..r], &got[k * ys..k * ys + r]);
                 assert!(same, "{what}: token {k} differs alone vs batched");
             }
         }
@@ -651,10 +650,7 @@ fn matvec_batch_cm_matches_reference_and_each_token_alone() {
                     &nbuf,
                     &y0[k * ys..(k + 1) * ys],
                 );
-                let same = alone[..r]
-                    .iter()
-                    .zip(&got[k * ys..k * ys + r])
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                let same = same_bits(&alone[..r], &got[k * ys..k * ys + r]);
                 if !same {
                     failures.push(format!("{what}: token {k} differs alone vs batched"));
                 }

@@ -258,124 +258,44 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
     }
-    // Each (token tile, row tile): park every subgroup's partial (naga 30.0.1 needs the
-    // stored value and the pointer bound to lets), then sum and write.
-    workgroupBarrier();
-    {
-        let v = c00;
-        let p = &cs[slot];
-        coopStoreT(v, p, 16u);
-        if (SILU) {
-            let vb = d00;
-            let pb = &csb[slot];
-            coopStoreT(vb, pb, 16u);
-        }
-    }
-    workgroupBarrier();
-    emit(li, r0 + 0u, t0 + 0u);
+    // Each (token tile, row tile): park every subgroup's partial, then sum and write.
+    finish(li, slot, r0, t0 + 0u, c00, d00);
     if (RT > 1u) {
-        workgroupBarrier();
-        {
-            let v = c01;
-            let p = &cs[slot];
-            coopStoreT(v, p, 16u);
-            if (SILU) {
-                let vb = d01;
-                let pb = &csb[slot];
-                coopStoreT(vb, pb, 16u);
-            }
-        }
-        workgroupBarrier();
-        emit(li, r0 + 16u, t0 + 0u);
+        finish(li, slot, r0 + 16u, t0 + 0u, c01, d01);
     }
     if (nt > 1u) {
-        workgroupBarrier();
-        {
-            let v = c10;
-            let p = &cs[slot];
-            coopStoreT(v, p, 16u);
-            if (SILU) {
-                let vb = d10;
-                let pb = &csb[slot];
-                coopStoreT(vb, pb, 16u);
-            }
-        }
-        workgroupBarrier();
-        emit(li, r0 + 0u, t0 + 16u);
+        finish(li, slot, r0, t0 + 16u, c10, d10);
         if (RT > 1u) {
-            workgroupBarrier();
-            {
-                let v = c11;
-                let p = &cs[slot];
-                coopStoreT(v, p, 16u);
-                if (SILU) {
-                    let vb = d11;
-                    let pb = &csb[slot];
-                    coopStoreT(vb, pb, 16u);
-                }
-            }
-            workgroupBarrier();
-            emit(li, r0 + 16u, t0 + 16u);
+            finish(li, slot, r0 + 16u, t0 + 16u, c11, d11);
         }
     }
     if (nt > 2u) {
-        workgroupBarrier();
-        {
-            let v = c20;
-            let p = &cs[slot];
-            coopStoreT(v, p, 16u);
-            if (SILU) {
-                let vb = d20;
-                let pb = &csb[slot];
-                coopStoreT(vb, pb, 16u);
-            }
-        }
-        workgroupBarrier();
-        emit(li, r0 + 0u, t0 + 32u);
+        finish(li, slot, r0, t0 + 32u, c20, d20);
         if (RT > 1u) {
-            workgroupBarrier();
-            {
-                let v = c21;
-                let p = &cs[slot];
-                coopStoreT(v, p, 16u);
-                if (SILU) {
-                    let vb = d21;
-                    let pb = &csb[slot];
-                    coopStoreT(vb, pb, 16u);
-                }
-            }
-            workgroupBarrier();
-            emit(li, r0 + 16u, t0 + 32u);
+            finish(li, slot, r0 + 16u, t0 + 32u, c21, d21);
         }
     }
     if (nt > 3u) {
-        workgroupBarrier();
-        {
-            let v = c30;
-            let p = &cs[slot];
-            coopStoreT(v, p, 16u);
-            if (SILU) {
-                let vb = d30;
-                let pb = &csb[slot];
-                coopStoreT(vb, pb, 16u);
-            }
-        }
-        workgroupBarrier();
-        emit(li, r0 + 0u, t0 + 48u);
+        finish(li, slot, r0, t0 + 48u, c30, d30);
         if (RT > 1u) {
-            workgroupBarrier();
-            {
-                let v = c31;
-                let p = &cs[slot];
-                coopStoreT(v, p, 16u);
-                if (SILU) {
-                    let vb = d31;
-                    let pb = &csb[slot];
-                    coopStoreT(vb, pb, 16u);
-                }
-            }
-            workgroupBarrier();
-            emit(li, r0 + 16u, t0 + 48u);
+            finish(li, slot, r0 + 16u, t0 + 48u, c31, d31);
         }
     }
+}
+
+// Parks this subgroup's partial tile c (d: the second matrix's, SILU) in its slot, then
+// sums the SG slots and writes tokens t0.. x rows r0... Every invocation calls it (it
+// holds barriers). naga 30.0.1 needs the stored value and the pointer bound to lets.
+fn finish(li: u32, slot: u32, r0: u32, t0: u32, c: coop_mat16x16<f32, C>, d: coop_mat16x16<f32, C>) {
+    workgroupBarrier(); // the slots' previous tile summed
+    let v = c;
+    let p = &cs[slot];
+    coopStoreT(v, p, 16u);
+    if (SILU) {
+        let vb = d;
+        let pb = &csb[slot];
+        coopStoreT(vb, pb, 16u);
+    }
+    workgroupBarrier();
+    emit(li, r0, t0);
 }

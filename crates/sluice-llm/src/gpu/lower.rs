@@ -432,7 +432,7 @@ impl GpuModel {
                 return self.batch_cm(enc, t, x, norm, xh, &parts, up, (yb, ys), l.accumulate);
             }
         }
-        let Some(upw) = l.up else {
+        let Some(up) = up else {
             let family = if norm.is_some() {
                 Family::Norm
             } else {
@@ -445,7 +445,6 @@ impl GpuModel {
             return Ok(());
         };
         let gate = parts[0].0;
-        let up = up.unwrap_or_else(|| self.matrices(upw)[0].0);
         if self.options.fuse_gate_up && gate.dtype == up.dtype {
             let family = if norm.is_some() {
                 Family::SiluNorm

@@ -477,8 +477,10 @@ fn batch_bench(d: &Device, reps: u32) {
             let mut line =
                 format!("{name:<10} {rows:>5}x{cols:<5} t{tokens:<3} act_f16 {act_us:>7.2} us");
             if cm {
-                let k = d.pipeline(matvec_batch_cm(false, rows)).unwrap();
-                let (groups, gx) = matvec_batch_cm_groups(rows, tokens);
+                let k = d
+                    .pipeline(matvec_batch_cm(WeightDtype::F16, false, rows).unwrap())
+                    .unwrap();
+                let (groups, gx) = matvec_batch_cm_groups(WeightDtype::F16, rows, tokens);
                 let push = MatvecBatchCmPush {
                     rows,
                     cols,
@@ -495,6 +497,41 @@ fn batch_bench(d: &Device, reps: u32) {
                         .unwrap();
                 });
                 line += &format!(" | cm {us:>7.2} us {:>5.0} GB/s", wbytes as f64 / us / 1e3);
+            }
+            // Block formats on the matrix units (weights decoded into shared memory).
+            for dt in [WeightDtype::Q4K, WeightDtype::Q6K]
+                .into_iter()
+                .filter(|_| cm)
+            {
+                let qbytes = gpu_matrix_bytes(dt, rows as u64, cols as u64).unwrap();
+                let qcopies = budget.div_ceil(qbytes).clamp(2, 64);
+                let qs: Vec<Buffer> = (0..qcopies)
+                    .map(|_| buffer(d, "wq", qbytes, ResourceClass::ReadOnlyWeight))
+                    .collect();
+                let k = d
+                    .pipeline(matvec_batch_cm(dt, false, rows).unwrap())
+                    .unwrap();
+                let (groups, gx) = matvec_batch_cm_groups(dt, rows, tokens);
+                let push = MatvecBatchCmPush {
+                    rows,
+                    cols,
+                    w_stride: matvec_batch_cm_w_stride(dt, cols),
+                    tokens,
+                    x_stride: cols,
+                    y_stride: rows,
+                    accumulate: 0,
+                    row_groups_x: gx,
+                };
+                let us = time(d, reps, |enc, i| {
+                    let w = &qs[(i as u64 % qcopies) as usize];
+                    enc.dispatch(&k, groups, &[w.slice(..), xh.slice(..), y.slice(..)], &push)
+                        .unwrap();
+                });
+                line += &format!(
+                    " | cmq {} {us:>7.2} us {:>5.0} GB/s",
+                    dt.name(),
+                    qbytes as f64 / us / 1e3
+                );
             }
             if cm {
                 let k = d

@@ -261,7 +261,8 @@ pub struct MatvecBatchCmPush {
     pub rows: u32,
     /// Input columns (a multiple of 16).
     pub cols: u32,
-    /// Halves between consecutive weight rows.
+    /// Weight row stride: halves (f16) or 16-byte vec4s (block formats), see
+    /// [`matvec_batch_cm_w_stride`].
     pub w_stride: u32,
     /// Tokens (rows of the batch).
     pub tokens: u32,
@@ -282,40 +283,76 @@ const _: () = assert!(
 pub const MATVEC_BATCH_CM_TOKENS: u32 = 64;
 
 /// Whether the cooperative-matrix batched matvec takes a `rows` x `cols` matrix of
-/// `dtype`: f16 weights, both sizes multiples of 16 (rows then packed without padding);
-/// a matrix that does not fit uses [`matvec_batch`] or the matmul family.
+/// `dtype`: rows a multiple of 16 (packed without padding) and f16 weights with cols a
+/// multiple of 16, or a block format (decoded into shared memory,
+/// `wgsl/include/matvec_batch_cmq_body.wgsl`) with whole blocks and cols a multiple of
+/// 32. A matrix that does not fit uses [`matvec_batch`], the `*_tokens` matvecs or the
+/// matmul family.
 pub fn matvec_batch_cm_fits(dtype: WeightDtype, rows: u32, cols: u32) -> bool {
-    dtype == WeightDtype::F16 && rows.is_multiple_of(16) && cols.is_multiple_of(16) && rows > 0
+    let cols_ok = match dtype {
+        WeightDtype::F16 => cols.is_multiple_of(16),
+        d if d.is_quantized() => {
+            crate::variant("matvec_batch_cmq", d.name()).is_some()
+                && cols.is_multiple_of(d.block_elems() as u32)
+                && cols.is_multiple_of(32)
+        }
+        _ => false,
+    };
+    cols_ok && rows.is_multiple_of(16) && rows > 0 && cols > 0
 }
 
-/// Row tiles of 16 per workgroup of [`matvec_batch_cm`] for a `rows`-row matrix (plain or
-/// gated): 2 for matrices of at least 2048 rows (an activation tile then serves two weight
-/// tiles), else 1 (enough workgroups for small matrices). Fixed per matrix, so a row's
-/// reduction order never depends on the batch.
-pub fn matvec_batch_cm_row_tiles(rows: u32) -> u32 {
-    if rows >= 2048 && rows.is_multiple_of(32) {
+/// Row tiles of 16 per workgroup of [`matvec_batch_cm`] for a `rows`-row `dtype` matrix
+/// (plain or gated): 2 for f16 matrices of at least 2048 rows (an activation tile then
+/// serves two weight tiles), else 1 (enough workgroups for small matrices; block formats
+/// always). Fixed per matrix, so a row's reduction order never depends on the batch.
+pub fn matvec_batch_cm_row_tiles(dtype: WeightDtype, rows: u32) -> u32 {
+    if dtype == WeightDtype::F16 && rows >= 2048 && rows.is_multiple_of(32) {
         2
     } else {
         1
     }
 }
 
-/// The cooperative-matrix batched matvec for a `rows`-row matrix (`silu`: gate/up +
-/// SiLU·mul). Bindings: `w`, [`w_b`], `xh` (f16 activations), `y`. Only where
-/// `DeviceInfo::coopmat_f16_16x16`.
-pub fn matvec_batch_cm(silu: bool, rows: u32) -> &'static KernelDesc {
-    match (silu, matvec_batch_cm_row_tiles(rows)) {
+/// The cooperative-matrix batched matvec for a `rows`-row `dtype` matrix (`silu`: the
+/// gated gate/up with SiLU·mul, both matrices of `dtype`); None where
+/// [`matvec_batch_cm_fits`] does not hold for any columns. Bindings: `w`, [`w_b`], `xh`
+/// (f16 activations), `y`. Only where `DeviceInfo::coopmat_f16_16x16`.
+pub fn matvec_batch_cm(dtype: WeightDtype, silu: bool, rows: u32) -> Option<&'static KernelDesc> {
+    if dtype.is_quantized() {
+        let stem = if silu {
+            "matvec_batch_cmq_silu"
+        } else {
+            "matvec_batch_cmq"
+        };
+        return crate::variant(stem, dtype.name());
+    }
+    if dtype != WeightDtype::F16 {
+        return None;
+    }
+    Some(match (silu, matvec_batch_cm_row_tiles(dtype, rows)) {
         (true, 2) => &crate::MATVEC_BATCH_CM_SILU_R2,
         (true, _) => &crate::MATVEC_BATCH_CM_SILU,
         (false, 2) => &crate::MATVEC_BATCH_CM_R2,
         _ => &crate::MATVEC_BATCH_CM,
+    })
+}
+
+/// The push field `w_stride` of [`matvec_batch_cm`] for rows of `cols` `dtype` elements:
+/// halves for f16, 16-byte vec4s of the GPU layout for block formats.
+pub fn matvec_batch_cm_w_stride(dtype: WeightDtype, cols: u32) -> u32 {
+    if dtype.is_quantized() {
+        crate::row_stride_field(dtype, cols)
+    } else {
+        crate::stride8(cols) * 8
     }
 }
 
-/// Dispatch size and push field `row_groups_x` of [`matvec_batch_cm`] for `rows` x
-/// `tokens`.
-pub fn matvec_batch_cm_groups(rows: u32, tokens: u32) -> ([u32; 3], u32) {
-    let groups = rows.div_ceil(16 * matvec_batch_cm_row_tiles(rows)).max(1);
+/// Dispatch size and push field `row_groups_x` of [`matvec_batch_cm`] for a `rows`-row
+/// `dtype` matrix and `tokens`.
+pub fn matvec_batch_cm_groups(dtype: WeightDtype, rows: u32, tokens: u32) -> ([u32; 3], u32) {
+    let groups = rows
+        .div_ceil(16 * matvec_batch_cm_row_tiles(dtype, rows))
+        .max(1);
     let gx = groups.min(65535);
     (
         [

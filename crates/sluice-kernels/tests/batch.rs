@@ -429,6 +429,7 @@ fn matvec_batch_matches_reference_and_each_token_alone() {
 #[allow(clippy::too_many_arguments)]
 fn run_matvec_batch_cm(
     d: &Device,
+    dt: WeightDtype,
     variant: MatmulVariant,
     p: &MatmulPush,
     w: &Buffer,
@@ -448,9 +449,9 @@ fn run_matvec_batch_cm(
     );
     let act = d.pipeline(&ACT_F16).unwrap();
     let mm = d
-        .pipeline(matvec_batch_cm(variant.has_silu(), p.rows))
+        .pipeline(matvec_batch_cm(dt, variant.has_silu(), p.rows).unwrap())
         .unwrap();
-    let (groups, gx) = matvec_batch_cm_groups(p.rows, p.tokens);
+    let (groups, gx) = matvec_batch_cm_groups(dt, p.rows, p.tokens);
     let mut enc = d.encoder().unwrap();
     enc.dispatch(
         &act,
@@ -475,7 +476,7 @@ fn run_matvec_batch_cm(
     let push = MatvecBatchCmPush {
         rows: p.rows,
         cols: p.cols,
-        w_stride: p.stride8 * 8,
+        w_stride: matvec_batch_cm_w_stride(dt, p.cols),
         tokens: p.tokens,
         x_stride: p.cols,
         y_stride: p.y_stride,
@@ -563,17 +564,34 @@ fn act_f16_matches_reference_and_pads_with_zeros() {
 }
 
 #[test]
-fn matvec_batch_cm_fits_only_f16_tiles() {
+fn matvec_batch_cm_fits_f16_and_block_tiles() {
     assert!(matvec_batch_cm_fits(WeightDtype::F16, 1024, 3072));
     assert!(!matvec_batch_cm_fits(WeightDtype::F16, 1000, 3072));
     assert!(!matvec_batch_cm_fits(WeightDtype::F16, 1024, 200));
     assert!(!matvec_batch_cm_fits(WeightDtype::Bf16, 1024, 3072));
-    assert!(!matvec_batch_cm_fits(WeightDtype::Q4K, 1024, 3072));
-    assert_eq!(matvec_batch_cm_groups(151936, 64), ([4748, 1, 1], 4748));
-    assert_eq!(matvec_batch_cm_groups(3072, 8), ([96, 1, 1], 96));
-    assert_eq!(matvec_batch_cm_groups(1024, 8), ([64, 1, 1], 64));
-    assert_eq!(matvec_batch_cm_groups(2048, 65), ([64, 2, 1], 64));
-    assert_eq!(matvec_batch_cm_row_tiles(2064), 1);
+    assert!(!matvec_batch_cm_fits(WeightDtype::F32, 1024, 3072));
+    for dt in sluice_kernels::quant::QUANT_DTYPES {
+        let block = dt.block_elems() as u32;
+        assert!(matvec_batch_cm_fits(dt, 1024, 3072), "{dt:?}");
+        assert!(!matvec_batch_cm_fits(dt, 1000, 3072), "{dt:?}");
+        assert!(!matvec_batch_cm_fits(dt, 1024, 3072 + block / 2), "{dt:?}");
+        assert!(matvec_batch_cm(dt, false, 1024).is_some());
+        assert!(matvec_batch_cm(dt, true, 1024).is_some());
+        assert_eq!(matvec_batch_cm_row_tiles(dt, 4096), 1);
+        assert_eq!(matvec_batch_cm_groups(dt, 4096, 8), ([256, 1, 1], 256));
+        assert_eq!(
+            matvec_batch_cm_w_stride(dt, 3072),
+            row_stride_field(dt, 3072)
+        );
+    }
+    assert!(matvec_batch_cm(WeightDtype::Bf16, false, 1024).is_none());
+    let f = WeightDtype::F16;
+    assert_eq!(matvec_batch_cm_w_stride(f, 3072), 3072);
+    assert_eq!(matvec_batch_cm_groups(f, 151936, 64), ([4748, 1, 1], 4748));
+    assert_eq!(matvec_batch_cm_groups(f, 3072, 8), ([96, 1, 1], 96));
+    assert_eq!(matvec_batch_cm_groups(f, 1024, 8), ([64, 1, 1], 64));
+    assert_eq!(matvec_batch_cm_groups(f, 2048, 65), ([64, 2, 1], 64));
+    assert_eq!(matvec_batch_cm_row_tiles(f, 2064), 1);
 }
 
 /// On the matrix units (skipped with a note elsewhere, e.g. lavapipe: no cooperative
@@ -587,17 +605,55 @@ fn matvec_batch_cm_matches_reference_and_each_token_alone() {
         eprintln!("{}: no cooperative matrices; skipped", d.info().name);
         return;
     }
-    let mut rng = Rng::new(78);
-    let dt = WeightDtype::F16;
+    let shapes = [
+        (96u32, 256u32, 1u32),
+        (2080, 64, 3),
+        (64, 1040, 5),
+        (32, 512, 64),
+        (32, 272, 70),
+    ];
+    let failures = check_batch_cm(&d, WeightDtype::F16, &shapes, 78);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The block formats on the matrix units (weights decoded into shared memory as f16), as
+/// the f16 test: vs the CPU reference on the dequantized weights rounded to f16, each
+/// token alone bit-identical. Shapes: one K step per subgroup and subgroups with none
+/// (96 columns of 32-element blocks), several steps per subgroup, 2 and 5 token tiles.
+#[test]
+fn matvec_batch_cm_block_formats_match_reference_and_each_token_alone() {
+    let d = Device::new(sluice::Options::default()).expect("a Vulkan device");
+    if !coopmat_self_test(&d).unwrap() {
+        eprintln!("{}: no cooperative matrices; skipped", d.info().name);
+        return;
+    }
+    let mut failures = Vec::new();
+    for (i, dt) in sluice_kernels::quant::QUANT_DTYPES.into_iter().enumerate() {
+        let k = if dt.block_elems() == 256 { 256 } else { 32 };
+        let shapes = [
+            (96u32, 3 * k, 1u32),
+            (2080, k, 3),
+            (64, 5 * k.max(256), 5),
+            (32, 2 * k, 64),
+            (32, k, 70),
+        ];
+        failures.extend(check_batch_cm(&d, dt, &shapes, 90 + i as u64));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every variant of the cooperative-matrix batched matvec for `dt` at `shapes` (rows,
+/// cols, tokens): the failures (NMSE above 1e-5, a token alone not bit-identical).
+fn check_batch_cm(
+    d: &Device,
+    dt: WeightDtype,
+    shapes: &[(u32, u32, u32)],
+    seed: u64,
+) -> Vec<String> {
+    let mut rng = Rng::new(seed);
     let mut failures = Vec::new();
     for (vi, &variant) in MatmulVariant::ALL.iter().enumerate() {
-        for (rows, cols, tokens) in [
-            (96u32, 256u32, 1u32),
-            (2080, 64, 3),
-            (64, 1040, 5),
-            (32, 512, 64),
-            (32, 272, 70),
-        ] {
+        for &(rows, cols, tokens) in shapes {
             let (r, c) = (rows as usize, cols as usize);
             let s8 = stride8(cols);
             let x_stride = cols + 4 * (vi as u32 + 1);
@@ -617,12 +673,21 @@ fn matvec_batch_cm_matches_reference_and_each_token_alone() {
             let x = rng.vec(tokens as usize * x_stride as usize, 2.0);
             let y0 = rng.vec(tokens as usize * p.y_stride as usize, 1.0);
             let (wbuf, wbbuf) = (
-                weight_buffer(&d, dt, r, c, &w),
-                weight_buffer(&d, dt, r, c, &wb),
+                weight_buffer(d, dt, r, c, &w),
+                weight_buffer(d, dt, r, c, &wb),
             );
-            let nbuf = f32_buffer(&d, "norm_w", &nw, ResourceClass::ReadOnlyWeight);
-            let got = run_matvec_batch_cm(&d, variant, &p, &wbuf, &wbbuf, &x, &nbuf, &y0);
-            let round = |v: &[f32]| v.iter().map(|&a| round_to(dt, a)).collect::<Vec<f32>>();
+            let nbuf = f32_buffer(d, "norm_w", &nw, ResourceClass::ReadOnlyWeight);
+            let got = run_matvec_batch_cm(d, dt, variant, &p, &wbuf, &wbbuf, &x, &nbuf, &y0);
+            // What the kernel multiplies: the decoded weights as f16.
+            let round = |v: &[f32]| {
+                let deq = if dt.is_quantized() {
+                    dequantize(dt, r, c, &quantize(dt, r, c, v))
+                } else {
+                    v.to_vec()
+                };
+                let f16 = WeightDtype::F16;
+                deq.iter().map(|&a| round_to(f16, a)).collect::<Vec<f32>>()
+            };
             let want = matmul_cpu(
                 variant,
                 &p,
@@ -632,7 +697,10 @@ fn matvec_batch_cm_matches_reference_and_each_token_alone() {
                 &x,
                 &y0,
             );
-            let what = format!("matvec_batch_cm {variant:?} {rows}x{cols} tokens {tokens}");
+            let what = format!(
+                "matvec_batch_cm {} {variant:?} {rows}x{cols} tokens {tokens}",
+                dt.name()
+            );
             let e = nmse(&got, &want);
             println!("{what}: NMSE {e:e}");
             if e > 1e-5 {
@@ -641,7 +709,8 @@ fn matvec_batch_cm_matches_reference_and_each_token_alone() {
             for k in [0, tokens as usize / 2, tokens as usize - 1] {
                 let (xs, ys) = (x_stride as usize, p.y_stride as usize);
                 let alone = run_matvec_batch_cm(
-                    &d,
+                    d,
+                    dt,
                     variant,
                     &MatmulPush { tokens: 1, ..p },
                     &wbuf,
@@ -657,5 +726,5 @@ fn matvec_batch_cm_matches_reference_and_each_token_alone() {
             }
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    failures
 }

@@ -1,4 +1,5 @@
 //! include: matvec_batch_cm_body
+//! include: matvec_batch_cm_epilogue
 enable f16;
 enable wgpu_cooperative_matrix;
 // matvec_batch_cm with two row tiles per workgroup (for large matrices: every activation

@@ -1,4 +1,5 @@
 //! include: matvec_batch_cm_body
+//! include: matvec_batch_cm_epilogue
 enable f16;
 enable wgpu_cooperative_matrix;
 // Cooperative-matrix batched-decode gate/up: y[t, r] = SiLU(W[r] . xh[t]) * (W_b[r] .

@@ -9,7 +9,7 @@ use sluice::Device;
 use sluice_llm::batch::BatchRunner;
 use sluice_llm::config::ModelConfig;
 use sluice_llm::decode::Mode;
-use sluice_llm::gpu::{BatchRow, PagedOptions};
+use sluice_llm::gpu::{BatchRow, PagedOptions, BLOCK_MATRIX_UNITS_MIN_SEQUENCES};
 use sluice_llm::load::{open_model, LoadOptions, Loaded};
 use sluice_llm::reference::CpuModel;
 use sluice_llm::safetensors::DType;
@@ -226,8 +226,11 @@ fn pool_and_slot_limits_are_errors() {
 }
 
 /// A block-format model (llama.cpp's Q4_K_M mixture: q4_k and q6_k matrices) on the
-/// batched step: a sequence's logits are bit-identical alone and among others (decode
-/// rows take the single-token kernels, one workgroup column per row), and its logits
+/// batched step, in an engine of 4 sequence slots (decode rows on the single-token
+/// kernels, one workgroup column per row) and of 32 (where the device has matrix units:
+/// the weights decoded into shared memory for the cooperative-matrix matvec,
+/// `BLOCK_MATRIX_UNITS_MIN_SEQUENCES`): a sequence's logits are bit-identical alone and
+/// among others, and its logits
 /// follow the single-sequence decoder on the same weights (bound 5e-2 as for the int-dot
 /// kernels in e2e.rs: x quantized to int8 per 32 amplifies the f32 differences of the two
 /// attention kernels), greedy tokens on at least 7 of 9.
@@ -239,7 +242,7 @@ fn a_quantized_sequence_decodes_alone_batched_and_like_the_decoder() {
     let _guard = ValidationGuard::new(&d);
     let name = "tiny-256";
     let cfg = ModelConfig::synthetic(name).unwrap();
-    let quant = |paged: bool| {
+    let quant = |paged: Option<usize>| {
         let mut o = LoadOptions {
             dtype: Some(QuantRequest {
                 kind: QuantKind::Q4KM,
@@ -248,18 +251,33 @@ fn a_quantized_sequence_decodes_alone_batched_and_like_the_decoder() {
             ..LoadOptions::default()
         };
         o.gpu.prefill_chunk = 8;
-        o.gpu.context = if paged { 160 } else { 48 };
-        if paged {
+        o.gpu.context = if paged.is_some() { 160 } else { 48 };
+        if let Some(sequences) = paged {
             o.gpu.paged = Some(PagedOptions {
                 max_rows: 4,
-                sequences: 4,
+                sequences,
                 seq_context: 48,
                 block: 4,
             });
         }
         open_model(&d, &format!("synthetic:{name}"), &o, |_, _| {}).unwrap()
     };
-    let loaded = quant(true);
+    // The single-sequence decoder on the same quantized weights (contiguous KV cache).
+    let single = quant(None);
+    let decoder = Decoder::new(&single.model, Mode::Replay, GraphOptions::default()).unwrap();
+    for sequences in [4, BLOCK_MATRIX_UNITS_MIN_SEQUENCES] {
+        quantized_batch_check(&quant(Some(sequences)), &cfg, &single, &decoder, sequences);
+    }
+}
+
+/// One engine of [`a_quantized_sequence_decodes_alone_batched_and_like_the_decoder`].
+fn quantized_batch_check(
+    loaded: &Loaded,
+    cfg: &ModelConfig,
+    single: &Loaded,
+    decoder: &sluice_llm::decode::Decoder,
+    sequences: usize,
+) {
     assert_eq!(loaded.dtype, "q4_k+q6_k");
     let target = prompt(5, 9, cfg.vocab);
     let others = vec![(0, prompt(6, 17, cfg.vocab)), (3, prompt(7, 3, cfg.vocab))];
@@ -272,9 +290,6 @@ fn a_quantized_sequence_decodes_alone_batched_and_like_the_decoder() {
         alone.1 == batched.1,
         "logits alone vs batched differ in bits"
     );
-    // The single-sequence decoder on the same quantized weights (contiguous KV cache).
-    let single = quant(false);
-    let decoder = Decoder::new(&single.model, Mode::Replay, GraphOptions::default()).unwrap();
     // The prompt's last token: the decoder takes its matvec there, the batched prompt chunk
     // the matmul family (f16 activations on matrix units), so the first token only counts
     // toward the agreement.
@@ -294,7 +309,7 @@ fn a_quantized_sequence_decodes_alone_batched_and_like_the_decoder() {
         agree += (token == alone.0[i + 1]) as usize;
     }
     eprintln!(
-        "q4_k_m batched vs decoder: worst relative logit error {worst:.2e}, greedy {agree}/9"
+        "q4_k_m batched ({sequences} slots) vs decoder: worst relative logit error {worst:.2e}, greedy {agree}/9"
     );
     assert!(
         agree >= 7,

@@ -17,13 +17,15 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
     return s * whalf(sel, rb, nb * 16u + 2u * u);
 }
 
-fn q_elem(rb: u32, nb: u32, e: u32) -> f32 {
-    let b = e / 32u;
-    let j = e % 32u;
-    let w = wword(false, rb, b * 16u + ((j % 16u) & ~3u));
-    var q = lo4(w);
-    if (j >= 16u) {
-        q = hi4(w);
+// Elements 8 * c8 .. + 7 of the row: low nibbles of 8 bytes for the first half of a
+// block, high nibbles for the second.
+fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
+    let b = c8 / 4u;
+    let v = wraw(sel, rb + b);
+    let o = 2u * (c8 % 2u);
+    let d = whalf(sel, rb, nb * 16u + 2u * b);
+    if (c8 % 4u >= 2u) {
+        return W8(hi4b(v[o], 8.0) * d, hi4b(v[o + 1u], 8.0) * d);
     }
-    return (q[j & 3u] - 8.0) * whalf(false, rb, nb * 16u + 2u * b);
+    return W8(lo4b(v[o], 8.0) * d, lo4b(v[o + 1u], 8.0) * d);
 }

@@ -20,14 +20,17 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
     return s * dm.x + dot(sx, vec4<f32>(1.0)) * dm.y;
 }
 
-fn q_elem(rb: u32, nb: u32, e: u32) -> f32 {
-    let b = e / 32u;
-    let j = e % 32u;
-    let w = wword(false, rb, b * 16u + ((j % 16u) & ~3u));
-    var q = lo4(w);
-    if (j >= 16u) {
-        q = hi4(w);
+// Elements 8 * c8 .. + 7 of the row (nibbles as Q4_0).
+fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
+    let b = c8 / 4u;
+    let v = wraw(sel, rb + b);
+    let o = 2u * (c8 % 2u);
+    let dm = unpack2x16float(wword(sel, rb, nb * 16u + 4u * b));
+    var qa = lo4(v[o]);
+    var qb = lo4(v[o + 1u]);
+    if (c8 % 4u >= 2u) {
+        qa = hi4(v[o]);
+        qb = hi4(v[o + 1u]);
     }
-    let dm = unpack2x16float(wword(false, rb, nb * 16u + 4u * b));
-    return q[j & 3u] * dm.x + dm.y;
+    return W8(qa * dm.x + dm.y, qb * dm.x + dm.y);
 }

@@ -39,19 +39,26 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
     return dm.x * (sm.x * slo + sm.z * shi) - dm.y * (sm.y * dot(xlo, one) + sm.w * dot(xhi, one));
 }
 
-fn q_elem(rb: u32, nb: u32, e: u32) -> f32 {
-    let s = e / 256u;
-    let r = e % 256u;
+// Elements 8 * c8 .. + 7 of the row: 8 bytes' low or high nibbles of one 32-element
+// sub-block (one scale and min).
+fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
+    let s = c8 / 32u;
+    let r = 8u * (c8 % 32u);
     let c = r / 64u;
     let hi = (r % 64u) / 32u;
-    let l = r % 32u;
-    let w = wword(false, rb, 128u * s + 32u * c + (l & ~3u));
-    var q = lo4(w);
-    if (hi == 1u) {
-        q = hi4(w);
-    }
-    let m = wraw(false, rb + nb * 8u + s);
+    let l0 = r % 32u;
+    let v = wraw(sel, rb + 8u * s + 2u * c + l0 / 16u);
+    let o = (l0 % 16u) / 4u;
+    let m = wraw(sel, rb + nb * 8u + s);
     let sm = k_scale_min(m, 2u * c + hi);
     let dm = unpack2x16float(m.x);
-    return (dm.x * sm.x) * q[l & 3u] - dm.y * sm.y;
+    let a = dm.x * sm.x;
+    let mn = dm.y * sm.y;
+    var qa = lo4(v[o]);
+    var qb = lo4(v[o + 1u]);
+    if (hi == 1u) {
+        qa = hi4(v[o]);
+        qb = hi4(v[o + 1u]);
+    }
+    return W8(a * qa - mn, a * qb - mn);
 }

@@ -18,9 +18,10 @@ fn q_xv4(u: u32, k: u32) -> u32 {
     return 64u * s + 32u * n + 8u * (k / 4u) + 4u * h + (k % 4u);
 }
 
-// Two high bits of each byte of w at `shift`, times 16.
-fn bits2(w: u32, shift: u32) -> vec4<f32> {
-    return u2f(((vec4<u32>(w) >> (vec4<u32>(0u, 8u, 16u, 24u) + shift)) & vec4<u32>(3u)) << vec4<u32>(4u));
+// Two high bits of each byte of w at `shift`, times 16, as integers (combined with the
+// nibbles before the float conversion: see u2fb).
+fn bits2(w: u32, shift: u32) -> vec4<u32> {
+    return ((vec4<u32>(w) >> (vec4<u32>(0u, 8u, 16u, 24u) + shift)) & vec4<u32>(3u)) << vec4<u32>(4u);
 }
 
 fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
@@ -37,30 +38,34 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
     let d = whalf(sel, rb, nb * 208u + 2u * s);
     var g = vec4<f32>(0.0);
     for (var j = 0u; j < 4u; j++) {
-        g.x += dot(lo4(a[j]) + bits2(q[j], 0u) - 32.0, (*xs)[j]);
-        g.y += dot(lo4(b[j]) + bits2(q[j], 2u) - 32.0, (*xs)[4u + j]);
-        g.z += dot(hi4(a[j]) + bits2(q[j], 4u) - 32.0, (*xs)[8u + j]);
-        g.w += dot(hi4(b[j]) + bits2(q[j], 6u) - 32.0, (*xs)[12u + j]);
+        g.x += dot(u2fb(nib_lo(a[j]) | bits2(q[j], 0u), 32.0), (*xs)[j]);
+        g.y += dot(u2fb(nib_lo(b[j]) | bits2(q[j], 2u), 32.0), (*xs)[4u + j]);
+        g.z += dot(u2fb(nib_hi(a[j]) | bits2(q[j], 4u), 32.0), (*xs)[8u + j]);
+        g.w += dot(u2fb(nib_hi(b[j]) | bits2(q[j], 6u), 32.0), (*xs)[12u + j]);
     }
     return dot(d * sc, g);
 }
 
-fn q_elem(rb: u32, nb: u32, e: u32) -> f32 {
-    let s = e / 256u;
-    let r = e % 256u;
+// Elements 8 * c8 .. + 7 of the row: 8 l of one group g of one half (one scale).
+fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
+    let s = c8 / 32u;
+    let r = 8u * (c8 % 32u);
     let n = r / 128u;
     let g = (r % 128u) / 32u;
-    let l = r % 32u;
-    let qlb = 192u * s + 64u * n + l + 32u * (g % 2u);
-    let w = wword(false, rb, qlb & ~3u);
-    var q = lo4(w);
+    let l0 = r % 32u;
+    let v = wraw(sel, rb + 12u * s + 4u * n + 2u * (g % 2u) + l0 / 16u);
+    let hv = wraw(sel, rb + 12u * s + 8u + 2u * n + l0 / 16u);
+    let o = (l0 % 16u) / 4u;
+    let si = 8u * n + l0 / 16u + 2u * g;
+    let sc = i8x4(wword(sel, rb, nb * 192u + 16u * s + (si & ~3u)))[si & 3u];
+    let ds = whalf(sel, rb, nb * 208u + 2u * s) * sc;
+    var qa = nib_lo(v[o]);
+    var qb = nib_lo(v[o + 1u]);
     if (g >= 2u) {
-        q = hi4(w);
+        qa = nib_hi(v[o]);
+        qb = nib_hi(v[o + 1u]);
     }
-    let hw = wword(false, rb, 192u * s + 128u + 32u * n + (l & ~3u));
-    let hb = f32(((hw >> (8u * (l & 3u) + 2u * g)) & 3u) * 16u);
-    let si = 8u * n + l / 16u + 2u * g;
-    let sc = i8x4(wword(false, rb, nb * 192u + 16u * s + (si & ~3u)))[si & 3u];
-    let d = whalf(false, rb, nb * 208u + 2u * s);
-    return (d * sc) * (q[l & 3u] + hb - 32.0);
+    let fa = u2fb(qa | bits2(hv[o], 2u * g), 32.0);
+    let fb = u2fb(qb | bits2(hv[o + 1u], 2u * g), 32.0);
+    return W8(ds * fa, ds * fb);
 }

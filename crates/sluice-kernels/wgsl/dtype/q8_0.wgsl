@@ -17,9 +17,11 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
     return s * whalf(sel, rb, nb * 32u + 2u * u);
 }
 
-fn q_elem(rb: u32, nb: u32, e: u32) -> f32 {
-    let b = e / 32u;
-    let j = e % 32u;
-    let w = wword(false, rb, b * 32u + (j & ~3u));
-    return i8x4(w)[j & 3u] * whalf(false, rb, nb * 32u + 2u * b);
+// Elements 8 * c8 .. + 7 of the row (one block's quarter).
+fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
+    let b = c8 / 4u;
+    let v = wraw(sel, rb + 2u * b + (c8 % 4u) / 2u);
+    let o = 2u * (c8 % 2u);
+    let d = whalf(sel, rb, nb * 32u + 2u * b);
+    return W8(i8x4(v[o]) * d, i8x4(v[o + 1u]) * d);
 }

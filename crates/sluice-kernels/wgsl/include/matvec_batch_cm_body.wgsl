@@ -12,7 +12,7 @@
 // of 16 (a split that depends on K alone), two steps per iteration: B = the 16 x 16 weight block loaded column-major from W (B[k][n] =
 // W[r0 + n][k0 + k]), A = the token tile loaded row-major from xh. The SG partial tiles
 // are then summed through shared memory in subgroup order, one (token tile, row tile) at
-// a time, with the epilogue (SiLU(gate) * up, or residual add). Many subgroups per row
+// a time, with the epilogue (include/matvec_batch_cm_epilogue.wgsl). Many subgroups per row
 // tile because a 1024-row matrix is only 64 workgroups and each subgroup's chain of
 // dependent loads is what bounds a step of few tokens; the cost that remains is the
 // number of cooperative loads from memory (measured: `kernel_bench 30 batch`).
@@ -25,35 +25,6 @@
 struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, accumulate: u32, row_groups_x: u32 }
 
 const TT: u32 = 64u;
-
-var<workgroup> cs: array<f32, SG * 256u>; // SG x 16 x 16 parked partial tiles
-// The same for the second matrix (SILU). Full size in both variants.
-var<workgroup> csb: array<f32, SG * 256u>;
-
-// Sums the SG parked partial tiles (element li < 256: token li / 16, row li % 16) in
-// subgroup order and writes them for tokens t0.. and rows r0...
-fn emit(li: u32, r0: u32, t0: u32) {
-    let t = t0 + li / 16u;
-    let r = r0 + li % 16u;
-    if (li < 256u && t < pc.tokens && r < pc.rows) {
-        var g = 0.0;
-        var u = 0.0;
-        for (var s = 0u; s < SG; s++) {
-            g += cs[s * 256u + li];
-            if (SILU) {
-                u += csb[s * 256u + li];
-            }
-        }
-        let o = t * pc.y_stride + r;
-        if (SILU) {
-            y[o] = g / (1.0 + exp(-g)) * u;
-        } else if (pc.accumulate != 0u) {
-            y[o] = y[o] + g;
-        } else {
-            y[o] = g;
-        }
-    }
-}
 
 @compute @workgroup_size(SG * 32u)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,
@@ -281,21 +252,4 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             finish(li, slot, r0 + 16u, t0 + 48u, c31, d31);
         }
     }
-}
-
-// Parks this subgroup's partial tile c (d: the second matrix's, SILU) in its slot, then
-// sums the SG slots and writes tokens t0.. x rows r0... Every invocation calls it (it
-// holds barriers). naga 30.0.1 needs the stored value and the pointer bound to lets.
-fn finish(li: u32, slot: u32, r0: u32, t0: u32, c: coop_mat16x16<f32, C>, d: coop_mat16x16<f32, C>) {
-    workgroupBarrier(); // the slots' previous tile summed
-    let v = c;
-    let p = &cs[slot];
-    coopStoreT(v, p, 16u);
-    if (SILU) {
-        let vb = d;
-        let pb = &csb[slot];
-        coopStoreT(vb, pb, 16u);
-    }
-    workgroupBarrier();
-    emit(li, r0, t0);
 }

@@ -4,7 +4,9 @@
 //
 // GPU layout (crates/sluice-kernels/src/quant.rs, docs/decisions/0002-quant-layout.md):
 // each row starts at vec4 `row * stride4` and holds the blocks' fields split into
-// sections (quants first), `nb` blocks per row.
+// sections (quants first), `nb` blocks per row. Every snippet defines
+// `q_chunk8(sel, rb, nb, c8) -> W8`: elements 8 * c8 .. + 7 of the row at vec4 `rb`
+// decoded to f32 (8 elements never straddle a block or a scale).
 
 struct W8 { a: vec4<f32>, b: vec4<f32> }
 
@@ -31,10 +33,6 @@ fn whalf(sel: bool, rb: u32, byte: u32) -> f32 {
 const MAGIC: u32 = 0x4B000000u;
 const MAGIC_F: f32 = 8388608.0;
 
-// Small unsigned integers (< 2^23) to f32, exactly (see MAGIC).
-fn u2f(v: vec4<u32>) -> vec4<f32> {
-    return bitcast<vec4<f32>>(v | vec4<u32>(MAGIC)) - vec4<f32>(MAGIC_F);
-}
 
 // Four signed bytes of a word, as floats (byte 0 first): b ^ 0x80 = s + 128.
 fn i8x4(w: u32) -> vec4<f32> {
@@ -47,14 +45,29 @@ fn u8x4(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u);
 }
 
+// Small unsigned integers (< 2^23) minus `bias` (a small integer), as f32, exactly (see
+// MAGIC). Bit fields of one quant (a nibble and its high bits) are combined as integers
+// BEFORE this: the sum of two MAGIC-converted floats is exact as written, but a compiler
+// that reassociates it (NVIDIA's does) adds the two 2^23 offsets first and drops the low
+// bit (Q5_0 / Q5_1 / Q6_K weights off by one quant step on the H100).
+fn u2fb(v: vec4<u32>, bias: f32) -> vec4<f32> {
+    return bitcast<vec4<f32>>(v | vec4<u32>(MAGIC)) - vec4<f32>(MAGIC_F + bias);
+}
+
+// Low / high nibbles of the four bytes of a word, as integers.
+fn nib_lo(w: u32) -> vec4<u32> {
+    return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(15u);
+}
+fn nib_hi(w: u32) -> vec4<u32> {
+    return (vec4<u32>(w) >> vec4<u32>(4u, 12u, 20u, 28u)) & vec4<u32>(15u);
+}
+
 // Low / high nibbles of the four bytes of a word, minus `bias` (a small integer).
 fn lo4b(w: u32, bias: f32) -> vec4<f32> {
-    let n = (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(15u);
-    return bitcast<vec4<f32>>(n | vec4<u32>(MAGIC)) - vec4<f32>(MAGIC_F + bias);
+    return u2fb(nib_lo(w), bias);
 }
 fn hi4b(w: u32, bias: f32) -> vec4<f32> {
-    let n = (vec4<u32>(w) >> vec4<u32>(4u, 12u, 20u, 28u)) & vec4<u32>(15u);
-    return bitcast<vec4<f32>>(n | vec4<u32>(MAGIC)) - vec4<f32>(MAGIC_F + bias);
+    return u2fb(nib_hi(w), bias);
 }
 
 // Low / high nibbles of the four bytes of a word.
@@ -72,13 +85,7 @@ fn bits16(w: u32, shift: u32) -> vec4<f32> {
 }
 
 // Embedding rows: elements 8 * c8 .. 8 * c8 + 7 of row `row` (row stride `stride4` vec4s,
-// `cols` elements).
+// `cols` elements), decoded by the dtype snippet's `q_chunk8`.
 fn load_w8_rc(row: u32, c8: u32, stride4: u32, cols: u32) -> W8 {
-    let rb = row * stride4;
-    let nb = cols / QBLOCK;
-    var v: array<f32, 8>;
-    for (var i = 0u; i < 8u; i++) {
-        v[i] = q_elem(rb, nb, c8 * 8u + i);
-    }
-    return W8(vec4<f32>(v[0], v[1], v[2], v[3]), vec4<f32>(v[4], v[5], v[6], v[7]));
+    return q_chunk8(false, row * stride4, cols / QBLOCK, c8);
 }

@@ -290,7 +290,8 @@ impl GpuModel {
     }
 
     /// A batched step's linear op on the matrix units: the activations to f16 (norm
-    /// applied) once, then one cooperative-matrix matvec per matrix (`up`: gated).
+    /// applied) once, then one cooperative-matrix matvec per matrix (`up`: gated; f16
+    /// weights or block formats decoded in the kernel).
     #[allow(clippy::too_many_arguments)]
     fn batch_cm(
         &self,
@@ -325,8 +326,13 @@ impl GpuModel {
             },
         )?;
         for &(m, row) in parts {
-            let desc = k::matvec_batch_cm(up.is_some(), m.rows);
-            let (groups, gx) = k::matvec_batch_cm_groups(m.rows, t.n);
+            let desc = k::matvec_batch_cm(m.dtype, up.is_some(), m.rows).ok_or_else(|| {
+                sluice::Error::InvalidUse(format!(
+                    "no cooperative-matrix batched matvec for {} weights",
+                    m.dtype.name()
+                ))
+            })?;
+            let (groups, gx) = k::matvec_batch_cm_groups(m.dtype, m.rows, t.n);
             let mut bindings = vec![m.buffer.slice(..)];
             bindings.extend(up.map(|u| u.buffer.slice(..)));
             bindings.push(xh.slice(0..h_bytes));
@@ -334,7 +340,7 @@ impl GpuModel {
             let push = k::MatvecBatchCmPush {
                 rows: m.rows,
                 cols,
-                w_stride: m.stride_field() * 8,
+                w_stride: k::matvec_batch_cm_w_stride(m.dtype, cols),
                 tokens: t.n,
                 x_stride: cols,
                 y_stride: y.1,
@@ -423,10 +429,19 @@ impl GpuModel {
         }
         let batched = tokens.is_some();
         let up = l.up.map(|u| self.matrices(u)[0].0);
-        // Paged shapes (decode rows and prompt chunks) on the matrix units where the weights fit.
+        // Paged shapes (decode rows and prompt chunks) on the matrix units where the weights
+        // fit (block formats: engines of many sequences, see PagedOptions).
         if let (Some(t), Some(xh)) = (tokens.filter(|t| t.matmul), self.batch_xh()) {
-            let fits = |m: &Matrix| k::matvec_batch_cm_fits(m.dtype, m.rows, m.cols);
-            let gated_ok = up.is_none_or(|u| fits(u) && self.options.fuse_gate_up);
+            let block_cm = self
+                .paged_options()
+                .is_some_and(|o| o.block_formats_on_matrix_units());
+            let fits = |m: &Matrix| {
+                k::matvec_batch_cm_fits(m.dtype, m.rows, m.cols)
+                    && (!m.dtype.is_quantized() || block_cm)
+            };
+            let gated_ok = up.is_none_or(|u| {
+                fits(u) && u.dtype == parts[0].0.dtype && self.options.fuse_gate_up
+            });
             if gated_ok && parts.iter().all(|(m, _)| fits(m)) {
                 let x = (xb.slice(x_at..), xs);
                 return self.batch_cm(enc, t, x, norm, xh, &parts, up, (yb, ys), l.accumulate);

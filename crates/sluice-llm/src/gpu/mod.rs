@@ -23,7 +23,7 @@ use crate::config::ModelConfig;
 use crate::error::LlmError;
 pub use layout::Matrix;
 pub use lower::Shape;
-pub use paged::{BatchRow, PagedOptions, DEFAULT_KV_BLOCK};
+pub use paged::{BatchRow, PagedOptions, BLOCK_MATRIX_UNITS_MIN_SEQUENCES, DEFAULT_KV_BLOCK};
 
 /// Tensor data handed to the uploader: raw little-endian bytes of a dtype, or f32 values.
 pub enum TensorData<'a> {

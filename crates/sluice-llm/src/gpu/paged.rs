@@ -45,7 +45,23 @@ impl Default for PagedOptions {
     }
 }
 
+/// Sequence slots from which a paged engine runs block-format weights of its batched
+/// steps on the matrix units (where the device has them; f16 weights always do).
+///
+/// Fixed per engine, never per step, so a sequence's tokens do not depend on how many
+/// others run with it (batch invariance). Measured on the H100 (BENCHMARKS.md,
+/// "2026-11-24"): the matrix-unit kernel decodes every weight tile into shared memory per
+/// workgroup, which costs more than the integer-dot `*_tokens` matvecs for a few rows
+/// (4B Q4_K_M: 43 vs 259 t/s alone) and less for many (1560 vs 728 t/s at 64 rows).
+pub const BLOCK_MATRIX_UNITS_MIN_SEQUENCES: usize = 32;
+
 impl PagedOptions {
+    /// Whether batched steps run block-format weights on the matrix units (where the
+    /// device has them): [`BLOCK_MATRIX_UNITS_MIN_SEQUENCES`] slots or more.
+    pub fn block_formats_on_matrix_units(&self) -> bool {
+        self.sequences >= BLOCK_MATRIX_UNITS_MIN_SEQUENCES
+    }
+
     /// Table entries per sequence slot.
     pub fn max_blocks(&self) -> usize {
         self.seq_context.div_ceil(self.block.max(1))

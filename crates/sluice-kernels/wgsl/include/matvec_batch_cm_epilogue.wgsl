@@ -1,0 +1,51 @@
+// The epilogue shared by the cooperative-matrix batched matvecs
+// (include/matvec_batch_cm_body.wgsl, include/matvec_batch_cmq_body.wgsl): each
+// subgroup's partial 16 x 16 tile is parked in shared memory, then the SG partials are
+// summed in subgroup order (a fixed order: batch invariance) and written with the
+// epilogue (SiLU(gate) * up, residual add or store). The gated kernels park the gate's
+// partials, sum them, then the up's through the same slots. Needs SG, SILU, `pc` (rows, tokens,
+// y_stride, accumulate) and `y` from the kernel.
+var<workgroup> cs: array<f32, SG * 256u>; // SG x 16 x 16 parked partial tiles
+
+// The sum of the SG parked partial tiles at element li (< 256), in subgroup order.
+fn parked_sum(li: u32) -> f32 {
+    var g = 0.0;
+    for (var s = 0u; s < SG; s++) {
+        g += cs[s * 256u + li];
+    }
+    return g;
+}
+
+// Parks this subgroup's partial tile c in its slot and returns the sum over the SG slots
+// at element li (< 256: token li / 16, row li % 16). Every invocation calls it (it holds
+// barriers). naga 30.0.1 needs the stored value and the pointer bound to lets.
+fn park_and_sum(li: u32, slot: u32, c: coop_mat16x16<f32, C>) -> f32 {
+    workgroupBarrier(); // the slots' previous tile summed
+    let v = c;
+    let p = &cs[slot];
+    coopStoreT(v, p, 16u);
+    workgroupBarrier();
+    return parked_sum(min(li, 255u));
+}
+
+// Sums the SG partial tiles c (d: the second matrix's, SILU; one after the other through
+// the same slots) and writes tokens t0.. x rows r0... with the epilogue.
+fn finish(li: u32, slot: u32, r0: u32, t0: u32, c: coop_mat16x16<f32, C>, d: coop_mat16x16<f32, C>) {
+    let g = park_and_sum(li, slot, c);
+    var u = 0.0;
+    if (SILU) {
+        u = park_and_sum(li, slot, d);
+    }
+    let t = t0 + li / 16u;
+    let r = r0 + li % 16u;
+    if (li < 256u && t < pc.tokens && r < pc.rows) {
+        let o = t * pc.y_stride + r;
+        if (SILU) {
+            y[o] = g / (1.0 + exp(-g)) * u;
+        } else if (pc.accumulate != 0u) {
+            y[o] = y[o] + g;
+        } else {
+            y[o] = g;
+        }
+    }
+}

@@ -433,6 +433,28 @@ fn batch_bench(d: &Device, reps: u32) {
         let ws: Vec<Buffer> = (0..copies)
             .map(|_| buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight))
             .collect();
+        // The matrix-unit kernel's weights: f16 (`ws`) and two block formats (decoded into
+        // shared memory), each as copies that fill the budget.
+        let cm_sets: Vec<(WeightDtype, u64, Vec<Buffer>)> = if cm {
+            [WeightDtype::Q4K, WeightDtype::Q6K]
+                .into_iter()
+                .map(|dt| {
+                    let bytes = gpu_matrix_bytes(dt, rows as u64, cols as u64).unwrap();
+                    let n = budget.div_ceil(bytes).clamp(2, 64);
+                    let bufs = (0..n)
+                        .map(|_| buffer(d, "wq", bytes, ResourceClass::ReadOnlyWeight))
+                        .collect();
+                    (dt, bytes, bufs)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let cm_runs: Vec<(WeightDtype, u64, &[Buffer])> =
+            std::iter::once((WeightDtype::F16, wbytes, &ws[..]))
+                .filter(|_| cm)
+                .chain(cm_sets.iter().map(|(dt, b, v)| (*dt, *b, &v[..])))
+                .collect();
         for tokens in [1u32, 8, 32, 64] {
             let x = buffer(
                 d,
@@ -476,38 +498,8 @@ fn batch_bench(d: &Device, reps: u32) {
             });
             let mut line =
                 format!("{name:<10} {rows:>5}x{cols:<5} t{tokens:<3} act_f16 {act_us:>7.2} us");
-            if cm {
-                let k = d
-                    .pipeline(matvec_batch_cm(WeightDtype::F16, false, rows).unwrap())
-                    .unwrap();
-                let (groups, gx) = matvec_batch_cm_groups(WeightDtype::F16, rows, tokens);
-                let push = MatvecBatchCmPush {
-                    rows,
-                    cols,
-                    w_stride: cols,
-                    tokens,
-                    x_stride: cols,
-                    y_stride: rows,
-                    accumulate: 0,
-                    row_groups_x: gx,
-                };
-                let us = time(d, reps, |enc, i| {
-                    let w = &ws[(i as u64 % copies) as usize];
-                    enc.dispatch(&k, groups, &[w.slice(..), xh.slice(..), y.slice(..)], &push)
-                        .unwrap();
-                });
-                line += &format!(" | cm {us:>7.2} us {:>5.0} GB/s", wbytes as f64 / us / 1e3);
-            }
-            // Block formats on the matrix units (weights decoded into shared memory).
-            for dt in [WeightDtype::Q4K, WeightDtype::Q6K]
-                .into_iter()
-                .filter(|_| cm)
-            {
-                let qbytes = gpu_matrix_bytes(dt, rows as u64, cols as u64).unwrap();
-                let qcopies = budget.div_ceil(qbytes).clamp(2, 64);
-                let qs: Vec<Buffer> = (0..qcopies)
-                    .map(|_| buffer(d, "wq", qbytes, ResourceClass::ReadOnlyWeight))
-                    .collect();
+            // The matrix-unit batched matvec: f16 weights (`cm`), block formats (`cmq`).
+            for &(dt, bytes, bufs) in &cm_runs {
                 let k = d
                     .pipeline(matvec_batch_cm(dt, false, rows).unwrap())
                     .unwrap();
@@ -523,14 +515,18 @@ fn batch_bench(d: &Device, reps: u32) {
                     row_groups_x: gx,
                 };
                 let us = time(d, reps, |enc, i| {
-                    let w = &qs[(i as u64 % qcopies) as usize];
+                    let w = &bufs[i as usize % bufs.len()];
                     enc.dispatch(&k, groups, &[w.slice(..), xh.slice(..), y.slice(..)], &push)
                         .unwrap();
                 });
+                let label = if dt == WeightDtype::F16 {
+                    "cm".to_string()
+                } else {
+                    format!("cmq {}", dt.name())
+                };
                 line += &format!(
-                    " | cmq {} {us:>7.2} us {:>5.0} GB/s",
-                    dt.name(),
-                    qbytes as f64 / us / 1e3
+                    " | {label} {us:>7.2} us {:>5.0} GB/s",
+                    bytes as f64 / us / 1e3
                 );
             }
             if cm {

@@ -24,8 +24,6 @@ fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
     let v = wraw(sel, rb + b);
     let o = 2u * (c8 % 2u);
     let d = whalf(sel, rb, nb * 16u + 2u * b);
-    if (c8 % 4u >= 2u) {
-        return W8(hi4b(v[o], 8.0) * d, hi4b(v[o + 1u], 8.0) * d);
-    }
-    return W8(lo4b(v[o], 8.0) * d, lo4b(v[o + 1u], 8.0) * d);
+    let hi = c8 % 4u >= 2u;
+    return W8(u2fb(nibbles(v[o], hi), 8.0) * d, u2fb(nibbles(v[o + 1u], hi), 8.0) * d);
 }

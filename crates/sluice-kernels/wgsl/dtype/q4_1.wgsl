@@ -26,11 +26,8 @@ fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
     let v = wraw(sel, rb + b);
     let o = 2u * (c8 % 2u);
     let dm = unpack2x16float(wword(sel, rb, nb * 16u + 4u * b));
-    var qa = lo4(v[o]);
-    var qb = lo4(v[o + 1u]);
-    if (c8 % 4u >= 2u) {
-        qa = hi4(v[o]);
-        qb = hi4(v[o + 1u]);
-    }
+    let hi = c8 % 4u >= 2u;
+    let qa = u2fb(nibbles(v[o], hi), 0.0);
+    let qb = u2fb(nibbles(v[o + 1u], hi), 0.0);
     return W8(qa * dm.x + dm.y, qb * dm.x + dm.y);
 }

@@ -8,20 +8,14 @@ const QUNIT: u32 = 32u;
 
 fn q_xv4(u: u32, k: u32) -> u32 { return u * 8u + k; }
 
-// Fifth bits of elements 4k..4k+3 (k = 0..7) from qh, times 16, as integers (combined
-// with the nibbles before the float conversion: see u2fb).
-fn qh16(qh: u32, k: u32) -> vec4<u32> {
-    return ((vec4<u32>(qh >> (4u * k)) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u)) << vec4<u32>(4u);
-}
-
 fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
     let q = wraw(sel, rb + u);
     let qh = wword(sel, rb, nb * 16u + 4u * u);
     var s = 0.0;
     var sx = vec4<f32>(0.0);
     for (var k = 0u; k < 4u; k++) {
-        s += dot(u2fb(nib_lo(q[k]) | qh16(qh, k), 0.0), (*xs)[k])
-            + dot(u2fb(nib_hi(q[k]) | qh16(qh, k + 4u), 0.0), (*xs)[k + 4u]);
+        s += dot(u2fb(nibbles(q[k], false) | qh16(qh, k), 0.0), (*xs)[k])
+            + dot(u2fb(nibbles(q[k], true) | qh16(qh, k + 4u), 0.0), (*xs)[k + 4u]);
         sx += (*xs)[k] + (*xs)[k + 4u];
     }
     let dm = unpack2x16float(wword(sel, rb, nb * 20u + 4u * u));
@@ -36,12 +30,8 @@ fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
     let o = 2u * (c8 % 2u);
     let qh = wword(sel, rb, nb * 16u + 4u * b);
     let dm = unpack2x16float(wword(sel, rb, nb * 20u + 4u * b));
-    var qa = nib_lo(v[o]);
-    var qb = nib_lo(v[o + 1u]);
-    if (j0 >= 16u) {
-        qa = nib_hi(v[o]);
-        qb = nib_hi(v[o + 1u]);
-    }
+    let qa = nibbles(v[o], j0 >= 16u);
+    let qb = nibbles(v[o + 1u], j0 >= 16u);
     let fa = u2fb(qa | qh16(qh, j0 / 4u), 0.0);
     let fb = u2fb(qb | qh16(qh, j0 / 4u + 1u), 0.0);
     return W8(fa * dm.x + dm.y, fb * dm.x + dm.y);

@@ -51,12 +51,8 @@ fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
     let dm = unpack2x16float(m.x);
     let a = dm.x * sm.x;
     let mn = dm.y * sm.y;
-    var qa = lo4(v[o]);
-    var qb = lo4(v[o + 1u]);
-    if (hi == 1u) {
-        qa = hi4(v[o]);
-        qb = hi4(v[o + 1u]);
-    }
+    let qa = u2fb(nibbles(v[o], hi == 1u), 0.0);
+    let qb = u2fb(nibbles(v[o + 1u], hi == 1u), 0.0);
     let sh = 2u * c + hi;
     return W8(a * (qa + bits16(hv[o], sh)) - mn, a * (qb + bits16(hv[o + 1u], sh)) - mn);
 }

@@ -38,10 +38,10 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
     let d = whalf(sel, rb, nb * 208u + 2u * s);
     var g = vec4<f32>(0.0);
     for (var j = 0u; j < 4u; j++) {
-        g.x += dot(u2fb(nib_lo(a[j]) | bits2(q[j], 0u), 32.0), (*xs)[j]);
-        g.y += dot(u2fb(nib_lo(b[j]) | bits2(q[j], 2u), 32.0), (*xs)[4u + j]);
-        g.z += dot(u2fb(nib_hi(a[j]) | bits2(q[j], 4u), 32.0), (*xs)[8u + j]);
-        g.w += dot(u2fb(nib_hi(b[j]) | bits2(q[j], 6u), 32.0), (*xs)[12u + j]);
+        g.x += dot(u2fb(nibbles(a[j], false) | bits2(q[j], 0u), 32.0), (*xs)[j]);
+        g.y += dot(u2fb(nibbles(b[j], false) | bits2(q[j], 2u), 32.0), (*xs)[4u + j]);
+        g.z += dot(u2fb(nibbles(a[j], true) | bits2(q[j], 4u), 32.0), (*xs)[8u + j]);
+        g.w += dot(u2fb(nibbles(b[j], true) | bits2(q[j], 6u), 32.0), (*xs)[12u + j]);
     }
     return dot(d * sc, g);
 }
@@ -59,12 +59,8 @@ fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
     let si = 8u * n + l0 / 16u + 2u * g;
     let sc = i8x4(wword(sel, rb, nb * 192u + 16u * s + (si & ~3u)))[si & 3u];
     let ds = whalf(sel, rb, nb * 208u + 2u * s) * sc;
-    var qa = nib_lo(v[o]);
-    var qb = nib_lo(v[o + 1u]);
-    if (g >= 2u) {
-        qa = nib_hi(v[o]);
-        qb = nib_hi(v[o + 1u]);
-    }
+    let qa = nibbles(v[o], g >= 2u);
+    let qb = nibbles(v[o + 1u], g >= 2u);
     let fa = u2fb(qa | bits2(hv[o], 2u * g), 32.0);
     let fb = u2fb(qb | bits2(hv[o + 1u], 2u * g), 32.0);
     return W8(ds * fa, ds * fb);

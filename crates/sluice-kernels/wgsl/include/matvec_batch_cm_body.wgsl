@@ -91,72 +91,56 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         {
             let a0 = coopLoadT<coop_mat16x16<f16, A>>(&xh[xo + 0u * pc.x_stride + k0 + 0u], pc.x_stride);
             let a1 = coopLoadT<coop_mat16x16<f16, A>>(&xh[xo + 0u * pc.x_stride + k0 + 16u], pc.x_stride);
-            c00 = coopMultiplyAdd(a0, b00, c00);
-            c00 = coopMultiplyAdd(a1, b01, c00);
+            c00 = mma2(a0, a1, b00, b01, c00);
             if (SILU) {
-                d00 = coopMultiplyAdd(a0, e00, d00);
-                d00 = coopMultiplyAdd(a1, e01, d00);
+                d00 = mma2(a0, a1, e00, e01, d00);
             }
             if (RT > 1u) {
-                c01 = coopMultiplyAdd(a0, b10, c01);
-                c01 = coopMultiplyAdd(a1, b11, c01);
+                c01 = mma2(a0, a1, b10, b11, c01);
                 if (SILU) {
-                    d01 = coopMultiplyAdd(a0, e10, d01);
-                    d01 = coopMultiplyAdd(a1, e11, d01);
+                    d01 = mma2(a0, a1, e10, e11, d01);
                 }
             }
         }
         if (nt > 1u) {
             let a0 = coopLoadT<coop_mat16x16<f16, A>>(&xh[xo + 16u * pc.x_stride + k0 + 0u], pc.x_stride);
             let a1 = coopLoadT<coop_mat16x16<f16, A>>(&xh[xo + 16u * pc.x_stride + k0 + 16u], pc.x_stride);
-            c10 = coopMultiplyAdd(a0, b00, c10);
-            c10 = coopMultiplyAdd(a1, b01, c10);
+            c10 = mma2(a0, a1, b00, b01, c10);
             if (SILU) {
-                d10 = coopMultiplyAdd(a0, e00, d10);
-                d10 = coopMultiplyAdd(a1, e01, d10);
+                d10 = mma2(a0, a1, e00, e01, d10);
             }
             if (RT > 1u) {
-                c11 = coopMultiplyAdd(a0, b10, c11);
-                c11 = coopMultiplyAdd(a1, b11, c11);
+                c11 = mma2(a0, a1, b10, b11, c11);
                 if (SILU) {
-                    d11 = coopMultiplyAdd(a0, e10, d11);
-                    d11 = coopMultiplyAdd(a1, e11, d11);
+                    d11 = mma2(a0, a1, e10, e11, d11);
                 }
             }
         }
         if (nt > 2u) {
             let a0 = coopLoadT<coop_mat16x16<f16, A>>(&xh[xo + 32u * pc.x_stride + k0 + 0u], pc.x_stride);
             let a1 = coopLoadT<coop_mat16x16<f16, A>>(&xh[xo + 32u * pc.x_stride + k0 + 16u], pc.x_stride);
-            c20 = coopMultiplyAdd(a0, b00, c20);
-            c20 = coopMultiplyAdd(a1, b01, c20);
+            c20 = mma2(a0, a1, b00, b01, c20);
             if (SILU) {
-                d20 = coopMultiplyAdd(a0, e00, d20);
-                d20 = coopMultiplyAdd(a1, e01, d20);
+                d20 = mma2(a0, a1, e00, e01, d20);
             }
             if (RT > 1u) {
-                c21 = coopMultiplyAdd(a0, b10, c21);
-                c21 = coopMultiplyAdd(a1, b11, c21);
+                c21 = mma2(a0, a1, b10, b11, c21);
                 if (SILU) {
-                    d21 = coopMultiplyAdd(a0, e10, d21);
-                    d21 = coopMultiplyAdd(a1, e11, d21);
+                    d21 = mma2(a0, a1, e10, e11, d21);
                 }
             }
         }
         if (nt > 3u) {
             let a0 = coopLoadT<coop_mat16x16<f16, A>>(&xh[xo + 48u * pc.x_stride + k0 + 0u], pc.x_stride);
             let a1 = coopLoadT<coop_mat16x16<f16, A>>(&xh[xo + 48u * pc.x_stride + k0 + 16u], pc.x_stride);
-            c30 = coopMultiplyAdd(a0, b00, c30);
-            c30 = coopMultiplyAdd(a1, b01, c30);
+            c30 = mma2(a0, a1, b00, b01, c30);
             if (SILU) {
-                d30 = coopMultiplyAdd(a0, e00, d30);
-                d30 = coopMultiplyAdd(a1, e01, d30);
+                d30 = mma2(a0, a1, e00, e01, d30);
             }
             if (RT > 1u) {
-                c31 = coopMultiplyAdd(a0, b10, c31);
-                c31 = coopMultiplyAdd(a1, b11, c31);
+                c31 = mma2(a0, a1, b10, b11, c31);
                 if (SILU) {
-                    d31 = coopMultiplyAdd(a0, e10, d31);
-                    d31 = coopMultiplyAdd(a1, e11, d31);
+                    d31 = mma2(a0, a1, e10, e11, d31);
                 }
             }
         }

@@ -4,7 +4,7 @@
 // summed in subgroup order (a fixed order: batch invariance) and written with the
 // epilogue (SiLU(gate) * up, residual add or store). The gated kernels park the gate's
 // partials, sum them, then the up's through the same slots. Needs SG, SILU, `pc` (rows, tokens,
-// y_stride, accumulate) and `y` from the kernel.
+// y_stride, accumulate) and `y` from the kernel. Also the K step both bodies share, mma2.
 var<workgroup> cs: array<f32, SG * 256u>; // SG x 16 x 16 parked partial tiles
 
 // The sum of the SG parked partial tiles at element li (< 256), in subgroup order.
@@ -48,4 +48,11 @@ fn finish(li: u32, slot: u32, r0: u32, t0: u32, c: coop_mat16x16<f32, C>, d: coo
             y[o] = g;
         }
     }
+}
+
+// c + a0 . b0 + a1 . b1: a K step of two 16-column halves on one accumulator tile.
+fn mma2(a0: coop_mat16x16<f16, A>, a1: coop_mat16x16<f16, A>, b0: coop_mat16x16<f16, B>,
+        b1: coop_mat16x16<f16, B>, c: coop_mat16x16<f32, C>) -> coop_mat16x16<f32, C> {
+    let h = coopMultiplyAdd(a0, b0, c);
+    return coopMultiplyAdd(a1, b1, h);
 }

@@ -148,34 +148,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             if (jj + 1u < j1) {
                 stage_step(lane, nxt, r0, jj + 1u, nb);
             }
-            c0 = coopMultiplyAdd(a00, b0, c0);
-            c0 = coopMultiplyAdd(a01, b1, c0);
+            c0 = mma2(a00, a01, b0, b1, c0);
             if (SILU) {
-                d0 = coopMultiplyAdd(a00, e0, d0);
-                d0 = coopMultiplyAdd(a01, e1, d0);
+                d0 = mma2(a00, a01, e0, e1, d0);
             }
             if (nt > 1u) {
-                c1 = coopMultiplyAdd(a10, b0, c1);
-                c1 = coopMultiplyAdd(a11, b1, c1);
+                c1 = mma2(a10, a11, b0, b1, c1);
                 if (SILU) {
-                    d1 = coopMultiplyAdd(a10, e0, d1);
-                    d1 = coopMultiplyAdd(a11, e1, d1);
+                    d1 = mma2(a10, a11, e0, e1, d1);
                 }
             }
             if (nt > 2u) {
-                c2 = coopMultiplyAdd(a20, b0, c2);
-                c2 = coopMultiplyAdd(a21, b1, c2);
+                c2 = mma2(a20, a21, b0, b1, c2);
                 if (SILU) {
-                    d2 = coopMultiplyAdd(a20, e0, d2);
-                    d2 = coopMultiplyAdd(a21, e1, d2);
+                    d2 = mma2(a20, a21, e0, e1, d2);
                 }
             }
             if (nt > 3u) {
-                c3 = coopMultiplyAdd(a30, b0, c3);
-                c3 = coopMultiplyAdd(a31, b1, c3);
+                c3 = mma2(a30, a31, b0, b1, c3);
                 if (SILU) {
-                    d3 = coopMultiplyAdd(a30, e0, d3);
-                    d3 = coopMultiplyAdd(a31, e1, d3);
+                    d3 = mma2(a30, a31, e0, e1, d3);
                 }
             }
         }

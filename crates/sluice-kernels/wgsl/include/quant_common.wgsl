@@ -54,20 +54,24 @@ fn u2fb(v: vec4<u32>, bias: f32) -> vec4<f32> {
     return bitcast<vec4<f32>>(v | vec4<u32>(MAGIC)) - vec4<f32>(MAGIC_F + bias);
 }
 
-// Low / high nibbles of the four bytes of a word, as integers.
-fn nib_lo(w: u32) -> vec4<u32> {
-    return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(15u);
+// The low (`high` false) or high nibbles of the four bytes of a word, as integers.
+fn nibbles(w: u32, high: bool) -> vec4<u32> {
+    let sh = vec4<u32>(0u, 8u, 16u, 24u) + select(0u, 4u, high);
+    return (vec4<u32>(w) >> sh) & vec4<u32>(15u);
 }
-fn nib_hi(w: u32) -> vec4<u32> {
-    return (vec4<u32>(w) >> vec4<u32>(4u, 12u, 20u, 28u)) & vec4<u32>(15u);
+
+// Fifth bits of elements 4k..4k+3 (k = 0..7) of a 32-element block from its u32 qh
+// (Q5_0, Q5_1), times 16, as integers (OR-ed into the nibbles: see u2fb).
+fn qh16(qh: u32, k: u32) -> vec4<u32> {
+    return ((vec4<u32>(qh >> (4u * k)) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u)) << vec4<u32>(4u);
 }
 
 // Low / high nibbles of the four bytes of a word, minus `bias` (a small integer).
 fn lo4b(w: u32, bias: f32) -> vec4<f32> {
-    return u2fb(nib_lo(w), bias);
+    return u2fb(nibbles(w, false), bias);
 }
 fn hi4b(w: u32, bias: f32) -> vec4<f32> {
-    return u2fb(nib_hi(w), bias);
+    return u2fb(nibbles(w, true), bias);
 }
 
 // Low / high nibbles of the four bytes of a word.

@@ -187,24 +187,30 @@ impl Scheduler {
                             n => n.min(engine.max_sequences()),
                         }
                         .max(1);
-                        let _ = ready2.send(Ok(EngineInfo {
+                        let info = EngineInfo {
                             context: engine.context(),
                             vocab: engine.vocab(),
                             max_running,
-                        }));
-                        if let Some(rx) = rx.take() {
-                            let mut l = Loop {
-                                engine,
-                                rx,
-                                metrics: &metrics,
-                                queued: &queued,
-                                max_running,
-                                queue: VecDeque::new(),
-                                running: HashMap::new(),
-                                draining: false,
-                            };
-                            l.run();
-                        }
+                        };
+                        let Some(rx) = rx.take() else {
+                            let _ = ready2.send(Ok(info));
+                            return;
+                        };
+                        let mut l = Loop {
+                            engine,
+                            rx,
+                            metrics: &metrics,
+                            queued: &queued,
+                            max_running,
+                            queue: VecDeque::new(),
+                            running: HashMap::new(),
+                            draining: false,
+                        };
+                        // The pool's figures are in /metrics before the server takes a
+                        // request (a scrape right after start read 0 otherwise).
+                        l.publish();
+                        let _ = ready2.send(Ok(info));
+                        l.run();
                     });
                     alive.store(false, Relaxed);
                     if let Err(e) = r {
@@ -345,7 +351,6 @@ struct Loop<'a> {
 
 impl Loop<'_> {
     fn run(&mut self) {
-        self.publish();
         loop {
             if !self.take_commands() {
                 break;

@@ -27,7 +27,7 @@ pub enum ModeArg {
 }
 
 /// `--dtype`: a weight format or llama.cpp mixture name (see `quant_mix::DTYPE_NAMES`).
-fn parse_dtype(s: &str) -> Result<sluice_llm::quant_mix::QuantRequest, String> {
+pub(crate) fn parse_dtype(s: &str) -> Result<sluice_llm::quant_mix::QuantRequest, String> {
     sluice_llm::quant_mix::parse(s).map_err(|e| e.to_string())
 }
 

@@ -30,6 +30,10 @@ pub struct ServeArgs {
     /// Require `Authorization: Bearer KEY` on /v1/* and /metrics
     #[arg(long, value_name = "KEY")]
     pub api_key: Option<String>,
+    /// Weight formats on the GPU, as `sluice bench --dtype` (f16 ... q6_k, q4_k_m, q5_k_m;
+    /// default: as stored; synthetic: f16); matrices are quantized on load
+    #[arg(long, value_name = "FORMAT", value_parser = crate::llm::parse_dtype)]
+    pub dtype: Option<sluice_llm::quant_mix::QuantRequest>,
     /// Model name in responses and /v1/models (default: the --model value)
     #[arg(long, value_name = "NAME")]
     pub served_model_name: Option<String>,
@@ -78,6 +82,7 @@ pub fn run(args: &ServeArgs, device: sluice::Options) -> Result<(), String> {
     let mut load = LoadOptions::default();
     let context = usize::try_from(args.context).map_err(|e| e.to_string())?;
     load.gpu.context = context;
+    load.dtype = args.dtype;
     let batch = (args.max_sequences > 1).then(|| {
         const BLOCK: usize = sluice_llm::gpu::DEFAULT_KV_BLOCK;
         let pool = args
@@ -112,6 +117,7 @@ pub fn run(args: &ServeArgs, device: sluice::Options) -> Result<(), String> {
     eprintln!("sluice serve: loading {spec}");
     let server = start_gpu(source, limits).map_err(|e| e.to_string())?;
     let info = server.scheduler.info().clone();
+    let weights = server.weights.clone();
     let config = ServerConfig {
         model_name: args.served_model_name.clone().unwrap_or(spec),
         api_key: args.api_key.clone(),
@@ -131,7 +137,7 @@ pub fn run(args: &ServeArgs, device: sluice::Options) -> Result<(), String> {
     };
     run_until_signal(server, config, listen, |addr| {
         eprintln!(
-            "sluice serve: listening on http://{addr} (context {}, {} sequence(s) at a time, {text})",
+            "sluice serve: listening on http://{addr} (context {}, {} sequence(s) at a time, weights {weights}, {text})",
             info.context, info.max_running
         );
     })

@@ -176,3 +176,32 @@ fn serve_finishes_in_flight_work_on_sigterm_and_exits_cleanly() {
     assert!(!log.contains("validation message"), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn serve_quantizes_on_load_with_dtype() {
+    let dir = std::env::temp_dir().join(format!("sluice-cli-serve-q8-{}", std::process::id()));
+    let mut s = start(&dir, &["--dtype", "q8_0", "--max-sequences", "2"]);
+    let line = s.wait_for("listening on http://", Duration::from_secs(60));
+    assert!(line.contains("weights q8_0"), "{line}");
+    let url = line.split("listening on ").nth(1).unwrap();
+    let t = Target::parse(url.split(' ').next().unwrap()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let body = json!({"prompt": "x", "max_tokens": 3, "temperature": 0});
+    let r = rt
+        .block_on(request(
+            &t,
+            "POST",
+            "/v1/completions",
+            &[],
+            Some(body.to_string().into_bytes()),
+        ))
+        .unwrap();
+    assert_eq!(r.status, 200);
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    let n = v["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!((1..=3).contains(&n), "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

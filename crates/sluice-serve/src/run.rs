@@ -44,6 +44,8 @@ pub struct GpuServer {
     pub scheduler: Scheduler,
     /// Tokenizer adapter of the model.
     pub codec: Arc<TextCodec>,
+    /// The weight formats on the GPU (`q4_k+q6_k`, `f16`, ...).
+    pub weights: String,
     /// Validation messages the device collected, filled when the engine thread exits.
     pub validation: Arc<Mutex<Vec<String>>>,
 }
@@ -52,7 +54,7 @@ pub struct GpuServer {
 pub fn start_gpu(source: ModelSource, limits: Limits) -> Result<GpuServer> {
     let metrics = Arc::new(Metrics::default());
     let validation = Arc::new(Mutex::new(Vec::new()));
-    let (codec_tx, codec_rx) = std::sync::mpsc::channel::<TextCodec>();
+    let (codec_tx, codec_rx) = std::sync::mpsc::channel::<(TextCodec, String)>();
     let v2 = validation.clone();
     let scheduler = Scheduler::start(limits, metrics, move |serve_with| {
         let device = sluice::Device::new(source.device.clone())?;
@@ -61,7 +63,7 @@ pub fn start_gpu(source: ModelSource, limits: Limits) -> Result<GpuServer> {
         load.gpu.paged = source.batch.clone();
         let loaded = open_model(&device, &source.spec, &load, |_, _| {})?;
         let eos = loaded.model.config().eos_token;
-        let _ = codec_tx.send(TextCodec::new(loaded.tokenizer, eos)?);
+        let _ = codec_tx.send((TextCodec::new(loaded.tokenizer, eos)?, loaded.dtype.clone()));
         if source.batch.is_some() {
             let runner = BatchRunner::new(&loaded.model, source.mode, source.graph)?;
             let mut engine = BatchEngine::new(runner);
@@ -83,12 +85,13 @@ pub fn start_gpu(source: ModelSource, limits: Limits) -> Result<GpuServer> {
         synced?;
         Ok(())
     })?;
-    let codec = codec_rx
+    let (codec, weights) = codec_rx
         .recv()
         .map_err(|_| ServeError::Unavailable("the engine did not report its tokenizer".into()))?;
     Ok(GpuServer {
         scheduler,
         codec: Arc::new(codec),
+        weights,
         validation,
     })
 }

@@ -8,7 +8,11 @@
 //! Q4_K / Q6_K at the Qwen3-4B / 0.6B decode shapes, plain and fused gate/up+norm, several
 //! threads-per-row overrides; each format on its f32 decoders and, where the device has
 //! integer dot products, on its `_dp` variants), with GB/s counting the GPU-layout weight
-//! bytes.
+//! bytes. A third argument keeps only the formats it names (`quant q4_k,q6_k`).
+//!
+//! With `prefetch`: decode matvecs with their weights cold (rotating copies), hot (one
+//! copy, L2-resident where it fits) and cold with a `prefetch` dispatch of the next
+//! copy's weights beside each matvec (no barrier between them).
 //!
 //! With `batch`: the batched-decode matvecs (f16) at 1 / 8 / 32 / 64 tokens — act_f16 and
 //! matvec_batch_cm (matrix units, where the device has them) and matvec_batch — each alone.
@@ -53,7 +57,11 @@ fn main() {
     let info = d.info();
     println!("device: {} (subgroup {})", info.name, info.subgroup_size);
     if std::env::args().nth(2).as_deref() == Some("quant") {
-        quant_bench(&d, reps);
+        quant_bench(&d, reps, std::env::args().nth(3));
+        return;
+    }
+    if std::env::args().nth(2).as_deref() == Some("prefetch") {
+        prefetch_bench(&d, reps);
         return;
     }
     if std::env::args().nth(2).as_deref() == Some("batch") {
@@ -336,7 +344,7 @@ fn main() {
 
 /// Block-format matvecs at the decode shapes: `matvec` for every shape, `matvec_silu_norm`
 /// (gate/up) for the MLP shapes; tpr = None (the default rule) and overrides.
-fn quant_bench(d: &Device, reps: u32) {
+fn quant_bench(d: &Device, reps: u32, only: Option<String>) {
     let shapes: &[(&str, u32, u32)] = &[
         ("4b qkv", 6144, 2560),
         ("4b o", 2560, 4096),
@@ -357,7 +365,11 @@ fn quant_bench(d: &Device, reps: u32) {
     ];
     // Each format on its f32 decoders, then (where the device has integer dot products)
     // on the `_dp` variants.
-    let runs = dts.iter().flat_map(|&dt| {
+    let wanted = |dt: WeightDtype| {
+        only.as_ref()
+            .is_none_or(|o| o.split(',').any(|n| n == dt.name()))
+    };
+    let runs = dts.iter().filter(|&&dt| wanted(dt)).flat_map(|&dt| {
         [false, true]
             .into_iter()
             .filter(move |&dp| !dp || (has_int_dot(dt) && d.info().int_dot))
@@ -579,6 +591,79 @@ fn batch_bench(d: &Device, reps: u32) {
                 " | matvec_batch {us:>7.2} us {:>5.0} GB/s",
                 wbytes as f64 / us / 1e3
             );
+            println!("{line}");
+        }
+    }
+}
+
+/// Decode matvecs cold, hot and with the next weights prefetched beside each dispatch.
+fn prefetch_bench(d: &Device, reps: u32) {
+    let shapes: &[(&str, u32, u32)] = &[
+        ("0.6b qkv", 4096, 1024),
+        ("0.6b o", 1024, 2048),
+        ("0.6b gate", 3072, 1024),
+        ("0.6b down", 1024, 3072),
+        ("4b qkv", 6144, 2560),
+        ("4b o", 2560, 4096),
+        ("4b gate", 9728, 2560),
+        ("4b down", 2560, 9728),
+    ];
+    let pf = d.pipeline(&PREFETCH).unwrap();
+    let sink = buffer(d, "sink", 256, ResourceClass::TokenScratch);
+    let budget = 256u64 << 20;
+    for dt in [WeightDtype::F16, WeightDtype::Q4K, WeightDtype::Q8_0] {
+        let int_dot = d.info().int_dot;
+        let k = d
+            .pipeline(matvec_kernel("matvec", dt, int_dot).unwrap())
+            .unwrap();
+        for &(name, rows, cols) in shapes {
+            let wbytes = if dt.is_quantized() {
+                gpu_matrix_bytes(dt, rows as u64, cols as u64).unwrap()
+            } else {
+                rows as u64 * stride8(cols) as u64 * 16
+            };
+            let copies = budget.div_ceil(wbytes).clamp(2, 64);
+            let ws: Vec<Buffer> = (0..copies)
+                .map(|_| buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight))
+                .collect();
+            let x = buffer(d, "x", cols as u64 * 4, ResourceClass::TokenScratch);
+            x.write(0, &vec![0.5f32; cols as usize]).unwrap();
+            let y = buffer(d, "y", rows as u64 * 4, ResourceClass::TokenScratch);
+            let push = matvec_push(dt, rows, cols, false, 0.0, None);
+            let groups = matvec_groups_dt(dt, rows, cols, None);
+            let mut line = format!(
+                "{:<5} {name:<10} {:>6.2} MB",
+                dt.name(),
+                wbytes as f64 / 1e6
+            );
+            // 0 = hot (one copy), 1 = cold, then cold with prefetch grids of N workgroups.
+            for mode in [0u32, 1, 66, 132, 264, 528] {
+                let us = time(d, reps, |enc, i| {
+                    let j = if mode == 0 {
+                        0
+                    } else {
+                        (i as u64 % copies) as usize
+                    };
+                    if mode > 1 {
+                        let next = &ws[(j + 1) % copies as usize];
+                        let pp = PrefetchPush {
+                            sectors: (wbytes / 32) as u32,
+                            threads: mode * 256,
+                            magic: 0x9E37_79B9,
+                        };
+                        let s = [next.slice(..), x.slice(..), sink.slice(..)];
+                        enc.dispatch(&pf, [mode, 1, 1], &s, &pp).unwrap();
+                    }
+                    let s = [ws[j].slice(..), x.slice(..), y.slice(..)];
+                    enc.dispatch(&k, groups, &s, &push).unwrap();
+                });
+                let what = match mode {
+                    0 => "hot".to_string(),
+                    1 => "cold".to_string(),
+                    n => format!("pf{n}"),
+                };
+                line += &format!(" | {what} {us:>6.2}");
+            }
             println!("{line}");
         }
     }

@@ -37,6 +37,20 @@ pub struct SpinPush {
 }
 const _: () = assert!(std::mem::size_of::<SpinPush>() == SPIN_U32.push_constant_bytes as usize);
 
+/// Push constants of [`PREFETCH`]: touch `sectors` 32-byte sectors of the weight buffer
+/// with `threads` invocations (a multiple of 256; dispatch `threads / 256` workgroups).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct PrefetchPush {
+    /// 32-byte sectors to touch (buffer bytes / 32).
+    pub sectors: u32,
+    /// Invocations in the grid.
+    pub threads: u32,
+    /// A word the loads' xor is compared with (any value; keeps the loads alive).
+    pub magic: u32,
+}
+const _: () = assert!(std::mem::size_of::<PrefetchPush>() == PREFETCH.push_constant_bytes as usize);
+
 /// CPU reference of [`SPIN_U32`] for one element.
 pub fn spin_u32_cpu(mut x: u32, iters: u32) -> u32 {
     for k in 0..iters {

@@ -959,3 +959,60 @@ fn sampling_kernel_follows_the_distribution_and_the_cpu_reference() {
         assert!(got == 1200 || got == 7, "top-p 0.7 sampled {got}");
     }
 }
+
+/// The prefetch kernel reads every sector it is given (its xor reaches the sink exactly
+/// when it equals `magic`) and writes nothing otherwise.
+#[test]
+fn prefetch_touches_every_sector_and_writes_only_on_magic() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let pf = d.pipeline(&PREFETCH).unwrap();
+    let mut rng = Rng::new(21);
+    let words: Vec<u32> = (0..8 * 1000).map(|_| rng.next_u32()).collect();
+    let w = u32_buffer(&d, "w", &words, ResourceClass::ReadOnlyWeight);
+    let anchor = u32_buffer(&d, "anchor", &[0x55u32], ResourceClass::TokenScratch);
+    let threads = 256u32;
+    // Thread t xors the first word of sectors t, t + 256, ...
+    let acc: Vec<u32> = (0..threads as usize)
+        .map(|t| {
+            (t..1000)
+                .step_by(threads as usize)
+                .fold(0x55, |a, s| a ^ words[8 * s])
+        })
+        .collect();
+    let unused = (0u32..)
+        .find(|m| !acc.contains(m))
+        .expect("a word no thread ends with");
+    for (magic, want) in [(acc[5], Some(5usize)), (unused, None)] {
+        let sink = u32_buffer(&d, "sink", &[0u32; 64], ResourceClass::TokenScratch);
+        let push = PrefetchPush {
+            sectors: 1000,
+            threads,
+            magic,
+        };
+        let mut enc = d.encoder().unwrap();
+        let s = [w.slice(..), anchor.slice(..), sink.slice(..)];
+        enc.dispatch(&pf, [threads / 256, 1, 1], &s, &push).unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let got: Vec<u32> = sink.read(0, 64).unwrap();
+        let expect: Vec<u32> = (0..64)
+            .map(|slot| {
+                let hit = acc
+                    .iter()
+                    .enumerate()
+                    .any(|(t, &a)| t % 64 == slot && a == magic);
+                if hit {
+                    magic
+                } else {
+                    0
+                }
+            })
+            .collect();
+        assert_eq!(got, expect, "magic {magic:#x}");
+        if let Some(t) = want {
+            assert_eq!(got[t], magic);
+        } else {
+            assert!(got.iter().all(|&v| v == 0));
+        }
+    }
+}

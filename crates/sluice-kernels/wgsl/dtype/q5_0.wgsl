@@ -22,13 +22,7 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
 
 // Elements 8 * c8 .. + 7 of the row (nibbles as Q4_0, fifth bits from qh).
 fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
-    let b = c8 / 4u;
-    let j0 = 8u * (c8 % 4u);
-    let v = wraw(sel, rb + b);
-    let o = 2u * (c8 % 2u);
-    let qh = wword(sel, rb, nb * 16u + 4u * b);
-    let d = whalf(sel, rb, nb * 20u + 2u * b);
-    let qa = nibbles(v[o], j0 >= 16u);
-    let qb = nibbles(v[o + 1u], j0 >= 16u);
-    return W8(u2fb(qa | qh16(qh, j0 / 4u), 16.0) * d, u2fb(qb | qh16(qh, j0 / 4u + 1u), 16.0) * d);
+    let q = q5_chunk8(sel, rb, nb, c8);
+    let d = whalf(sel, rb, nb * 20u + 2u * (c8 / 4u));
+    return W8(u2fb(q.a, 16.0) * d, u2fb(q.b, 16.0) * d);
 }

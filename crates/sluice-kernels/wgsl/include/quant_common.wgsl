@@ -66,6 +66,22 @@ fn qh16(qh: u32, k: u32) -> vec4<u32> {
     return ((vec4<u32>(qh >> (4u * k)) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u)) << vec4<u32>(4u);
 }
 
+// The 5-bit quants (0..31) of elements 8 * c8 .. + 7 of a Q5_0 / Q5_1 row (both keep the
+// nibbles at vec4 rb + block and the high bits in word nb * 4 + block of the qh section;
+// only their scales differ).
+struct Q5x8 { a: vec4<u32>, b: vec4<u32> }
+fn q5_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> Q5x8 {
+    let b = c8 / 4u;
+    let j0 = 8u * (c8 % 4u);
+    let v = wraw(sel, rb + b);
+    let o = 2u * (c8 % 2u);
+    let qh = wword(sel, rb, nb * 16u + 4u * b);
+    return Q5x8(
+        nibbles(v[o], j0 >= 16u) | qh16(qh, j0 / 4u),
+        nibbles(v[o + 1u], j0 >= 16u) | qh16(qh, j0 / 4u + 1u),
+    );
+}
+
 // Low / high nibbles of the four bytes of a word, minus `bias` (a small integer).
 fn lo4b(w: u32, bias: f32) -> vec4<f32> {
     return u2fb(nibbles(w, false), bias);

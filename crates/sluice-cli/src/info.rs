@@ -49,6 +49,16 @@ pub fn run(device: &Device, json: bool) -> Result<(), String> {
         ),
         ("compute queue family", info.queue_family.to_string()),
         (
+            "compute units",
+            match info.compute_units {
+                0 => "unknown (persistent lowering: 1 workgroup)".to_string(),
+                n => format!(
+                    "{n} (persistent lowering: up to {} workgroups)",
+                    sluice_kernels::persistent_residency(n)
+                ),
+            },
+        ),
+        (
             "matrix units",
             if info.coopmat_f16_16x16 {
                 "used (16x16x16 f16 -> f32 cooperative matrices)".to_string()

@@ -26,6 +26,15 @@ pub enum ModeArg {
     Replay,
 }
 
+/// `--lowering`: how decode steps become dispatches.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum LoweringArg {
+    /// One dispatch per op, pipeline barriers between dependent ones
+    Barriers,
+    /// One dispatch per decoder layer, grid barriers inside (f16 decode)
+    Persistent,
+}
+
 /// `--dtype`: a weight format or llama.cpp mixture name (see `quant_mix::DTYPE_NAMES`).
 pub(crate) fn parse_dtype(s: &str) -> Result<sluice_llm::quant_mix::QuantRequest, String> {
     sluice_llm::quant_mix::parse(s).map_err(|e| e.to_string())
@@ -63,6 +72,15 @@ pub struct ModelOpts {
     /// Separate norm, rope/KV-append, gate/up and silu·mul kernels (A/B)
     #[arg(long)]
     pub no_fuse: bool,
+    /// Decode lowering: one dispatch per op behind pipeline barriers, or one persistent
+    /// dispatch per layer whose workgroups meet at grid barriers (f16 weights; refused
+    /// otherwise)
+    #[arg(long, value_enum, default_value_t = LoweringArg::Barriers)]
+    pub lowering: LoweringArg,
+    /// Workgroups per persistent layer dispatch (default: one per multiprocessor; more
+    /// than the device holds at once is refused)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub persistent_groups: Option<u32>,
     /// Keep the captured order (replay)
     #[arg(long)]
     pub no_reorder: bool,
@@ -104,6 +122,11 @@ pub(crate) fn model_args(
     load.gpu.fuse_gate_up = !o.no_fuse;
     load.gpu.fuse_norm = !o.no_fuse;
     load.gpu.fuse_attention = !o.no_fuse;
+    load.gpu.lowering = match o.lowering {
+        LoweringArg::Barriers => sluice_llm::gpu::Lowering::Barriers,
+        LoweringArg::Persistent => sluice_llm::gpu::Lowering::Persistent,
+    };
+    load.gpu.persistent_groups = o.persistent_groups;
     let graph = GraphOptions {
         reorder: !o.no_reorder,
         lookahead: o.lookahead as usize,

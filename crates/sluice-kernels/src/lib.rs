@@ -686,4 +686,6 @@ mod matmul;
 pub use matmul::*;
 
 mod batch;
+mod persistent;
 pub use batch::*;
+pub use persistent::*;

@@ -2,7 +2,8 @@
 //! include: attention_finish
 // Decode attention, split over the sequence (flash-decoding), both passes in one dispatch:
 // every split writes its partial, and the last split of each head to finish merges them
-// into attn (see include/attention_finish.wgsl; the same arithmetic as attention_combine).
+// into attn (see include/attention_finish.wgsl; the same arithmetic as attention_combine);
+// a lone non-empty split writes attn itself, with the same bits.
 // With z workgroups (several tokens), token t attends causally over positions 0..=pos + t,
 // reads its q t * q_stride floats later and writes partials and output after token t-1's.
 // Dispatch [splits, heads, 1], workgroup 256. Workgroup (s, h) covers positions
@@ -72,7 +73,9 @@ fn main(
     }
     workgroupBarrier();
 
-    attend(tid, sg_id, sg_lane, nsg, row0, n, obase, pairs);
     let used = min((seq + pc.chunk - 1u) / pc.chunk, pc.splits);
-    finish_head(tid, t * pc.heads + h, used, hd, pc.splits);
+    attend(tid, sg_id, sg_lane, nsg, row0, n, obase, pairs, used == 1u, (t * pc.heads + h) * hd);
+    if (used > 1u) {
+        finish_head(tid, t * pc.heads + h, used, hd, pc.splits);
+    }
 }

@@ -149,6 +149,16 @@ pub enum LlmError {
         /// count is known).
         count: u32,
     },
+    /// A grid barrier of the persistent lowering gave up waiting (its workgroups were not
+    /// all resident: the GPU was shared, or the residency bound was wrong); the step's
+    /// output is garbage and the device is fine.
+    #[error("the persistent decode step at position {position} stalled: not all of its {groups} workgroups ran at once (a grid barrier gave up waiting); rerun with --lowering barriers")]
+    PersistentStall {
+        /// Position of the step.
+        position: usize,
+        /// Workgroups per layer dispatch.
+        groups: u32,
+    },
     /// A tokenizer (tokenizer.json, a GGUF vocabulary) or chat template is invalid or
     /// unsupported, or a request to it is (a token id outside the vocabulary).
     #[error("{what}: {msg}")]

@@ -100,6 +100,10 @@ pub struct DeviceInfo {
     /// are enabled: the `*_dp` block-format matvec variants can run. False when the device
     /// lacks the feature or `Options::no_int_dot` is set.
     pub int_dot: bool,
+    /// Multiprocessors (NVIDIA SMs) the driver reports through VK_NV_shader_sm_builtins;
+    /// 0 where unknown. Bounds how many workgroups of a persistent kernel may wait for
+    /// each other (`sluice_kernels::persistent_residency`).
+    pub compute_units: u32,
     /// The device reports the signed 4x8-bit packed dot product as accelerated (one
     /// instruction, not an emulation); informational.
     pub int_dot_accelerated: bool,
@@ -521,6 +525,16 @@ impl Device {
                 instance.get_physical_device_properties2(physical, &mut p2);
                 sg.subgroup_size
             };
+            // Multiprocessor count where the driver tells it (VK_NV_shader_sm_builtins; the
+            // properties struct is read only, the extension is not enabled).
+            let compute_units = if has_extension(&dev_exts, ash::nv::shader_sm_builtins::NAME) {
+                let mut sm = vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV::default();
+                let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut sm);
+                instance.get_physical_device_properties2(physical, &mut p2);
+                sm.shader_sm_count
+            } else {
+                0
+            };
             let coopmat = coopmat_ext
                 && !options.no_coopmat
                 && fcoop.cooperative_matrix != 0
@@ -657,6 +671,7 @@ impl Device {
                 coopmat_shapes,
                 coopmat_f16_16x16: coopmat,
                 int_dot,
+                compute_units,
                 int_dot_accelerated: int_dot
                     && dotp.integer_dot_product4x8_bit_packed_signed_accelerated != 0,
             };

@@ -36,8 +36,9 @@ const READ_WRITE_ACCESS: vk::AccessFlags2 = vk::AccessFlags2::from_raw(
         | vk::AccessFlags2::TRANSFER_WRITE.as_raw(),
 );
 
-/// Most storage-buffer bindings a kernel may have.
-pub const MAX_BINDINGS: usize = 16;
+/// Most storage-buffer bindings a kernel may have (32: the least `maxPushDescriptors`
+/// Vulkan guarantees with VK_KHR_push_descriptor).
+pub const MAX_BINDINGS: usize = 32;
 
 /// Records work for one submit. Made by [`Device::encoder`], consumed by [`Encoder::submit`].
 pub struct Encoder {

@@ -2,7 +2,7 @@
 // in `qs`, positions [start, start + n) of one kv head (first u32 at row0) and the output
 // slot obase, computes scores (16 lanes per position, coalesced key reads), the chunk's max
 // and exp-sum, and the weighted values (four value loads in flight per invocation), and
-// writes partial[obase..] = (m, l, o[hd]). Expects bindings kcache, vcache, partial.
+// writes partial[obase..] = (m, l, o[hd]). Expects bindings kcache, vcache, partial, attn.
 
 const SLICES: u32 = 16u;
 const NEG: f32 = -3.0e38;
@@ -13,7 +13,11 @@ var<workgroup> sc: array<f32, 256>;
 var<workgroup> ov: array<vec2<f32>, 256>;
 var<workgroup> red: array<f32, 256>;
 
-fn attend(tid: u32, sg_id: u32, sg_lane: u32, nsg: u32, row0: u32, n: u32, obase: u32, pairs: u32) {
+// `alone`: this is the only split holding keys, so it also writes the normalised output to
+// attn[out..] itself (bit-identical to the combine of one partial: exp(m - m) = 1) and the
+// caller skips the ticket and the combine.
+fn attend(tid: u32, sg_id: u32, sg_lane: u32, nsg: u32, row0: u32, n: u32, obase: u32, pairs: u32,
+          alone: bool, out: u32) {
     // Scores.
     let slice = tid % SLICES;
     for (var pb = 0u; pb < n; pb += 256u / SLICES) {
@@ -94,6 +98,11 @@ fn attend(tid: u32, sg_id: u32, sg_lane: u32, nsg: u32, row0: u32, n: u32, obase
         }
         partial.d[obase + 2u + 2u * tid] = acc.x;
         partial.d[obase + 3u + 2u * tid] = acc.y;
+        if (alone) {
+            let inv = 1.0 / l;
+            attn.d[out + 2u * tid] = acc.x * inv;
+            attn.d[out + 2u * tid + 1u] = acc.y * inv;
+        }
     }
     if (tid == 0u) {
         partial.d[obase] = m;

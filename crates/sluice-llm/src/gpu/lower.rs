@@ -77,7 +77,25 @@ struct Tokens {
 impl GpuModel {
     /// Records the step for `shape` from the layer description.
     pub(super) fn encode(&self, enc: &mut Encoder, shape: Shape) -> sluice::Result<()> {
-        for op in layer::forward(self.config.layers) {
+        let ops = layer::forward(self.config.layers);
+        let persistent = self.persistent.is_some() && shape == Shape::Decode;
+        let mut at = 0;
+        while at < ops.len() {
+            let op = ops[at];
+            at += 1;
+            // Persistent lowering: a layer's ops (they are consecutive) in one dispatch.
+            if let Some(i) = persistent
+                .then(|| super::persistent::layer_of(&op))
+                .flatten()
+            {
+                let end = ops[at..]
+                    .iter()
+                    .position(|o| super::persistent::layer_of(o) != Some(i))
+                    .map_or(ops.len(), |n| at + n);
+                self.lower_layer_persistent(enc, i, &ops[at - 1..end])?;
+                at = end;
+                continue;
+            }
             match op {
                 Op::Embed => self.lower_embed(enc, shape)?,
                 Op::Linear(l) => self.lower_linear(enc, &l, shape)?,

@@ -12,6 +12,7 @@
 pub mod layout;
 mod lower;
 pub mod paged;
+mod persistent;
 mod upload;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use crate::error::LlmError;
 pub use layout::Matrix;
 pub use lower::Shape;
 pub use paged::{BatchRow, PagedOptions, BLOCK_MATRIX_UNITS_MIN_SEQUENCES, DEFAULT_KV_BLOCK};
+pub use persistent::{Lowering, PersistentInfo};
 
 /// Tensor data handed to the uploader: raw little-endian bytes of a dtype, or f32 values.
 pub enum TensorData<'a> {
@@ -69,6 +71,14 @@ pub struct GpuOptions {
     /// A paged KV cache and the batched step (many sequences per dispatch): `context` is
     /// then the pool of positions all sequences share. Default `None`.
     pub paged: Option<PagedOptions>,
+    /// How decode steps are lowered: one dispatch per op behind pipeline barriers, or one
+    /// persistent dispatch per layer (f16 weights, fusions on). Default
+    /// [`Lowering::Barriers`].
+    pub lowering: Lowering,
+    /// Workgroups of each persistent layer dispatch; `None`: the device's residency bound
+    /// (one per multiprocessor where the driver reports them, else 1). More than that bound
+    /// is refused. Default `None`.
+    pub persistent_groups: Option<u32>,
 }
 
 impl Default for GpuOptions {
@@ -83,6 +93,8 @@ impl Default for GpuOptions {
             prefill_chunk: 512,
             sampling: None,
             paged: None,
+            lowering: Lowering::Barriers,
+            persistent_groups: None,
         }
     }
 }
@@ -179,6 +191,8 @@ pub struct GpuModel {
     tokens: Buffer,
     /// The paged KV cache's table and the batched step's buffers (`options.paged`).
     paged: Option<paged::Paged>,
+    /// The persistent lowering of decode steps (`options.lowering`).
+    persistent: Option<persistent::Persistent>,
 }
 
 impl GpuModel {
@@ -340,6 +354,12 @@ impl GpuModel {
     pub fn result(&self) -> Result<sluice_kernels::TokenResult, LlmError> {
         let w = self.result.read::<u32>(0, 4)?;
         let r = sluice_kernels::TokenResult::from_words([w[0], w[1], w[2], w[3]]);
+        if r.first_bad & sluice_kernels::PERSISTENT_ABORT_BIT != 0 {
+            return Err(LlmError::PersistentStall {
+                position: (r.first_bad & !sluice_kernels::PERSISTENT_ABORT_BIT) as usize - 1,
+                groups: self.persistent_info().map_or(0, |p| p.groups),
+            });
+        }
         if r.first_bad > 0 {
             return Err(LlmError::NonFiniteLogits {
                 position: r.first_bad as usize - 1,

@@ -330,8 +330,15 @@ impl GpuModel {
             )?),
             None => None,
         };
+        let persistent = match options.lowering {
+            super::Lowering::Barriers => None,
+            super::Lowering::Persistent => Some(super::persistent::Persistent::new(
+                device, &options, &layers,
+            )?),
+        };
         device.synchronize()?;
         Ok(GpuModel {
+            persistent,
             paged,
             device: device.clone(),
             config: c.clone(),

@@ -1,0 +1,58 @@
+//! The persistent layer kernel ([`crate::PERSISTENT_LAYER`]): one decoder layer of a decode
+//! step in one dispatch whose workgroups meet at grid barriers (decision 0006).
+
+use crate::AttnRopePush;
+
+/// Push constants of [`crate::PERSISTENT_LAYER`]: the attention fields of
+/// [`AttnRopePush`], the layer's shapes and the workgroup count. Bindings: 0 params,
+/// 1 x, 2 qkv, 3 attn, 4 h (f32 activations, read-write), 5..=9 the f16 matrices qkv
+/// (stacked), o, gate, up, down, 10 attention norm, 11 MLP norm, 12 q norm, 13 k norm,
+/// 14 K cache, 15 V cache, 16 attention partials, 17 attention counters (zero), 18 the
+/// [`PERSISTENT_SYNC_WORDS`] sync words (zero before the dispatch, left zero), 19 the
+/// 16-byte token result (a stall sets [`PERSISTENT_ABORT_BIT`] in word 3). Dispatch
+/// `[groups, 1, 1]`, never more than can be resident at once.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct PersistentLayerPush {
+    /// The attention op's constants (as for `attention_rope`).
+    pub attn: AttnRopePush,
+    /// Rows of the stacked qkv matrix.
+    pub qkv_rows: u32,
+    /// Hidden size (columns of qkv, gate and up; rows of o and down).
+    pub hidden: u32,
+    /// Query width `heads * head_dim` (columns of o).
+    pub q_dim: u32,
+    /// Intermediate size (rows of gate and up, columns of down).
+    pub inter: u32,
+    /// Row stride (8-element chunks) of the matrices with `hidden` columns.
+    pub stride_hidden: u32,
+    /// Row stride of o.
+    pub stride_q: u32,
+    /// Row stride of down.
+    pub stride_inter: u32,
+    /// Workgroups of the dispatch.
+    pub groups: u32,
+}
+const _: () = assert!(
+    std::mem::size_of::<PersistentLayerPush>()
+        == crate::PERSISTENT_LAYER.push_constant_bytes as usize
+);
+
+/// u32 words of the persistent kernel's sync buffer (arrivals, abort flag, departures).
+pub const PERSISTENT_SYNC_WORDS: usize = 3;
+
+/// Set in the result's word 3 (`TokenResult::first_bad`) when a grid barrier of the
+/// persistent kernel gave up waiting; the low bits hold the position + 1.
+pub const PERSISTENT_ABORT_BIT: u32 = 0x8000_0000;
+
+/// Grid barriers per layer dispatch (between its five ops).
+pub const PERSISTENT_BARRIERS_PER_LAYER: u32 = 4;
+
+/// Largest number of [`crate::PERSISTENT_LAYER`] workgroups that are sure to be resident
+/// at once on a device with `compute_units` multiprocessors (0: unknown): one per unit —
+/// a 256-invocation workgroup that launches at all fits one SM alone (registers <= 255 x
+/// 256 <= the 64 K register file, shared memory 39 KiB <= 48 KiB) — and 1 where the count
+/// is unknown (a single workgroup never waits for another).
+pub fn persistent_residency(compute_units: u32) -> u32 {
+    compute_units.max(1)
+}

@@ -1,0 +1,114 @@
+//! The persistent layer kernel's safety net, on whatever Vulkan device exists, validation
+//! on: with more workgroups than can ever be resident at once its grid barriers give up
+//! after a bounded spin, the stall is reported in the token result, and the sync words and
+//! attention counters are left zero for the next dispatch; with the residency bound the
+//! same dispatch reports nothing. (Its arithmetic is checked through the model: sluice-llm
+//! tests/persistent.rs.)
+
+use sluice::testing::{test_device, ValidationGuard};
+use sluice::{Buffer, Device, ResourceClass};
+use sluice_kernels::*;
+
+mod common;
+use common::*;
+
+/// Runs the kernel once over a small zero-weight layer with `groups` workgroups; returns
+/// (result words, sync words, attention counters).
+fn run(d: &Device, groups: u32) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let (heads, kv_heads, hd, capacity) = (2u32, 1u32, 8u32, 16u32);
+    let (hidden, q_dim, inter, qkv_rows) = (16u32, heads * hd, 16u32, 32u32);
+    let pos = 3u32;
+    let f32s = |name: &str, n: u32| {
+        f32_buffer(d, name, &vec![0.5; n as usize], ResourceClass::TokenScratch)
+    };
+    let u32s =
+        |name: &str, n: u32| u32_buffer(d, name, &vec![0; n as usize], ResourceClass::TokenScratch);
+    // f16 matrices: rows x stride8 chunks of 16 bytes (four u32).
+    let w =
+        |name: &str, rows: u32, cols: u32| -> Buffer { u32s(name, rows * cols.div_ceil(8) * 4) };
+    let params = u32_buffer(d, "params", &[1, pos, pos + 1, 0], ResourceClass::Generic);
+    let bufs = [
+        params,
+        f32s("x", hidden),
+        f32s("qkv", qkv_rows),
+        f32s("attn", q_dim),
+        f32s("h", inter),
+        w("w_qkv", qkv_rows, hidden),
+        w("w_o", hidden, q_dim),
+        w("w_gate", inter, hidden),
+        w("w_up", inter, hidden),
+        w("w_down", hidden, inter),
+        f32s("attn_norm", hidden),
+        f32s("mlp_norm", hidden),
+        f32s("q_norm", hd),
+        f32s("k_norm", hd),
+        u32s("k", kv_heads * capacity * hd / 2),
+        u32s("v", kv_heads * capacity * hd / 2),
+        f32s("partial", heads * (hd + 2)),
+        u32s("counters", heads),
+        u32s("sync", PERSISTENT_SYNC_WORDS as u32),
+        u32s("result", 4),
+    ];
+    let push = PersistentLayerPush {
+        attn: AttnRopePush {
+            heads,
+            kv_heads,
+            head_dim: hd,
+            capacity,
+            chunk: capacity,
+            splits: 1,
+            scale: 1.0 / (hd as f32).sqrt(),
+            use_norm: 1,
+            eps: 1e-6,
+            theta: 10000.0,
+            k_offset: q_dim,
+            v_offset: q_dim + kv_heads * hd,
+        },
+        qkv_rows,
+        hidden,
+        q_dim,
+        inter,
+        stride_hidden: hidden.div_ceil(8),
+        stride_q: q_dim.div_ceil(8),
+        stride_inter: inter.div_ceil(8),
+        groups,
+    };
+    let k = d.pipeline(&PERSISTENT_LAYER).unwrap();
+    let mut enc = d.encoder().unwrap();
+    let slices: Vec<_> = bufs.iter().map(|b| b.slice(..)).collect();
+    enc.dispatch(&k, [groups, 1, 1], &slices, &push).unwrap();
+    enc.submit().unwrap().wait().unwrap();
+    (
+        bufs[19].read::<u32>(0, 4).unwrap(),
+        bufs[18].read::<u32>(0, PERSISTENT_SYNC_WORDS).unwrap(),
+        bufs[17].read::<u32>(0, heads as usize).unwrap(),
+    )
+}
+
+#[test]
+fn too_many_workgroups_stall_cleanly_and_leave_the_sync_words_zero() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    // No device holds 4096 workgroups of 256 invocations at once (an H100: at most 8 per
+    // SM x 132): the first ones give up waiting, the rest see the abort flag.
+    let (result, sync, counters) = run(&d, 4096);
+    assert_eq!(
+        result[3],
+        PERSISTENT_ABORT_BIT | 4,
+        "stall reported at position 3"
+    );
+    assert_eq!(sync, vec![0; PERSISTENT_SYNC_WORDS], "sync words reset");
+    assert_eq!(counters, vec![0, 0], "attention counters left zero");
+    // Within the residency bound: no stall, and the words are zero again.
+    let bound = persistent_residency(d.info().compute_units);
+    let (result, sync, counters) = run(&d, bound);
+    assert_eq!(result[3], 0, "no stall with {bound} workgroups");
+    assert_eq!(sync, vec![0; PERSISTENT_SYNC_WORDS]);
+    assert_eq!(counters, vec![0, 0]);
+}
+
+#[test]
+fn residency_bound_is_one_per_compute_unit_and_one_when_unknown() {
+    assert_eq!(persistent_residency(0), 1);
+    assert_eq!(persistent_residency(132), 132);
+}

@@ -1,0 +1,110 @@
+// The decode attention of one (split, head) with the q/k RMSNorm, rotary embedding and KV
+// append folded in: the body of attention_rope, shared with the persistent layer kernel
+// (which calls it for virtual workgroups). Expects bindings params, qkv, q_norm, k_norm,
+// kcache, vcache, partial, counters and attn, and push fields heads, kv_heads, head_dim,
+// capacity, chunk, splits, scale, use_norm, eps, theta, k_offset, v_offset (see
+// attention_rope.wgsl). Needs include attention_core, attention_finish and rope.
+
+var<workgroup> rot: array<f32, 256>;
+
+// Sum of `v` over the workgroup (all invocations must call it).
+fn wg_sum(v: f32, sg_id: u32, sg_lane: u32, nsg: u32) -> f32 {
+    let s = subgroupAdd(v);
+    if (sg_lane == 0u) {
+        red[sg_id] = s;
+    }
+    workgroupBarrier();
+    var t = 0.0;
+    for (var j = 0u; j < nsg; j++) {
+        t += red[j];
+    }
+    workgroupBarrier();
+    return t;
+}
+
+// rope(norm(head)) into `rot` (HF rotate-half layout; norm only with use_norm), one
+// invocation per rotation pair (tid < hd / 2) holding (a, b) = (x[tid], x[tid + hd/2]) and
+// the norm weights (wa, wb) at those indices.
+fn norm_rope(a: f32, b: f32, wa: f32, wb: f32, tid: u32, sg_id: u32, sg_lane: u32, nsg: u32) {
+    let hd = pc.head_dim;
+    let half = hd / 2u;
+    let ss = wg_sum(a * a + b * b, sg_id, sg_lane, nsg);
+    if (tid < half) {
+        let r = norm_rope_pair(a, b, ss, wa, wb, pc.use_norm != 0u, pc.eps, params.pos, tid, hd,
+                               pc.theta);
+        rot[tid] = r.x;
+        rot[tid + half] = r.y;
+    }
+    workgroupBarrier();
+}
+
+// Workgroup (s, h) of attention_rope; all invocations call it (uniform in s and h).
+fn attention_rope_wg(s: u32, h: u32, tid: u32, sg_id: u32, sg_lane: u32, nsg: u32) {
+    let hd = pc.head_dim;
+    let pairs = hd / 2u;
+    let obase = (h * pc.splits + s) * (hd + 2u);
+    let seq = min(params.seq_len, pc.capacity);
+    let start = s * pc.chunk;
+    let kvh = h / (pc.heads / pc.kv_heads);
+    let pos = params.pos;
+    // The split holding the new position ropes and appends its key and value first.
+    // Query heads sharing a kv head write identical bits there.
+    let appends = start <= pos && pos < start + pc.chunk && pos < pc.capacity;
+    let attends = start < seq;
+    if (!appends && !attends) {
+        return;
+    }
+    // Every load of q, k, v and their norm weights is issued before the first use.
+    var ka = 0.0;
+    var kb = 0.0;
+    var qa = 0.0;
+    var qb = 0.0;
+    var v = vec2<f32>(0.0);
+    var nq = vec2<f32>(1.0);
+    var nk = vec2<f32>(1.0);
+    if (tid < pairs) {
+        if (appends) {
+            let kb0 = pc.k_offset + kvh * hd;
+            ka = qkv.d[kb0 + tid];
+            kb = qkv.d[kb0 + tid + pairs];
+            let vb = pc.v_offset + kvh * hd + 2u * tid;
+            v = vec2<f32>(qkv.d[vb], qkv.d[vb + 1u]);
+        }
+        if (attends) {
+            qa = qkv.d[h * hd + tid];
+            qb = qkv.d[h * hd + tid + pairs];
+        }
+        if (pc.use_norm != 0u) {
+            nq = vec2<f32>(q_norm.d[tid], q_norm.d[tid + pairs]);
+            nk = vec2<f32>(k_norm.d[tid], k_norm.d[tid + pairs]);
+        }
+    }
+    if (appends) {
+        norm_rope(ka, kb, nk.x, nk.y, tid, sg_id, sg_lane, nsg);
+        if (tid < pairs) {
+            let at = (kvh * pc.capacity + pos) * pairs + tid;
+            kcache.d[at] = pack2x16float(vec2<f32>(rot[2u * tid], rot[2u * tid + 1u]));
+            vcache.d[at] = pack2x16float(v);
+        }
+        storageBarrier();
+        workgroupBarrier();
+    }
+    if (!attends) {
+        return;
+    }
+    let n = min(seq - start, pc.chunk);
+    // First u32 of position `start` of this kv head.
+    let row0 = (kvh * pc.capacity + start) * pairs;
+
+    norm_rope(qa, qb, nq.x, nq.y, tid, sg_id, sg_lane, nsg);
+    if (tid < pairs) {
+        qs[tid] = vec2<f32>(rot[2u * tid], rot[2u * tid + 1u]) * pc.scale;
+    }
+    workgroupBarrier();
+
+    let used = min((seq + pc.chunk - 1u) / pc.chunk, pc.splits);
+    attend(tid, sg_id, sg_lane, nsg, row0, n, obase, pairs, used == 1u, h * hd);
+    if (used > 1u) {
+        finish_head(tid, h, used, hd, pc.splits);
+    }
+}

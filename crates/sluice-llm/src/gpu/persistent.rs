@@ -1,0 +1,261 @@
+//! The persistent lowering of a decode step (decision 0006): each decoder layer is one
+//! dispatch of `sluice_kernels::PERSISTENT_LAYER`, whose workgroups run the layer's five
+//! ops with grid barriers between them instead of five dispatches behind pipeline
+//! barriers. The embedding, LM head, argmax and position advance stay as they are.
+//!
+//! Safety of the spin: the dispatch never has more workgroups than the device can hold at
+//! once (`sluice_kernels::persistent_residency`, refused otherwise), and every grid barrier
+//! gives up after a bounded number of polls — the step then reports
+//! [`LlmError::PersistentStall`] instead of a token; the GPU is never hung.
+
+use std::sync::Arc;
+
+use sluice::{Buffer, Device, Encoder, Pipeline, ResourceClass};
+use sluice_kernels as k;
+use sluice_kernels::WeightDtype;
+
+use super::layout::{qkv_offsets, qkv_rows};
+use super::{GpuModel, GpuOptions, Layer, Qkv, Shape};
+use crate::config::Arch;
+use crate::error::LlmError;
+use crate::layer::{self, Op, Weight};
+
+/// How a decode step is lowered to dispatches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Lowering {
+    /// One dispatch per op, a pipeline barrier between dependent ones (every shape, every
+    /// weight format). The default.
+    #[default]
+    Barriers,
+    /// One dispatch per decoder layer whose workgroups meet at grid barriers (decode of
+    /// f16 models with the fusions on; prefill and batched steps keep the barriers).
+    Persistent,
+}
+
+impl Lowering {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Lowering::Barriers => "barriers",
+            Lowering::Persistent => "persistent",
+        }
+    }
+}
+
+impl std::str::FromStr for Lowering {
+    type Err = LlmError;
+    fn from_str(s: &str) -> Result<Self, LlmError> {
+        match s {
+            "barriers" => Ok(Lowering::Barriers),
+            "persistent" => Ok(Lowering::Persistent),
+            other => Err(LlmError::InvalidArgument(format!(
+                "unknown lowering {other:?} (barriers, persistent)"
+            ))),
+        }
+    }
+}
+
+/// The persistent lowering's pipeline, workgroup count and sync words.
+pub(crate) struct Persistent {
+    pipeline: Arc<Pipeline>,
+    /// Workgroups per layer dispatch.
+    groups: u32,
+    /// Most workgroups the device is sure to hold at once.
+    residency: u32,
+    /// Arrivals, abort flag, departures (zero between dispatches).
+    sync: Buffer,
+}
+
+/// What the persistent lowering of a model uses, for reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PersistentInfo {
+    /// Workgroups per layer dispatch.
+    pub groups: u32,
+    /// The residency bound they were checked against.
+    pub residency: u32,
+    /// Grid barriers per layer dispatch.
+    pub barriers_per_layer: u32,
+}
+
+impl Persistent {
+    /// The persistent lowering for a model with `layers`, or an error naming what rules it
+    /// out (options, weight formats, too many workgroups).
+    pub(crate) fn new(
+        device: &Device,
+        o: &GpuOptions,
+        layers: &[Layer],
+    ) -> Result<Persistent, LlmError> {
+        let refuse = |why: String| {
+            Err(LlmError::InvalidArgument(format!(
+                "the persistent lowering cannot run this model: {why} (use --lowering barriers)"
+            )))
+        };
+        if o.paged.is_some() {
+            return refuse("it lowers single-sequence decode, not the paged batched step".into());
+        }
+        if !(o.fuse_norm && o.fuse_gate_up && o.fuse_attention) {
+            return refuse("it implements the fused layer (norms, gate/up, attention folded); --no-fuse turns that off".into());
+        }
+        for (i, l) in layers.iter().enumerate() {
+            let Qkv::Stacked(qkv) = &l.qkv else {
+                return refuse(format!("layer {i} has separate q, k and v matrices"));
+            };
+            for (name, m) in [
+                ("qkv", qkv),
+                ("o", &l.o),
+                ("gate", &l.gate),
+                ("up", &l.up),
+                ("down", &l.down),
+            ] {
+                if m.dtype != WeightDtype::F16 {
+                    return refuse(format!(
+                        "layer {i} {name} is {}; its kernel reads f16 weights only (try --dtype f16)",
+                        m.dtype.name()
+                    ));
+                }
+            }
+        }
+        let info = device.info();
+        let residency = k::persistent_residency(info.compute_units);
+        let groups = o.persistent_groups.unwrap_or(residency);
+        if groups == 0 || groups > residency {
+            return Err(LlmError::InvalidArgument(format!(
+                "persistent lowering: {groups} workgroups asked for, but {} holds at most {residency} \
+                 at once ({} compute units reported); a grid barrier over more could wait forever",
+                info.name,
+                if info.compute_units == 0 {
+                    "no".to_string()
+                } else {
+                    info.compute_units.to_string()
+                }
+            )));
+        }
+        let sync = device.create_buffer(
+            "persistent.sync",
+            (k::PERSISTENT_SYNC_WORDS * 4) as u64,
+            ResourceClass::TokenScratch,
+        )?;
+        sync.write(0, &[0u32; k::PERSISTENT_SYNC_WORDS])?;
+        Ok(Persistent {
+            pipeline: device.pipeline(&k::PERSISTENT_LAYER)?,
+            groups,
+            residency,
+            sync,
+        })
+    }
+}
+
+impl GpuModel {
+    /// Which lowering decode steps use.
+    pub fn lowering(&self) -> Lowering {
+        if self.persistent.is_some() {
+            Lowering::Persistent
+        } else {
+            Lowering::Barriers
+        }
+    }
+
+    /// The persistent lowering's workgroup count and residency bound, when it is on.
+    pub fn persistent_info(&self) -> Option<PersistentInfo> {
+        self.persistent.as_ref().map(|p| PersistentInfo {
+            groups: p.groups,
+            residency: p.residency,
+            barriers_per_layer: k::PERSISTENT_BARRIERS_PER_LAYER,
+        })
+    }
+
+    /// Records decoder layer `i` of a decode step as one persistent dispatch. `ops` must be
+    /// the layer's description (`layer::layer_ops(i)`): the kernel implements exactly that
+    /// program, so any other description is refused rather than mis-lowered.
+    pub(super) fn lower_layer_persistent(
+        &self,
+        enc: &mut Encoder,
+        i: usize,
+        ops: &[Op],
+    ) -> sluice::Result<()> {
+        let p = self
+            .persistent
+            .as_ref()
+            .ok_or_else(|| sluice::Error::InvalidUse("persistent lowering is off".into()))?;
+        if ops != layer::layer_ops(i) {
+            return Err(sluice::Error::InvalidUse(format!(
+                "layer {i}: the persistent kernel implements layer_ops, not {ops:?}"
+            )));
+        }
+        let c = &self.config;
+        let l = &self.layers[i];
+        let Qkv::Stacked(qkv_w) = &l.qkv else {
+            return Err(sluice::Error::InvalidUse(
+                "persistent lowering needs the stacked qkv matrix".into(),
+            ));
+        };
+        let s = &self.scratch;
+        let (_, k_at, v_at) = qkv_offsets(c);
+        let push = k::PersistentLayerPush {
+            attn: k::AttnRopePush {
+                heads: c.heads as u32,
+                kv_heads: c.kv_heads as u32,
+                head_dim: c.head_dim as u32,
+                capacity: self.options.context as u32,
+                chunk: self.options.attention_chunk,
+                splits: self.sizes.splits,
+                scale: 1.0 / (c.head_dim as f32).sqrt(),
+                use_norm: (c.arch == Arch::Qwen3) as u32,
+                eps: c.rms_eps,
+                theta: c.rope_theta,
+                k_offset: k_at as u32,
+                v_offset: v_at as u32,
+            },
+            qkv_rows: qkv_rows(c) as u32,
+            hidden: c.hidden as u32,
+            q_dim: l.o.cols,
+            inter: c.intermediate as u32,
+            stride_hidden: qkv_w.stride_field(),
+            stride_q: l.o.stride_field(),
+            stride_inter: l.down.stride_field(),
+            groups: p.groups,
+        };
+        let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
+        let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
+        self.label(enc, Shape::Decode, "layer", Some(i));
+        enc.dispatch(
+            &p.pipeline,
+            [p.groups, 1, 1],
+            &[
+                self.params.slice(..),
+                s.x.slice(..),
+                s.qkv.slice(..),
+                s.attn.slice(..),
+                s.h.slice(..),
+                qkv_w.buffer.slice(..),
+                l.o.buffer.slice(..),
+                l.gate.buffer.slice(..),
+                l.up.buffer.slice(..),
+                l.down.buffer.slice(..),
+                l.attn_norm.slice(..),
+                l.mlp_norm.slice(..),
+                qn.slice(..),
+                kn.slice(..),
+                l.k_cache.slice(..),
+                l.v_cache.slice(..),
+                s.partial.slice(..),
+                s.attn_counters.slice(..),
+                p.sync.slice(..),
+                self.result.slice(..),
+            ],
+            &push,
+        )
+    }
+}
+
+/// The decoder layer an op belongs to (the ops the persistent kernel covers).
+pub(super) fn layer_of(op: &Op) -> Option<usize> {
+    match op {
+        Op::Linear(l) => match l.weight {
+            Weight::Qkv(i) | Weight::Layer(i, _) => Some(i),
+            Weight::Head => None,
+        },
+        Op::Attention(i) => Some(*i),
+        Op::Embed | Op::Next => None,
+    }
+}

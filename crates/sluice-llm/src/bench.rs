@@ -23,6 +23,10 @@ pub struct BenchReport {
     pub dtype: String,
     /// Direct or replay.
     pub mode: crate::decode::Mode,
+    /// "barriers" or "persistent" (see `GpuOptions::lowering`).
+    pub lowering: &'static str,
+    /// Workgroups per persistent layer dispatch and the residency bound (persistent only).
+    pub persistent: Option<crate::gpu::PersistentInfo>,
     /// Tokens already in the KV cache before timing.
     pub depth: usize,
     /// Decoded tokens timed.
@@ -103,6 +107,8 @@ pub fn bench(
         model: name.to_string(),
         dtype: dtype.to_string(),
         mode: decoder.mode(),
+        lowering: model.lowering().name(),
+        persistent: model.persistent_info(),
         depth,
         n,
         prefill_tok_s,

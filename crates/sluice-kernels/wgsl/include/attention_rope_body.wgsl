@@ -7,35 +7,22 @@
 
 var<workgroup> rot: array<f32, 256>;
 
-// Sum of `v` over the workgroup (all invocations must call it).
-fn wg_sum(v: f32, sg_id: u32, sg_lane: u32, nsg: u32) -> f32 {
+var<workgroup> rot_q: array<f32, 256>;
+
+// Sums of both components of `v` over the workgroup (all invocations must call it).
+fn wg_sum2(v: vec2<f32>, sg_id: u32, sg_lane: u32, nsg: u32) -> vec2<f32> {
     let s = subgroupAdd(v);
     if (sg_lane == 0u) {
-        red[sg_id] = s;
+        red[2u * sg_id] = s.x;
+        red[2u * sg_id + 1u] = s.y;
     }
     workgroupBarrier();
-    var t = 0.0;
+    var t = vec2<f32>(0.0);
     for (var j = 0u; j < nsg; j++) {
-        t += red[j];
+        t += vec2<f32>(red[2u * j], red[2u * j + 1u]);
     }
     workgroupBarrier();
     return t;
-}
-
-// rope(norm(head)) into `rot` (HF rotate-half layout; norm only with use_norm), one
-// invocation per rotation pair (tid < hd / 2) holding (a, b) = (x[tid], x[tid + hd/2]) and
-// the norm weights (wa, wb) at those indices.
-fn norm_rope(a: f32, b: f32, wa: f32, wb: f32, tid: u32, sg_id: u32, sg_lane: u32, nsg: u32) {
-    let hd = pc.head_dim;
-    let half = hd / 2u;
-    let ss = wg_sum(a * a + b * b, sg_id, sg_lane, nsg);
-    if (tid < half) {
-        let r = norm_rope_pair(a, b, ss, wa, wb, pc.use_norm != 0u, pc.eps, params.pos, tid, hd,
-                               pc.theta);
-        rot[tid] = r.x;
-        rot[tid + half] = r.y;
-    }
-    workgroupBarrier();
 }
 
 // Workgroup (s, h) of attention_rope; all invocations call it (uniform in s and h).
@@ -79,28 +66,38 @@ fn attention_rope_wg(s: u32, h: u32, tid: u32, sg_id: u32, sg_lane: u32, nsg: u3
             nk = vec2<f32>(k_norm.d[tid], k_norm.d[tid + pairs]);
         }
     }
-    if (appends) {
-        norm_rope(ka, kb, nk.x, nk.y, tid, sg_id, sg_lane, nsg);
-        if (tid < pairs) {
+    // One reduction for both heads' sums of squares and one rotation angle for both (same
+    // position, same pair): k into rot, q into rot_q (HF rotate-half layout).
+    let ss = wg_sum2(vec2<f32>(ka * ka + kb * kb, qa * qa + qb * qb), sg_id, sg_lane, nsg);
+    if (tid < pairs) {
+        let cs = rope_cos_sin(pos, tid, hd, pc.theta);
+        let un = pc.use_norm != 0u;
+        let rk = norm_rope_pair_cs(ka, kb, ss.x, nk.x, nk.y, un, pc.eps, hd, cs);
+        let rq = norm_rope_pair_cs(qa, qb, ss.y, nq.x, nq.y, un, pc.eps, hd, cs);
+        rot[tid] = rk.x;
+        rot[tid + pairs] = rk.y;
+        rot_q[tid] = rq.x;
+        rot_q[tid + pairs] = rq.y;
+    }
+    workgroupBarrier();
+    if (tid < pairs) {
+        if (appends) {
             let at = (kvh * pc.capacity + pos) * pairs + tid;
             kcache.d[at] = pack2x16float(vec2<f32>(rot[2u * tid], rot[2u * tid + 1u]));
             vcache.d[at] = pack2x16float(v);
         }
-        storageBarrier();
-        workgroupBarrier();
+        qs[tid] = vec2<f32>(rot_q[2u * tid], rot_q[2u * tid + 1u]) * pc.scale;
     }
+    if (appends) {
+        storageBarrier();
+    }
+    workgroupBarrier();
     if (!attends) {
         return;
     }
     let n = min(seq - start, pc.chunk);
     // First u32 of position `start` of this kv head.
     let row0 = (kvh * pc.capacity + start) * pairs;
-
-    norm_rope(qa, qb, nq.x, nq.y, tid, sg_id, sg_lane, nsg);
-    if (tid < pairs) {
-        qs[tid] = vec2<f32>(rot[2u * tid], rot[2u * tid + 1u]) * pc.scale;
-    }
-    workgroupBarrier();
 
     let used = min((seq + pc.chunk - 1u) / pc.chunk, pc.splits);
     attend(tid, sg_id, sg_lane, nsg, row0, n, obase, pairs, used == 1u, h * hd);

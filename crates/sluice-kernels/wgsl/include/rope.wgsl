@@ -21,11 +21,16 @@ fn rope_cos_sin(pos: u32, i: u32, hd: u32, theta: f32) -> vec2<f32> {
 // and prefill write bit-identical keys.
 fn norm_rope_pair(a: f32, b: f32, ss: f32, wa: f32, wb: f32, use_norm: bool, eps: f32,
                   pos: u32, i: u32, hd: u32, theta: f32) -> vec2<f32> {
+    return norm_rope_pair_cs(a, b, ss, wa, wb, use_norm, eps, hd, rope_cos_sin(pos, i, hd, theta));
+}
+
+// norm_rope_pair with the angle's (cos, sin) given (q and k of one position share it).
+fn norm_rope_pair_cs(a: f32, b: f32, ss: f32, wa: f32, wb: f32, use_norm: bool, eps: f32,
+                     hd: u32, cs: vec2<f32>) -> vec2<f32> {
     var v = vec2<f32>(a, b);
     if (use_norm) {
         let inv = inverseSqrt(ss / f32(hd) + eps);
         v = v * inv * vec2<f32>(wa, wb);
     }
-    let cs = rope_cos_sin(pos, i, hd, theta);
     return vec2<f32>(v.x * cs.x - v.y * cs.y, v.y * cs.x + v.x * cs.y);
 }

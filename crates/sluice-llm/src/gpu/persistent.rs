@@ -77,28 +77,57 @@ pub struct PersistentInfo {
     pub barriers_per_layer: u32,
 }
 
+/// Checks what the persistent lowering needs of the options and the device before anything
+/// is uploaded; returns (workgroups, residency bound).
+pub(crate) fn check(device: &Device, o: &GpuOptions) -> Result<(u32, u32), LlmError> {
+    if o.paged.is_some() {
+        return Err(refusal(
+            "it lowers single-sequence decode, not the paged batched step",
+        ));
+    }
+    if !(o.fuse_norm && o.fuse_gate_up && o.fuse_attention) {
+        return Err(refusal(
+            "it implements the fused layer (norms, gate/up, attention folded); --no-fuse turns that off",
+        ));
+    }
+    let info = device.info();
+    let residency = k::persistent_residency(info.compute_units);
+    let groups = o.persistent_groups.unwrap_or(residency);
+    if groups == 0 || groups > residency {
+        return Err(LlmError::InvalidArgument(format!(
+            "persistent lowering: {groups} workgroups asked for, but {} holds at most {residency} \
+             at once ({} compute units reported); a grid barrier over more could wait forever",
+            info.name,
+            if info.compute_units == 0 {
+                "no".to_string()
+            } else {
+                info.compute_units.to_string()
+            }
+        )));
+    }
+    Ok((groups, residency))
+}
+
+fn refusal(why: &str) -> LlmError {
+    LlmError::InvalidArgument(format!(
+        "the persistent lowering cannot run this model: {why} (use --lowering barriers)"
+    ))
+}
+
 impl Persistent {
-    /// The persistent lowering for a model with `layers`, or an error naming what rules it
-    /// out (options, weight formats, too many workgroups).
+    /// The persistent lowering for a model with `layers` (options checked by [`check`]), or
+    /// an error naming the layer whose weights its kernel cannot read.
     pub(crate) fn new(
         device: &Device,
         o: &GpuOptions,
         layers: &[Layer],
     ) -> Result<Persistent, LlmError> {
-        let refuse = |why: String| {
-            Err(LlmError::InvalidArgument(format!(
-                "the persistent lowering cannot run this model: {why} (use --lowering barriers)"
-            )))
-        };
-        if o.paged.is_some() {
-            return refuse("it lowers single-sequence decode, not the paged batched step".into());
-        }
-        if !(o.fuse_norm && o.fuse_gate_up && o.fuse_attention) {
-            return refuse("it implements the fused layer (norms, gate/up, attention folded); --no-fuse turns that off".into());
-        }
+        let (groups, residency) = check(device, o)?;
         for (i, l) in layers.iter().enumerate() {
             let Qkv::Stacked(qkv) = &l.qkv else {
-                return refuse(format!("layer {i} has separate q, k and v matrices"));
+                return Err(refusal(&format!(
+                    "layer {i} has separate q, k and v matrices"
+                )));
             };
             for (name, m) in [
                 ("qkv", qkv),
@@ -108,27 +137,12 @@ impl Persistent {
                 ("down", &l.down),
             ] {
                 if m.dtype != WeightDtype::F16 {
-                    return refuse(format!(
+                    return Err(refusal(&format!(
                         "layer {i} {name} is {}; its kernel reads f16 weights only (try --dtype f16)",
                         m.dtype.name()
-                    ));
+                    )));
                 }
             }
-        }
-        let info = device.info();
-        let residency = k::persistent_residency(info.compute_units);
-        let groups = o.persistent_groups.unwrap_or(residency);
-        if groups == 0 || groups > residency {
-            return Err(LlmError::InvalidArgument(format!(
-                "persistent lowering: {groups} workgroups asked for, but {} holds at most {residency} \
-                 at once ({} compute units reported); a grid barrier over more could wait forever",
-                info.name,
-                if info.compute_units == 0 {
-                    "no".to_string()
-                } else {
-                    info.compute_units.to_string()
-                }
-            )));
         }
         let sync = device.create_buffer(
             "persistent.sync",

@@ -50,6 +50,9 @@ fn check_options(device: &Device, c: &ModelConfig, o: &GpuOptions) -> Result<(),
     if let Some(sampling) = &o.sampling {
         sampling.check()?;
     }
+    if o.lowering == super::Lowering::Persistent {
+        super::persistent::check(device, o)?;
+    }
     Ok(())
 }
 

@@ -542,6 +542,28 @@ impl GpuModel {
         }
     }
 
+    /// Push constants of the decode attention with q/k norm, RoPE and KV append folded in
+    /// (`attention_rope`, and the attention op of the persistent layer kernel).
+    pub(super) fn attn_rope_push(&self) -> k::AttnRopePush {
+        let c = &self.config;
+        let (rope, attn) = (self.rope_push(0), self.attn_push(0));
+        let (_, k_at, v_at) = qkv_offsets(c);
+        k::AttnRopePush {
+            heads: rope.heads,
+            kv_heads: rope.kv_heads,
+            head_dim: rope.head_dim,
+            capacity: rope.capacity,
+            chunk: attn.chunk,
+            splits: attn.splits,
+            scale: attn.scale,
+            use_norm: rope.use_norm,
+            eps: c.rms_eps,
+            theta: c.rope_theta,
+            k_offset: k_at as u32,
+            v_offset: v_at as u32,
+        }
+    }
+
     fn lower_attention(&self, enc: &mut Encoder, i: usize, shape: Shape) -> sluice::Result<()> {
         if shape.paged() {
             return self.lower_paged_attention(enc, i, shape);
@@ -564,20 +586,7 @@ impl GpuModel {
         let splits = self.sizes.splits;
         if self.options.fuse_attention && !shape.batched() {
             self.label(enc, shape, "attention", Some(i));
-            let push = k::AttnRopePush {
-                heads: nh,
-                kv_heads: rope.kv_heads,
-                head_dim: rope.head_dim,
-                capacity: rope.capacity,
-                chunk: attn.chunk,
-                splits,
-                scale: attn.scale,
-                use_norm: rope.use_norm,
-                eps: c.rms_eps,
-                theta: c.rope_theta,
-                k_offset: k_at as u32,
-                v_offset: v_at as u32,
-            };
+            let push = self.attn_rope_push();
             enc.dispatch(
                 &self.kernels.attn_rope,
                 [splits, nh, 1],

@@ -14,9 +14,8 @@ use sluice::{Buffer, Device, Encoder, Pipeline, ResourceClass};
 use sluice_kernels as k;
 use sluice_kernels::WeightDtype;
 
-use super::layout::{qkv_offsets, qkv_rows};
+use super::layout::qkv_rows;
 use super::{GpuModel, GpuOptions, Layer, Qkv, Shape};
-use crate::config::Arch;
 use crate::error::LlmError;
 use crate::layer::{self, Op, Weight};
 
@@ -204,22 +203,8 @@ impl GpuModel {
             ));
         };
         let s = &self.scratch;
-        let (_, k_at, v_at) = qkv_offsets(c);
         let push = k::PersistentLayerPush {
-            attn: k::AttnRopePush {
-                heads: c.heads as u32,
-                kv_heads: c.kv_heads as u32,
-                head_dim: c.head_dim as u32,
-                capacity: self.options.context as u32,
-                chunk: self.options.attention_chunk,
-                splits: self.sizes.splits,
-                scale: 1.0 / (c.head_dim as f32).sqrt(),
-                use_norm: (c.arch == Arch::Qwen3) as u32,
-                eps: c.rms_eps,
-                theta: c.rope_theta,
-                k_offset: k_at as u32,
-                v_offset: v_at as u32,
-            },
+            attn: self.attn_rope_push(),
             qkv_rows: qkv_rows(c) as u32,
             hidden: c.hidden as u32,
             q_dim: l.o.cols,

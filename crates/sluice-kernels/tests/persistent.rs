@@ -5,6 +5,7 @@
 //! same dispatch reports nothing. (Its arithmetic is checked through the model: sluice-llm
 //! tests/persistent.rs.)
 
+use sluice::kernel::KernelDesc;
 use sluice::testing::{test_device, ValidationGuard};
 use sluice::{Buffer, Device, ResourceClass};
 use sluice_kernels::*;
@@ -12,20 +13,35 @@ use sluice_kernels::*;
 mod common;
 use common::*;
 
-/// Runs the kernel once over a small zero-weight layer with `groups` workgroups; returns
-/// (result words, sync words, attention counters).
-fn run(d: &Device, groups: u32) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+/// What one run leaves: result words, sync words, attention counters, x after the layer.
+type Outcome = (Vec<u32>, Vec<u32>, Vec<u32>, Vec<f32>);
+
+/// Runs the kernel once over a small layer (weights zero, or random with `rng`) with
+/// `groups` workgroups.
+fn run(d: &Device, kernel: &KernelDesc, groups: u32, mut rng: Option<&mut Rng>) -> Outcome {
     let (heads, kv_heads, hd, capacity) = (2u32, 1u32, 8u32, 16u32);
-    let (hidden, q_dim, inter, qkv_rows) = (16u32, heads * hd, 16u32, 32u32);
+    // inter > 4096: the down projection stages its input in two tiles.
+    let (hidden, q_dim, inter, qkv_rows) = (512u32, heads * hd, 4608u32, 32u32);
     let pos = 3u32;
     let f32s = |name: &str, n: u32| {
         f32_buffer(d, name, &vec![0.5; n as usize], ResourceClass::TokenScratch)
     };
     let u32s =
         |name: &str, n: u32| u32_buffer(d, name, &vec![0; n as usize], ResourceClass::TokenScratch);
-    // f16 matrices: rows x stride8 chunks of 16 bytes (four u32).
-    let w =
-        |name: &str, rows: u32, cols: u32| -> Buffer { u32s(name, rows * cols.div_ceil(8) * 4) };
+    // f16 matrices: rows x stride8 chunks of 8 values (four u32 of f16 pairs).
+    let mut w = |name: &str, rows: u32, cols: u32| -> Buffer {
+        let n = (rows * cols.div_ceil(8) * 8) as usize;
+        let values = match rng.as_deref_mut() {
+            Some(r) => r.vec(n, 0.25),
+            None => vec![0.0; n],
+        };
+        u32_buffer(
+            d,
+            name,
+            &pack_f16_pairs(&values),
+            ResourceClass::TokenScratch,
+        )
+    };
     let params = u32_buffer(d, "params", &[1, pos, pos + 1, 0], ResourceClass::Generic);
     let bufs = [
         params,
@@ -73,7 +89,7 @@ fn run(d: &Device, groups: u32) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
         stride_inter: inter.div_ceil(8),
         groups,
     };
-    let k = d.pipeline(&PERSISTENT_LAYER).unwrap();
+    let k = d.pipeline(kernel).unwrap();
     let mut enc = d.encoder().unwrap();
     let slices: Vec<_> = bufs.iter().map(|b| b.slice(..)).collect();
     enc.dispatch(&k, [groups, 1, 1], &slices, &push).unwrap();
@@ -82,6 +98,7 @@ fn run(d: &Device, groups: u32) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
         bufs[19].read::<u32>(0, 4).unwrap(),
         bufs[18].read::<u32>(0, PERSISTENT_SYNC_WORDS).unwrap(),
         bufs[17].read::<u32>(0, heads as usize).unwrap(),
+        bufs[1].read::<f32>(0, hidden as usize).unwrap(),
     )
 }
 
@@ -89,26 +106,48 @@ fn run(d: &Device, groups: u32) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
 fn too_many_workgroups_stall_cleanly_and_leave_the_sync_words_zero() {
     let d = test_device();
     let _guard = ValidationGuard::new(&d);
-    // No device holds 4096 workgroups of 256 invocations at once (an H100: at most 8 per
-    // SM x 132): the first ones give up waiting, the rest see the abort flag.
-    let (result, sync, counters) = run(&d, 4096);
-    assert_eq!(
-        result[3],
-        PERSISTENT_ABORT_BIT | 4,
-        "stall reported at position 3"
-    );
-    assert_eq!(sync, vec![0; PERSISTENT_SYNC_WORDS], "sync words reset");
-    assert_eq!(counters, vec![0, 0], "attention counters left zero");
-    // Within the residency bound: no stall, and the words are zero again.
+    for kernel in [&PERSISTENT_LAYER, &PERSISTENT_LAYER_B4] {
+        let name = kernel.name;
+        // No device holds 4096 workgroups of 256 invocations at once (an H100: at most 8
+        // per SM x 132): the first ones give up waiting, the rest see the abort flag.
+        let (result, sync, counters, _) = run(&d, kernel, 4096, None);
+        assert_eq!(
+            result[3],
+            PERSISTENT_ABORT_BIT | 4,
+            "{name}: stall at position 3"
+        );
+        assert_eq!(
+            sync,
+            vec![0; PERSISTENT_SYNC_WORDS],
+            "{name}: sync words reset"
+        );
+        assert_eq!(counters, vec![0, 0], "{name}: attention counters left zero");
+        // Within the residency bound: no stall, and the words are zero again.
+        let bound = persistent_residency(d.info().compute_units);
+        let (result, sync, counters, _) = run(&d, kernel, bound, None);
+        assert_eq!(result[3], 0, "{name}: no stall with {bound} workgroups");
+        assert_eq!(sync, vec![0; PERSISTENT_SYNC_WORDS], "{name}");
+        assert_eq!(counters, vec![0, 0], "{name}");
+    }
+}
+
+#[test]
+fn both_batch_widths_compute_the_same_layer() {
+    // The model tests check the four-load kernel against the CPU reference (tiny models);
+    // the eight-load one must agree with it up to summation order.
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
     let bound = persistent_residency(d.info().compute_units);
-    let (result, sync, counters) = run(&d, bound);
-    assert_eq!(result[3], 0, "no stall with {bound} workgroups");
-    assert_eq!(sync, vec![0; PERSISTENT_SYNC_WORDS]);
-    assert_eq!(counters, vec![0, 0]);
+    let x8 = run(&d, &PERSISTENT_LAYER, bound, Some(&mut Rng::new(5))).3;
+    let x4 = run(&d, &PERSISTENT_LAYER_B4, bound, Some(&mut Rng::new(5))).3;
+    assert!(x4.iter().any(|&v| v != 0.5), "the layer changed x: {x4:?}");
+    assert_nmse("x after the layer, 8 vs 4 loads", &x8, &x4, 1e-10);
 }
 
 #[test]
 fn residency_bound_is_one_per_compute_unit_and_one_when_unknown() {
     assert_eq!(persistent_residency(0), 1);
     assert_eq!(persistent_residency(132), 132);
+    assert_eq!(persistent_layer(1024).name, "persistent_layer_b4");
+    assert_eq!(persistent_layer(2560).name, "persistent_layer");
 }

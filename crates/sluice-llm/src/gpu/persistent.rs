@@ -16,6 +16,7 @@ use sluice_kernels::WeightDtype;
 
 use super::layout::qkv_rows;
 use super::{GpuModel, GpuOptions, Layer, Qkv, Shape};
+use crate::config::ModelConfig;
 use crate::error::LlmError;
 use crate::layer::{self, Op, Weight};
 
@@ -118,6 +119,7 @@ impl Persistent {
     /// an error naming the layer whose weights its kernel cannot read.
     pub(crate) fn new(
         device: &Device,
+        c: &ModelConfig,
         o: &GpuOptions,
         layers: &[Layer],
     ) -> Result<Persistent, LlmError> {
@@ -150,7 +152,7 @@ impl Persistent {
         )?;
         sync.write(0, &[0u32; k::PERSISTENT_SYNC_WORDS])?;
         Ok(Persistent {
-            pipeline: device.pipeline(&k::PERSISTENT_LAYER)?,
+            pipeline: device.pipeline(k::persistent_layer(c.hidden as u32))?,
             groups,
             residency,
             sync,

@@ -336,7 +336,7 @@ impl GpuModel {
         let persistent = match options.lowering {
             super::Lowering::Barriers => None,
             super::Lowering::Persistent => Some(super::persistent::Persistent::new(
-                device, &options, &layers,
+                device, c, &options, &layers,
             )?),
         };
         device.synchronize()?;

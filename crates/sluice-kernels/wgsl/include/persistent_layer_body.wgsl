@@ -1,0 +1,430 @@
+// One decoder layer of a decode step in one dispatch (the persistent lowering, decision
+// 0006): `groups` workgroups, all resident at once, run the layer's five ops in order
+//   qkv = W_qkv . rmsnorm(x) * attn_norm            (matvec, norm folded)
+//   attn = attention_rope(qkv)                       (q/k norm, RoPE, KV append, split attention)
+//   x += W_o . attn                                  (matvec, accumulate)
+//   h = silu(W_gate . x') * (W_up . x'), x' = rmsnorm(x) * mlp_norm
+//   x += W_down . h
+// with a grid barrier between them instead of a pipeline barrier: every workgroup adds 1
+// to sync[0] and spins until it reaches (op + 1) * groups. The spin is bounded: after
+// SPIN_LIMIT polls a workgroup sets sync[1] (abort), every spinning workgroup leaves, the
+// rest of the step computes garbage, and result[3] gets ABORT_BIT | (pos + 1) so the host
+// reports a stall instead of a token (the device is never hung). The last workgroup to
+// finish puts sync[0..3] back to 0, so every dispatch starts from zero.
+//
+// A matvec op gives each workgroup a contiguous block of ceil(rows / groups) rows, with
+// `tpr` lanes per row (a power of two <= the subgroup size, as many as fit 256 threads) and
+// a shuffle reduction within those lanes: no shared-memory reduction, no barrier. Its
+// input (times the norm weight) is staged in shared memory in tiles of XT floats, so each
+// workgroup reads it from L2 once, while the row's first weight loads are in flight.
+//
+// Cross-workgroup data (x, qkv, attn, h, the attention partials) is @coherent: plain loads
+// may be served stale from an SM's L1 (NOTES-toolchain, decision 0004). Weights are not.
+// f16 weights only (`[rows, stride8 * 8]`, pairs little-endian, as the matvec family).
+
+struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
+struct F32s { d: array<f32> }
+struct U32s { d: array<u32> }
+struct WVec { d: array<vec4<u32>> }
+struct V4s { d: array<vec4<f32>> }
+struct Counters { d: array<atomic<u32>> }
+struct Push {
+    // Attention (the names attention_rope_body reads).
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    capacity: u32,
+    chunk: u32,
+    splits: u32,
+    scale: f32,
+    use_norm: u32,
+    eps: f32,
+    theta: f32,
+    k_offset: u32,
+    v_offset: u32,
+    // Shapes: rows of the stacked qkv matrix, hidden size, q_dim (= o's columns),
+    // intermediate size; each matrix's row stride in 8-element chunks.
+    qkv_rows: u32,
+    hidden: u32,
+    q_dim: u32,
+    inter: u32,
+    stride_hidden: u32,
+    stride_q: u32,
+    stride_inter: u32,
+    // Workgroups of the dispatch.
+    groups: u32,
+}
+
+@group(0) @binding(0) var<storage, read> params: Params;
+@group(0) @binding(1) @coherent var<storage, read_write> xa: V4s;
+@group(0) @binding(2) @coherent var<storage, read_write> qkv: F32s;
+@group(0) @binding(3) @coherent var<storage, read_write> attn: F32s;
+@group(0) @binding(4) @coherent var<storage, read_write> ha: V4s;
+@group(0) @binding(5) var<storage, read> w_qkv: WVec;
+@group(0) @binding(6) var<storage, read> w_o: WVec;
+@group(0) @binding(7) var<storage, read> w_gate: WVec;
+@group(0) @binding(8) var<storage, read> w_up: WVec;
+@group(0) @binding(9) var<storage, read> w_down: WVec;
+@group(0) @binding(10) var<storage, read> attn_norm: V4s;
+@group(0) @binding(11) var<storage, read> mlp_norm: V4s;
+@group(0) @binding(12) var<storage, read> q_norm: F32s;
+@group(0) @binding(13) var<storage, read> k_norm: F32s;
+@group(0) @binding(14) var<storage, read_write> kcache: U32s;
+@group(0) @binding(15) var<storage, read_write> vcache: U32s;
+@group(0) @binding(16) @coherent var<storage, read_write> partial: F32s;
+@group(0) @binding(17) var<storage, read_write> counters: Counters;
+@group(0) @binding(18) var<storage, read_write> sync: Counters;
+@group(0) @binding(19) var<storage, read_write> result: U32s;
+var<immediate> pc: Push;
+
+// Polls of the arrival counter before a workgroup gives up (below lavapipe's 65535-iteration
+// loop cap, so the abort path runs there too; ~20 ms on the H100).
+const SPIN_LIMIT: u32 = 60000u;
+// Marks result[3] (the sticky first-bad position) as a stall of the persistent lowering.
+const ABORT_BIT: u32 = 0x80000000u;
+// Staged input floats per tile (16 KiB of shared memory, attention_core's `part`).
+const XT: u32 = 4096u;
+
+// Matrices, activations and norms a matvec op names.
+const M_QKV: u32 = 0u;
+const M_O: u32 = 1u;
+const M_GATE: u32 = 2u;
+const M_UP: u32 = 3u;
+const M_DOWN: u32 = 4u;
+const A_X: u32 = 0u;
+const A_QKV: u32 = 1u;
+const A_ATTN: u32 = 2u;
+const A_H: u32 = 3u;
+const N_NONE: u32 = 0u;
+const N_ATTN: u32 = 1u;
+const N_MLP: u32 = 2u;
+
+// The staged input tile lives in attention_core's `part` (XT floats; the attention op and
+// the matvec ops never hold it at the same time), so the kernel fits 32 KiB of shared
+// memory (lavapipe's limit).
+var<workgroup> ssq: array<f32, 256>;
+
+fn xt_load(j: u32) -> vec4<f32> {
+    let i = 4u * j;
+    return vec4<f32>(part[i], part[i + 1u], part[i + 2u], part[i + 3u]);
+}
+
+fn xt_store(j: u32, v: vec4<f32>) {
+    let i = 4u * j;
+    part[i] = v.x;
+    part[i + 1u] = v.y;
+    part[i + 2u] = v.z;
+    part[i + 3u] = v.w;
+}
+
+fn w_load(m: u32, i: u32) -> vec4<u32> {
+    switch m {
+        case 0u: { return w_qkv.d[i]; }
+        case 1u: { return w_o.d[i]; }
+        case 2u: { return w_gate.d[i]; }
+        case 3u: { return w_up.d[i]; }
+        default: { return w_down.d[i]; }
+    }
+}
+
+// Four inputs from vec4 `j` of an activation (x and h are vec4 views; zero padded).
+fn act_load4(a: u32, j: u32) -> vec4<f32> {
+    switch a {
+        case 0u: { return xa.d[j]; }
+        case 3u: { return ha.d[j]; }
+        default: {
+            let i = 4u * j;
+            return vec4<f32>(attn.d[i], attn.d[i + 1u], attn.d[i + 2u], attn.d[i + 3u]);
+        }
+    }
+}
+
+// Float r of x (the only activation an op accumulates into).
+fn x_load(r: u32) -> f32 {
+    return xa.d[r >> 2u][r & 3u];
+}
+
+fn act_store(a: u32, r: u32, v: f32) {
+    switch a {
+        case 0u: { xa.d[r >> 2u][r & 3u] = v; }
+        case 1u: { qkv.d[r] = v; }
+        default: { ha.d[r >> 2u][r & 3u] = v; }
+    }
+}
+
+fn norm_load4(n: u32, j: u32) -> vec4<f32> {
+    switch n {
+        case 1u: { return attn_norm.d[j]; }
+        case 2u: { return mlp_norm.d[j]; }
+        default: { return vec4<f32>(1.0); }
+    }
+}
+
+// BATCH (4 or 8, set by the kernel file) weight vec4s of 8 f16 each held in registers;
+// with BATCH = 4 the last four stay zero and the compiler drops them.
+struct W8x { w0: vec4<u32>, w1: vec4<u32>, w2: vec4<u32>, w3: vec4<u32>,
+             w4: vec4<u32>, w5: vec4<u32>, w6: vec4<u32>, w7: vec4<u32> }
+
+// Chunks c, c + tpr, .., c + (BATCH - 1) tpr of row `base` of matrix m.
+fn load8(m: u32, base: u32, c: u32, tpr: u32) -> W8x {
+    var w: W8x;
+    w.w0 = w_load(m, base + c);
+    w.w1 = w_load(m, base + c + tpr);
+    w.w2 = w_load(m, base + c + 2u * tpr);
+    w.w3 = w_load(m, base + c + 3u * tpr);
+    if (BATCH == 8u) {
+        w.w4 = w_load(m, base + c + 4u * tpr);
+        w.w5 = w_load(m, base + c + 5u * tpr);
+        w.w6 = w_load(m, base + c + 6u * tpr);
+        w.w7 = w_load(m, base + c + 7u * tpr);
+    }
+    return w;
+}
+
+// The BATCH chunks of `w` (loaded at c, c + tpr, ..) against the staged tile.
+fn dot_w8x(w: W8x, c: u32, tpr: u32) -> f32 {
+    let a = (dot8(w.w0, 2u * c) + dot8(w.w1, 2u * (c + tpr)))
+        + (dot8(w.w2, 2u * (c + 2u * tpr)) + dot8(w.w3, 2u * (c + 3u * tpr)));
+    if (BATCH == 4u) {
+        return a;
+    }
+    return a + ((dot8(w.w4, 2u * (c + 4u * tpr)) + dot8(w.w5, 2u * (c + 5u * tpr)))
+        + (dot8(w.w6, 2u * (c + 6u * tpr)) + dot8(w.w7, 2u * (c + 7u * tpr))));
+}
+
+// Dot of 8 f16 weights with 8 staged inputs (vec4s j, j + 1 of the tile).
+fn dot8(w: vec4<u32>, j: u32) -> f32 {
+    let a = vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+    let b = vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
+    return dot(a, xt_load(j)) + dot(b, xt_load(j + 1u));
+}
+
+// Sum over the workgroup (all invocations call it).
+fn wg_total(v: f32, li: u32, sg_id: u32, sg_lane: u32, nsg: u32) -> f32 {
+    let s = subgroupAdd(v);
+    if (sg_lane == 0u) {
+        ssq[sg_id] = s;
+    }
+    workgroupBarrier();
+    var t = 0.0;
+    for (var j = 0u; j < nsg; j++) {
+        t += ssq[j];
+    }
+    workgroupBarrier();
+    return t;
+}
+
+// Which rows a workgroup owns in a matvec op and how its invocations map onto them:
+// rows [r0, r1), tpr lanes per row (a power of two <= the subgroup), rpp rows per pass.
+struct RowMap { r0: u32, r1: u32, tpr: u32, rpp: u32, lane: u32 }
+
+fn row_map(rows: u32, wgi: u32, li: u32, sg: u32) -> RowMap {
+    let per = (rows + pc.groups - 1u) / pc.groups;
+    let r0 = min(wgi * per, rows);
+    let want = max(256u / max(per, 1u), 1u);
+    let tpr = min(1u << (31u - countLeadingZeros(want)), sg);
+    return RowMap(r0, min(r0 + per, rows), tpr, 256u / tpr, li % tpr);
+}
+
+// The first BATCH weight chunks of this invocation's row in pass 0 of a matvec op. They
+// do not depend on the op's input, so main issues them before the grid barrier that
+// precedes the op: their latency hides in the wait.
+struct Pre { w: W8x, u: W8x, ok: bool }
+
+fn prefetch(m: u32, mb: u32, gated: bool, rows: u32, stride8: u32, wgi: u32, li: u32,
+            sg: u32) -> Pre {
+    let rm = row_map(rows, wgi, li, sg);
+    let row = rm.r0 + li / rm.tpr;
+    var p: Pre;
+    p.ok = row < rm.r1 && rm.lane + (BATCH - 1u) * rm.tpr < min(stride8, XT / 8u);
+    if (p.ok) {
+        p.w = load8(m, row * stride8, rm.lane, rm.tpr);
+        if (gated) {
+            p.u = load8(mb, row * stride8, rm.lane, rm.tpr);
+        }
+    }
+    return p;
+}
+
+// y[r] (= or +=) epilogue(W[r] . x') for this workgroup's block of rows; `mb` is the up
+// matrix of a gated op (silu(W x') * (W_b x')), `nrm` the folded norm (x' = rmsnorm(x) * w),
+// `pre` what `prefetch` loaded for the same op.
+fn matvec_op(m: u32, mb: u32, gated: bool, a_in: u32, a_out: u32, nrm: u32, accumulate: bool,
+             rows: u32, cols: u32, stride8: u32, pre: Pre, wgi: u32, li: u32, sg: u32,
+             sg_id: u32, sg_lane: u32, nsg: u32) {
+    let rm = row_map(rows, wgi, li, sg);
+    if (rm.r0 >= rm.r1) {
+        return;
+    }
+    let r0 = rm.r0;
+    let r1 = rm.r1;
+    let tpr = rm.tpr;
+    let rpp = rm.rpp;
+    let lane = rm.lane;
+    let passes = (r1 - r0 + rpp - 1u) / rpp;
+    let tiles = (cols + XT - 1u) / XT;
+    var inv = 1.0;
+    for (var p = 0u; p < passes; p++) {
+        let row = r0 + p * rpp + li / tpr;
+        let live = row < r1;
+        let base = row * stride8;
+        // Loads that do not depend on the input go first, so their latency overlaps the
+        // staging: the row's first BATCH weight chunks (pass 0: prefetched before the grid
+        // barrier) and the value accumulated into.
+        var early = pre.ok;
+        var pw = pre.w;
+        var pu = pre.u;
+        if (p > 0u) {
+            early = live && lane + (BATCH - 1u) * tpr < min(stride8, XT / 8u);
+            if (early) {
+                pw = load8(m, base, lane, tpr);
+                if (gated) {
+                    pu = load8(mb, base, lane, tpr);
+                }
+            }
+        }
+        var old = 0.0;
+        if (accumulate && live && lane == 0u) {
+            old = x_load(row);
+        }
+        var acc = vec2<f32>(0.0);
+        var ss = 0.0;
+        for (var t = 0u; t < tiles; t++) {
+            let c0 = t * XT;
+            // One tile: staged once when the input fits, else again for every pass.
+            if (p == 0u || tiles > 1u) {
+                workgroupBarrier();
+                // Up to stride8 * 8 floats (zero padded), four vec4s in flight per thread.
+                let n4 = min(stride8 * 8u - c0, XT) / 4u;
+                let j0 = c0 / 4u;
+                for (var j = li; j < n4; j += 1024u) {
+                    var v0 = vec4<f32>(0.0);
+                    var v1 = vec4<f32>(0.0);
+                    var v2 = vec4<f32>(0.0);
+                    var v3 = vec4<f32>(0.0);
+                    v0 = act_load4(a_in, j0 + j);
+                    if (j + 256u < n4) { v1 = act_load4(a_in, j0 + j + 256u); }
+                    if (j + 512u < n4) { v2 = act_load4(a_in, j0 + j + 512u); }
+                    if (j + 768u < n4) { v3 = act_load4(a_in, j0 + j + 768u); }
+                    ss += dot(v0, v0) + dot(v1, v1) + dot(v2, v2) + dot(v3, v3);
+                    xt_store(j, v0 * norm_load4(nrm, j0 + j));
+                    if (j + 256u < n4) { xt_store(j + 256u, v1 * norm_load4(nrm, j0 + j + 256u)); }
+                    if (j + 512u < n4) { xt_store(j + 512u, v2 * norm_load4(nrm, j0 + j + 512u)); }
+                    if (j + 768u < n4) { xt_store(j + 768u, v3 * norm_load4(nrm, j0 + j + 768u)); }
+                }
+                workgroupBarrier();
+            }
+            if (live) {
+                let tb = base + c0 / 8u;
+                let nc = min(stride8 - c0 / 8u, XT / 8u);
+                var c = lane;
+                if (early && t == 0u) {
+                    acc.x += dot_w8x(pw, c, tpr);
+                    if (gated) {
+                        acc.y += dot_w8x(pu, c, tpr);
+                    }
+                    c += BATCH * tpr;
+                }
+                for (; c + (BATCH - 1u) * tpr < nc; c += BATCH * tpr) {
+                    acc.x += dot_w8x(load8(m, tb, c, tpr), c, tpr);
+                    if (gated) {
+                        acc.y += dot_w8x(load8(mb, tb, c, tpr), c, tpr);
+                    }
+                }
+                for (; c < nc; c += tpr) {
+                    acc.x += dot8(w_load(m, tb + c), 2u * c);
+                    if (gated) {
+                        acc.y += dot8(w_load(mb, tb + c), 2u * c);
+                    }
+                }
+            }
+        }
+        if (nrm != N_NONE && p == 0u) {
+            inv = inverseSqrt(wg_total(ss, li, sg_id, sg_lane, nsg) / f32(cols) + pc.eps);
+        }
+        for (var o = tpr / 2u; o > 0u; o /= 2u) {
+            acc += subgroupShuffleXor(acc, o);
+        }
+        if (live && lane == 0u) {
+            let g = acc.x * inv;
+            if (gated) {
+                act_store(a_out, row, g / (1.0 + exp(-g)) * (acc.y * inv));
+            } else {
+                act_store(a_out, row, old + g);
+            }
+        }
+    }
+}
+
+
+// Grid barrier number `k` (1-based) of the dispatch: release this workgroup's writes,
+// arrive, wait for every workgroup (bounded), acquire theirs.
+fn grid_sync(k: u32, li: u32) {
+    storageBarrier();
+    if (li == 0u) {
+        atomicAdd(&sync.d[0], 1u);
+        let goal = k * pc.groups;
+        var polls = 0u;
+        loop {
+            if (atomicLoad(&sync.d[0]) >= goal || atomicLoad(&sync.d[1]) != 0u) {
+                break;
+            }
+            polls += 1u;
+            if (polls >= SPIN_LIMIT) {
+                atomicStore(&sync.d[1], 1u);
+                break;
+            }
+        }
+    }
+    workgroupBarrier();
+    storageBarrier();
+}
+
+@compute @workgroup_size(256)
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+    @builtin(subgroup_size) sg: u32,
+    @builtin(subgroup_id) sg_id: u32,
+    @builtin(subgroup_invocation_id) sg_lane: u32,
+    @builtin(num_subgroups) nsg: u32,
+) {
+    let wgi = wg.x;
+    let hs = pc.stride_hidden;
+    let pq = prefetch(M_QKV, M_QKV, false, pc.qkv_rows, hs, wgi, li, sg);
+    matvec_op(M_QKV, M_QKV, false, A_X, A_QKV, N_ATTN, false, pc.qkv_rows, pc.hidden, hs, pq,
+              wgi, li, sg, sg_id, sg_lane, nsg);
+    grid_sync(1u, li);
+    // Attention items (split s, head h), splits outermost so that the non-empty first
+    // splits spread over the first workgroups.
+    let items = pc.splits * pc.heads;
+    for (var v = wgi; v < items; v += pc.groups) {
+        workgroupBarrier();
+        attention_rope_wg(v / pc.heads, v % pc.heads, li, sg_id, sg_lane, nsg);
+    }
+    let po = prefetch(M_O, M_O, false, pc.hidden, pc.stride_q, wgi, li, sg);
+    grid_sync(2u, li);
+    matvec_op(M_O, M_O, false, A_ATTN, A_X, N_NONE, true, pc.hidden, pc.q_dim, pc.stride_q, po,
+              wgi, li, sg, sg_id, sg_lane, nsg);
+    let pg = prefetch(M_GATE, M_UP, true, pc.inter, hs, wgi, li, sg);
+    grid_sync(3u, li);
+    matvec_op(M_GATE, M_UP, true, A_X, A_H, N_MLP, false, pc.inter, pc.hidden, hs, pg, wgi, li,
+              sg, sg_id, sg_lane, nsg);
+    let pd = prefetch(M_DOWN, M_DOWN, false, pc.hidden, pc.stride_inter, wgi, li, sg);
+    grid_sync(4u, li);
+    matvec_op(M_DOWN, M_DOWN, false, A_H, A_X, N_NONE, true, pc.hidden, pc.inter,
+              pc.stride_inter, pd, wgi, li, sg, sg_id, sg_lane, nsg);
+
+    // Leave: report a stall, and the last workgroup out resets the sync words.
+    storageBarrier();
+    if (li == 0u) {
+        if (atomicLoad(&sync.d[1]) != 0u && result.d[3] == 0u) {
+            result.d[3] = ABORT_BIT | (params.pos + 1u);
+        }
+        if (atomicAdd(&sync.d[2], 1u) + 1u == pc.groups) {
+            atomicStore(&sync.d[0], 0u);
+            atomicStore(&sync.d[1], 0u);
+            atomicStore(&sync.d[2], 0u);
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! include: attention_core
+//! include: attention_finish
+//! include: rope
+//! include: attention_rope_body
+//! include: persistent_layer_body
+// One decoder layer of a decode step in one dispatch: see include/persistent_layer_body.wgsl.
+// Four weight loads in flight per invocation and batch (best for Qwen3-0.6B shapes).
+const BATCH: u32 = 4u;

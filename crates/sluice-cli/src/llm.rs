@@ -29,6 +29,8 @@ pub enum ModeArg {
 /// `--lowering`: how decode steps become dispatches.
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 pub enum LoweringArg {
+    /// Persistent where it is faster, barriers elsewhere
+    Auto,
     /// One dispatch per op, pipeline barriers between dependent ones
     Barriers,
     /// One dispatch per decoder layer, grid barriers inside (f16 decode)
@@ -72,10 +74,11 @@ pub struct ModelOpts {
     /// Separate norm, rope/KV-append, gate/up and silu·mul kernels (A/B)
     #[arg(long)]
     pub no_fuse: bool,
-    /// Decode lowering: one dispatch per op behind pipeline barriers, or one persistent
+    /// Decode lowering: one dispatch per op behind pipeline barriers; one persistent
     /// dispatch per layer whose workgroups meet at grid barriers (f16 weights; refused
-    /// otherwise)
-    #[arg(long, value_enum, default_value_t = LoweringArg::Barriers)]
+    /// otherwise); or auto: persistent where the device and model allow it and it is
+    /// faster (hidden <= 2048, short contexts), barriers elsewhere
+    #[arg(long, value_enum, default_value_t = LoweringArg::Auto)]
     pub lowering: LoweringArg,
     /// Workgroups per persistent layer dispatch (default: one per multiprocessor; more
     /// than the device holds at once is refused)
@@ -125,6 +128,7 @@ pub(crate) fn model_args(
     load.gpu.lowering = match o.lowering {
         LoweringArg::Barriers => sluice_llm::gpu::Lowering::Barriers,
         LoweringArg::Persistent => sluice_llm::gpu::Lowering::Persistent,
+        LoweringArg::Auto => sluice_llm::gpu::Lowering::Auto,
     };
     load.gpu.persistent_groups = o.persistent_groups;
     let graph = GraphOptions {

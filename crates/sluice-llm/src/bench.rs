@@ -87,7 +87,7 @@ pub fn bench(
     let pos = prompt.len();
     // Warm-up step at this depth.
     decoder.run_greedy(token, pos, 1)?;
-    model.set_params(token, pos)?;
+    decoder.set_params(token, pos)?;
     let before: Counters = device.counters();
     let t1 = Instant::now();
     let mut cpu = 0.0;

@@ -3,13 +3,14 @@
 //! resubmits it. In replay the chosen token and the position advance on the GPU, so
 //! greedy decoding queues many steps without a host round trip.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use serde::Serialize;
 use sluice::graph::{Graph, GraphOptions, Replay};
 
 use crate::error::LlmError;
-use crate::gpu::GpuModel;
+use crate::gpu::{GpuModel, Lowering};
 
 /// How steps reach the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -48,7 +49,13 @@ pub struct Decoder<'m> {
     model: &'m GpuModel,
     mode: Mode,
     graph_options: GraphOptions,
+    /// Replay mode: the step with the barrier lowering (when any position uses it).
     replay: Option<Replay>,
+    /// Replay mode: the step with the persistent lowering (when any position uses it).
+    replay_persistent: Option<Replay>,
+    /// Position of the next step submitted (picks the lowering, see
+    /// `GpuModel::persistent_at`); the GPU advances its own copy in the params buffer.
+    next_pos: AtomicUsize,
     /// Replay mode: the prefill step recorded once per chunk length (a long prompt needs
     /// the full chunk and its tail; a chat turn one more).
     prefill_replays: std::sync::Mutex<std::collections::HashMap<usize, Replay>>,
@@ -64,15 +71,31 @@ impl<'m> Decoder<'m> {
         graph: GraphOptions,
     ) -> Result<Decoder<'m>, LlmError> {
         let t = Instant::now();
-        let replay = match mode {
-            Mode::Direct => None,
-            Mode::Replay => Some(Self::graph(model, graph)?.record()?),
+        let record = |persistent: bool| -> Result<Replay, LlmError> {
+            let mut cap = model.device().capture();
+            model.encode_step_lowered(&mut cap, persistent)?;
+            let mut g = cap.finish_capture()?;
+            g.optimize(graph);
+            Ok(g.record()?)
+        };
+        // Which lowerings some position uses: persistent from position 0 when any does
+        // (Auto switches to barriers only later), barriers unless every step is persistent.
+        let persistent = model.persistent_at(0);
+        let barriers = !persistent || model.lowering() != Lowering::Persistent;
+        let (replay, replay_persistent) = match mode {
+            Mode::Direct => (None, None),
+            Mode::Replay => (
+                barriers.then(|| record(false)).transpose()?,
+                persistent.then(|| record(true)).transpose()?,
+            ),
         };
         Ok(Decoder {
             model,
             mode,
             graph_options: graph,
             replay,
+            replay_persistent,
+            next_pos: AtomicUsize::new(0),
             prefill_replays: Default::default(),
             record_us: t.elapsed().as_secs_f64() * 1e6,
         })
@@ -97,13 +120,29 @@ impl<'m> Decoder<'m> {
         self.model
     }
 
-    /// Submits one step for the token and position already in the params buffer.
+    /// Writes the params for a step of `token` at `pos` (the next [`Decoder::submit_step`]
+    /// runs it).
+    pub fn set_params(&self, token: u32, pos: usize) -> Result<(), LlmError> {
+        self.model.set_params(token, pos)?;
+        self.next_pos.store(pos, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Submits one step for the token and position in the params buffer (set by
+    /// [`Decoder::set_params`] or advanced by the previous step).
     pub fn submit_step(&self) -> Result<sluice::Ticket, LlmError> {
-        Ok(match &self.replay {
+        let pos = self.next_pos.fetch_add(1, Ordering::Relaxed);
+        let persistent = self.model.persistent_at(pos);
+        let replay = if persistent {
+            &self.replay_persistent
+        } else {
+            &self.replay
+        };
+        Ok(match replay {
             Some(r) => r.submit()?,
             None => {
                 let mut enc = self.model.device().encoder()?;
-                self.model.encode_step(&mut enc)?;
+                self.model.encode_step_lowered(&mut enc, persistent)?;
                 enc.submit()?
             }
         })
@@ -111,7 +150,7 @@ impl<'m> Decoder<'m> {
 
     /// Runs `token` at `pos` and returns the greedy next token (waits).
     pub fn step(&self, token: u32, pos: usize) -> Result<u32, LlmError> {
-        self.model.set_params(token, pos)?;
+        self.set_params(token, pos)?;
         self.submit_step()?;
         self.model.next_token()
     }
@@ -130,6 +169,7 @@ impl<'m> Decoder<'m> {
             self.submit_prefill(chunk.len())?;
             at += chunk.len();
         }
+        self.next_pos.store(at, Ordering::Relaxed);
         self.model.next_token()
     }
 
@@ -172,7 +212,7 @@ impl<'m> Decoder<'m> {
                 context: self.model.context(),
             });
         }
-        self.model.set_params(token, pos)?;
+        self.set_params(token, pos)?;
         for _ in 0..n {
             self.submit_step()?;
         }

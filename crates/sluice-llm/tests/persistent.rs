@@ -1,8 +1,9 @@
 //! The persistent lowering (one dispatch per decoder layer, grid barriers inside) on
 //! whatever Vulkan device exists, validation on: logits vs the f32 CPU reference, replay ==
-//! direct bit for bit, and the refusals (too many workgroups, formats and options its
-//! kernel does not implement). On lavapipe the residency bound is 1 workgroup, so the grid
-//! barriers pass at once; the stall path is tested on the kernel (sluice-kernels tests).
+//! direct bit for bit, the refusals (too many workgroups, formats and options its kernel
+//! does not implement) and `Lowering::Auto`'s switch to barriers by position. On lavapipe
+//! the residency bound is 1 workgroup, so the grid barriers pass at once; the stall path is
+//! tested on the kernel (sluice-kernels tests).
 
 use sluice::graph::GraphOptions;
 use sluice::testing::{test_device, ValidationGuard};
@@ -118,12 +119,59 @@ fn persistent_lowering_refuses_what_it_cannot_run() {
 }
 
 #[test]
+fn auto_lowering_switches_to_barriers_when_attention_needs_more_rounds() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    for mode in [Mode::Replay, Mode::Direct] {
+        // One workgroup (lavapipe's bound, asked for explicitly so Auto may use it): the
+        // four heads' attention is four rounds at positions 0..16 (one split of 16) and
+        // eight from 16 on, so Auto runs persistent steps first, then barrier steps.
+        let mut o = options(Lowering::Auto);
+        o.gpu.persistent_groups = Some(1);
+        let loaded = load(&d, "tiny", &o).unwrap();
+        let m = &loaded.model;
+        let layers = m.config().layers as u64;
+        assert!(
+            m.persistent_info().is_some(),
+            "auto chose the persistent lowering"
+        );
+        assert!(m.persistent_at(15) && !m.persistent_at(16));
+        let decoder = Decoder::new(m, mode, GraphOptions::default()).unwrap();
+        let cfg = ModelConfig::synthetic("tiny").unwrap();
+        let mut cpu = CpuModel::synthetic(&cfg, DEFAULT_SEED, DType::F16).unwrap();
+        let (mut token, mut worst) = (1u32, 0f32);
+        for pos in 0..24 {
+            let before = d.counters();
+            let next = decoder.step(token, pos).unwrap();
+            let dispatches = d.counters().since(&before).dispatches;
+            // Persistent: one dispatch per layer; barriers: five (fused); plus embed, LM
+            // head, argmax and advance.
+            let want = if pos < 16 { layers + 4 } else { 5 * layers + 4 };
+            assert_eq!(dispatches, want, "{mode:?} step at {pos}");
+            let logits = cpu.forward(token).unwrap();
+            worst = worst.max(rel_err(&m.logits().unwrap(), &logits));
+            assert_eq!(next, argmax(&logits).unwrap(), "{mode:?} greedy at {pos}");
+            token = next;
+        }
+        assert!(worst < 2e-3, "{mode:?}: worst relative logit error {worst}");
+    }
+    // Where the device does not report its multiprocessors and no count is asked for,
+    // Auto keeps to barriers (lavapipe, other vendors).
+    if d.info().compute_units == 0 {
+        let loaded = load(&d, "tiny", &options(Lowering::Auto)).unwrap();
+        assert!(loaded.model.persistent_info().is_none());
+        assert!(!loaded.model.persistent_at(0));
+    }
+}
+
+#[test]
 fn lowering_names_parse() {
     assert_eq!("barriers".parse::<Lowering>().unwrap(), Lowering::Barriers);
     assert_eq!(
         "persistent".parse::<Lowering>().unwrap(),
         Lowering::Persistent
     );
+    assert_eq!("auto".parse::<Lowering>().unwrap(), Lowering::Auto);
     assert!("megakernel".parse::<Lowering>().is_err());
-    assert_eq!(Lowering::default(), Lowering::Barriers);
+    assert_eq!(Lowering::default(), Lowering::Auto);
 }

@@ -75,10 +75,16 @@ struct Tokens {
 }
 
 impl GpuModel {
-    /// Records the step for `shape` from the layer description.
-    pub(super) fn encode(&self, enc: &mut Encoder, shape: Shape) -> sluice::Result<()> {
+    /// Records the step for `shape` from the layer description (decode layers as
+    /// persistent dispatches with `persistent`, see [`super::Lowering`]).
+    pub(super) fn encode_lowered(
+        &self,
+        enc: &mut Encoder,
+        shape: Shape,
+        persistent: bool,
+    ) -> sluice::Result<()> {
         let ops = layer::forward(self.config.layers);
-        let persistent = self.persistent.is_some() && shape == Shape::Decode;
+        let persistent = persistent && shape == Shape::Decode;
         let mut at = 0;
         while at < ops.len() {
             let op = ops[at];
@@ -104,6 +110,11 @@ impl GpuModel {
             }
         }
         Ok(())
+    }
+
+    /// Records the step for `shape` with the barrier lowering.
+    pub(super) fn encode(&self, enc: &mut Encoder, shape: Shape) -> sluice::Result<()> {
+        self.encode_lowered(enc, shape, false)
     }
 
     pub(super) fn label(&self, enc: &mut Encoder, shape: Shape, op: &str, layer: Option<usize>) {

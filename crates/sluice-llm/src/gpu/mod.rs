@@ -71,9 +71,9 @@ pub struct GpuOptions {
     /// A paged KV cache and the batched step (many sequences per dispatch): `context` is
     /// then the pool of positions all sequences share. Default `None`.
     pub paged: Option<PagedOptions>,
-    /// How decode steps are lowered: one dispatch per op behind pipeline barriers, or one
-    /// persistent dispatch per layer (f16 weights, fusions on). Default
-    /// [`Lowering::Barriers`].
+    /// How decode steps are lowered: one dispatch per op behind pipeline barriers, one
+    /// persistent dispatch per layer (f16 weights, fusions on), or per step whichever of
+    /// the two is faster there. Default [`Lowering::Auto`].
     pub lowering: Lowering,
     /// Workgroups of each persistent layer dispatch; `None`: the device's residency bound
     /// (one per multiprocessor where the driver reports them, else 1). More than that bound
@@ -93,7 +93,7 @@ impl Default for GpuOptions {
             prefill_chunk: 512,
             sampling: None,
             paged: None,
-            lowering: Lowering::Barriers,
+            lowering: Lowering::Auto,
             persistent_groups: None,
         }
     }
@@ -274,8 +274,26 @@ impl GpuModel {
 
     /// Records one decode step (params must hold the token and position): logits, the next
     /// token into the result buffer and `params.token`, the position advanced by one.
+    /// The lowering is the persistent one wherever the model has it (for `Lowering::Auto`
+    /// see [`GpuModel::encode_step_at`]).
     pub fn encode_step(&self, enc: &mut sluice::Encoder) -> sluice::Result<()> {
-        self.encode(enc, Shape::Decode)
+        self.encode_lowered(enc, Shape::Decode, self.persistent.is_some())
+    }
+
+    /// Records one decode step with the persistent lowering (when the model has it and
+    /// `persistent`) or the barrier lowering.
+    pub fn encode_step_lowered(
+        &self,
+        enc: &mut sluice::Encoder,
+        persistent: bool,
+    ) -> sluice::Result<()> {
+        self.encode_lowered(enc, Shape::Decode, persistent && self.persistent.is_some())
+    }
+
+    /// Records one decode step for a token at `pos` with the lowering the model's
+    /// [`Lowering`] picks there ([`GpuModel::persistent_at`]).
+    pub fn encode_step_at(&self, enc: &mut sluice::Encoder, pos: usize) -> sluice::Result<()> {
+        self.encode_lowered(enc, Shape::Decode, self.persistent_at(pos))
     }
 
     /// Records the prefill of `n` prompt tokens (in the params buffer, see
@@ -373,7 +391,7 @@ impl GpuModel {
     pub fn step(&self, token: u32, pos: usize) -> Result<u32, LlmError> {
         self.set_params(token, pos)?;
         let mut enc = self.device.encoder()?;
-        self.encode_step(&mut enc)?;
+        self.encode_step_at(&mut enc, pos)?;
         enc.submit()?;
         self.next_token()
     }

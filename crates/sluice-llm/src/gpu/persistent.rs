@@ -24,12 +24,19 @@ use crate::layer::{self, Op, Weight};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Lowering {
     /// One dispatch per op, a pipeline barrier between dependent ones (every shape, every
-    /// weight format). The default.
-    #[default]
+    /// weight format).
     Barriers,
     /// One dispatch per decoder layer whose workgroups meet at grid barriers (decode of
     /// f16 models with the fusions on; prefill and batched steps keep the barriers).
     Persistent,
+    /// Persistent where it is faster, barriers elsewhere (the default): persistent only
+    /// where the device reports its multiprocessors, the model can use it and its
+    /// four-load kernel applies (hidden <= 2048: the H100 measured the eight-load one
+    /// slower than barriers), and per step only while the attention op needs no more
+    /// rounds of the workgroups than at position 0 (Qwen3-0.6B on the H100: below 2048
+    /// positions; beyond, persistent lost 10-27%).
+    #[default]
+    Auto,
 }
 
 impl Lowering {
@@ -38,6 +45,7 @@ impl Lowering {
         match self {
             Lowering::Barriers => "barriers",
             Lowering::Persistent => "persistent",
+            Lowering::Auto => "auto",
         }
     }
 }
@@ -48,8 +56,9 @@ impl std::str::FromStr for Lowering {
         match s {
             "barriers" => Ok(Lowering::Barriers),
             "persistent" => Ok(Lowering::Persistent),
+            "auto" => Ok(Lowering::Auto),
             other => Err(LlmError::InvalidArgument(format!(
-                "unknown lowering {other:?} (barriers, persistent)"
+                "unknown lowering {other:?} (auto, barriers, persistent)"
             ))),
         }
     }
@@ -90,6 +99,13 @@ pub(crate) fn check(device: &Device, o: &GpuOptions) -> Result<(u32, u32), LlmEr
             "it implements the fused layer (norms, gate/up, attention folded); --no-fuse turns that off",
         ));
     }
+    groups(device, o)
+}
+
+/// The workgroups of a persistent layer dispatch and the residency bound they are checked
+/// against: `--persistent-groups` over the bound is an error under every lowering that
+/// may use it.
+pub(crate) fn groups(device: &Device, o: &GpuOptions) -> Result<(u32, u32), LlmError> {
     let info = device.info();
     let residency = k::persistent_residency(info.compute_units);
     let groups = o.persistent_groups.unwrap_or(residency);
@@ -160,13 +176,60 @@ impl Persistent {
     }
 }
 
+/// The persistent lowering `Lowering::Auto` uses for a model, or `None` with the reason it
+/// does not (logged at debug level).
+pub(crate) fn auto(
+    device: &Device,
+    c: &ModelConfig,
+    o: &GpuOptions,
+    layers: &[Layer],
+) -> Result<Option<Persistent>, LlmError> {
+    let why_not = if device.info().compute_units == 0 && o.persistent_groups.is_none() {
+        Some("the device does not report its multiprocessors".to_string())
+    } else if c.hidden > 2048 {
+        Some(format!(
+            "hidden {} > 2048 (the eight-load kernel measured slower than barriers)",
+            c.hidden
+        ))
+    } else {
+        None
+    };
+    let why_not = match why_not {
+        Some(w) => w,
+        None => match Persistent::new(device, c, o, layers) {
+            Ok(p) => return Ok(Some(p)),
+            Err(LlmError::InvalidArgument(m)) => m,
+            Err(e) => return Err(e),
+        },
+    };
+    log::debug!("lowering auto: barriers only ({why_not})");
+    Ok(None)
+}
+
 impl GpuModel {
-    /// Which lowering decode steps use.
+    /// The lowering asked for (`Auto` may still use only barriers: see
+    /// [`GpuModel::persistent_info`]).
     pub fn lowering(&self) -> Lowering {
-        if self.persistent.is_some() {
-            Lowering::Persistent
-        } else {
-            Lowering::Barriers
+        self.options.lowering
+    }
+
+    /// Whether the decode step for a token at `pos` uses the persistent lowering.
+    pub fn persistent_at(&self, pos: usize) -> bool {
+        let Some(p) = &self.persistent else {
+            return false;
+        };
+        match self.options.lowering {
+            Lowering::Barriers => false,
+            Lowering::Persistent => true,
+            Lowering::Auto => {
+                // Rounds of `groups` workgroups the attention op needs over its
+                // (split, head) items: persistent while no more than at position 0.
+                let chunk = self.options.attention_chunk.max(1) as usize;
+                let splits = (pos + 1).div_ceil(chunk).min(self.sizes.splits as usize);
+                let heads = self.config.heads;
+                let g = p.groups as usize;
+                (splits * heads).div_ceil(g) <= heads.div_ceil(g)
+            }
         }
     }
 

@@ -50,8 +50,14 @@ fn check_options(device: &Device, c: &ModelConfig, o: &GpuOptions) -> Result<(),
     if let Some(sampling) = &o.sampling {
         sampling.check()?;
     }
-    if o.lowering == super::Lowering::Persistent {
-        super::persistent::check(device, o)?;
+    match o.lowering {
+        super::Lowering::Persistent => {
+            super::persistent::check(device, o)?;
+        }
+        super::Lowering::Auto => {
+            super::persistent::groups(device, o)?;
+        }
+        super::Lowering::Barriers => {}
     }
     Ok(())
 }
@@ -335,6 +341,7 @@ impl GpuModel {
         };
         let persistent = match options.lowering {
             super::Lowering::Barriers => None,
+            super::Lowering::Auto => super::persistent::auto(device, c, &options, &layers)?,
             super::Lowering::Persistent => Some(super::persistent::Persistent::new(
                 device, c, &options, &layers,
             )?),

@@ -23,9 +23,10 @@ pub struct BenchReport {
     pub dtype: String,
     /// Direct or replay.
     pub mode: crate::decode::Mode,
-    /// "barriers" or "persistent" (see `GpuOptions::lowering`).
+    /// "auto", "barriers" or "persistent" (see `GpuOptions::lowering`).
     pub lowering: &'static str,
-    /// Workgroups per persistent layer dispatch and the residency bound (persistent only).
+    /// Workgroups per persistent layer dispatch and the residency bound (when the model
+    /// has the persistent lowering; `auto` uses it only at some positions).
     pub persistent: Option<crate::gpu::PersistentInfo>,
     /// Tokens already in the KV cache before timing.
     pub depth: usize,

@@ -150,6 +150,16 @@ pub enum Weight {
     Head,
 }
 
+impl Weight {
+    /// The decoder layer the weight belongs to (`None`: the LM head).
+    pub fn layer(self) -> Option<usize> {
+        match self {
+            Weight::Qkv(i) | Weight::Layer(i, _) => Some(i),
+            Weight::Head => None,
+        }
+    }
+}
+
 /// A norm weight folded into a linear op: `y = W · (rmsnorm(x) * w)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Norm {
@@ -192,6 +202,17 @@ pub enum Op {
     /// Logits of the step's last token, then the next token (argmax or sample) and the
     /// position advanced by the step's tokens.
     Next,
+}
+
+impl Op {
+    /// The decoder layer the op belongs to (`None`: embedding, LM head, next token).
+    pub fn layer(&self) -> Option<usize> {
+        match self {
+            Op::Linear(l) => l.weight.layer(),
+            Op::Attention(i) => Some(*i),
+            Op::Embed | Op::Next => None,
+        }
+    }
 }
 
 /// The ops of one decoder layer.

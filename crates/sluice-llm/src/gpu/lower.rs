@@ -85,28 +85,21 @@ impl GpuModel {
     ) -> sluice::Result<()> {
         let ops = layer::forward(self.config.layers);
         let persistent = persistent && shape == Shape::Decode;
-        let mut at = 0;
-        while at < ops.len() {
-            let op = ops[at];
-            at += 1;
-            // Persistent lowering: a layer's ops (they are consecutive) in one dispatch.
-            if let Some(i) = persistent
-                .then(|| super::persistent::layer_of(&op))
-                .flatten()
-            {
-                let end = ops[at..]
-                    .iter()
-                    .position(|o| super::persistent::layer_of(o) != Some(i))
-                    .map_or(ops.len(), |n| at + n);
-                self.lower_layer_persistent(enc, i, &ops[at - 1..end])?;
-                at = end;
+        // Runs of ops of one decoder layer (consecutive in the description), and single
+        // ops outside the layers.
+        for run in ops.chunk_by(|a, b| a.layer().is_some() && a.layer() == b.layer()) {
+            // Persistent lowering: a layer's ops in one dispatch.
+            if let Some(i) = run[0].layer().filter(|_| persistent) {
+                self.lower_layer_persistent(enc, i, run)?;
                 continue;
             }
-            match op {
-                Op::Embed => self.lower_embed(enc, shape)?,
-                Op::Linear(l) => self.lower_linear(enc, &l, shape)?,
-                Op::Attention(i) => self.lower_attention(enc, i, shape)?,
-                Op::Next => self.lower_next(enc, shape)?,
+            for &op in run {
+                match op {
+                    Op::Embed => self.lower_embed(enc, shape)?,
+                    Op::Linear(l) => self.lower_linear(enc, &l, shape)?,
+                    Op::Attention(i) => self.lower_attention(enc, i, shape)?,
+                    Op::Next => self.lower_next(enc, shape)?,
+                }
             }
         }
         Ok(())
@@ -413,10 +406,7 @@ impl GpuModel {
 
     /// A linear op: the norm folded in or separate, gated or not, per the fusion switches.
     fn lower_linear(&self, enc: &mut Encoder, l: &Linear, shape: Shape) -> sluice::Result<()> {
-        let layer = match l.weight {
-            Weight::Qkv(i) | Weight::Layer(i, _) => Some(i),
-            Weight::Head => None,
-        };
+        let layer = l.weight.layer();
         self.label(enc, shape, l.label, layer);
         let (mut xb, mut xs) = self.act(l.input, shape);
         let (yb, ys) = self.act(l.output, shape);

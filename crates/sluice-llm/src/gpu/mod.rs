@@ -274,10 +274,9 @@ impl GpuModel {
 
     /// Records one decode step (params must hold the token and position): logits, the next
     /// token into the result buffer and `params.token`, the position advanced by one.
-    /// The lowering is the persistent one wherever the model has it (for `Lowering::Auto`
-    /// see [`GpuModel::encode_step_at`]).
+    /// The lowering is the one position 0 gets (see [`GpuModel::encode_step_at`]).
     pub fn encode_step(&self, enc: &mut sluice::Encoder) -> sluice::Result<()> {
-        self.encode_lowered(enc, Shape::Decode, self.persistent.is_some())
+        self.encode_step_at(enc, 0)
     }
 
     /// Records one decode step with the persistent lowering (when the model has it and

@@ -18,7 +18,7 @@ use super::layout::qkv_rows;
 use super::{GpuModel, GpuOptions, Layer, Qkv, Shape};
 use crate::config::ModelConfig;
 use crate::error::LlmError;
-use crate::layer::{self, Op, Weight};
+use crate::layer::{self, Op};
 
 /// How a decode step is lowered to dispatches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -309,17 +309,5 @@ impl GpuModel {
             ],
             &push,
         )
-    }
-}
-
-/// The decoder layer an op belongs to (the ops the persistent kernel covers).
-pub(super) fn layer_of(op: &Op) -> Option<usize> {
-    match op {
-        Op::Linear(l) => match l.weight {
-            Weight::Qkv(i) | Weight::Layer(i, _) => Some(i),
-            Weight::Head => None,
-        },
-        Op::Attention(i) => Some(*i),
-        Op::Embed | Op::Next => None,
     }
 }

@@ -16,6 +16,10 @@
 //!
 //! With `batch`: the batched-decode matvecs (f16) at 1 / 8 / 32 / 64 tokens — act_f16 and
 //! matvec_batch_cm (matrix units, where the device has them) and matvec_batch — each alone.
+//!
+//! With `cmt`: matvec_batch_cmt (f16, operands staged through shared memory, K split over
+//! workgroups for matrices of few rows) against matvec_batch_cm, alone and in a chain,
+//! each checked against CPU dot products.
 
 use sluice::{Buffer, Device, Options, ResourceClass, TimestampQueries};
 use sluice_kernels::*;
@@ -66,6 +70,10 @@ fn main() {
     }
     if std::env::args().nth(2).as_deref() == Some("batch") {
         batch_bench(&d, reps);
+        return;
+    }
+    if std::env::args().nth(2).as_deref() == Some("cmt") {
+        cmt_bench(&d, reps);
         return;
     }
     let shapes: &[(&str, u32, u32)] = &[
@@ -664,6 +672,180 @@ fn prefetch_bench(d: &Device, reps: u32) {
                 };
                 line += &format!(" | {what} {us:>6.2}");
             }
+            println!("{line}");
+        }
+    }
+}
+
+/// Per-dispatch µs of `reps` dispatches in a chain (one timestamp pair around them all).
+fn time_chain(d: &Device, reps: u32, mut record: impl FnMut(&mut sluice::Encoder, u32)) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let q = TimestampQueries::new(d, 2).unwrap();
+        let mut enc = d.encoder().unwrap();
+        enc.write_timestamp(&q, 0).unwrap();
+        for i in 0..reps {
+            record(&mut enc, i);
+        }
+        enc.write_timestamp(&q, 1).unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let ts = q.read_ns().unwrap();
+        best = best.min((ts[1] - ts[0]) / 1000.0 / reps as f64);
+    }
+    best
+}
+
+/// The staged cooperative-matrix batched matvec (`matvec_batch_cmt`) against
+/// matvec_batch_cm: µs alone / in a chain, GB/s in the chain, and each one's largest error
+/// against a CPU dot product at four (token, row) points.
+fn cmt_bench(d: &Device, reps: u32) {
+    let shapes: &[(&str, u32, u32)] = &[
+        ("0.6b qkv", 4096, 1024),
+        ("0.6b o", 1024, 2048),
+        ("0.6b down", 1024, 3072),
+        ("0.6b lm_head", 151936, 1024),
+        ("4b qkv", 6144, 2560),
+        ("4b o", 2560, 4096),
+        ("4b down", 2560, 9728),
+    ];
+    if !coopmat_self_test(d).unwrap() {
+        println!("no cooperative matrices");
+        return;
+    }
+    let budget = 512u64 << 20;
+    for &(name, rows, cols) in shapes {
+        let wbytes = rows as u64 * cols as u64 * 2;
+        let copies = budget.div_ceil(wbytes).clamp(2, 64);
+        let mut seed = 7u32;
+        let mut rnd = |scale: f32| {
+            seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
+            half::f16::from_f32(((seed >> 9) as f32 / 8388608.0 - 0.5) * scale).to_bits()
+        };
+        // Every copy holds the same real values (an all-zero copy reads faster on the H100).
+        let wdata: Vec<u16> = (0..rows as usize * cols as usize)
+            .map(|_| rnd(0.1))
+            .collect();
+        let ws: Vec<Buffer> = (0..copies)
+            .map(|_| {
+                let b = buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight);
+                b.write(0, &wdata).unwrap();
+                b
+            })
+            .collect();
+        let h = |b: u16| half::f16::from_bits(b).to_f32();
+        for tokens in [1u32, 8, 32, 64] {
+            let padded = tokens.next_multiple_of(16);
+            let xh = buffer(
+                d,
+                "xh",
+                (padded * cols) as u64 * 2,
+                ResourceClass::TokenScratch,
+            );
+            let xdata: Vec<u16> = (0..(padded * cols) as usize)
+                .map(|i| {
+                    if i / (cols as usize) < tokens as usize {
+                        rnd(1.0)
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            xh.write(0, &xdata).unwrap();
+            let n = (tokens * rows) as usize;
+            let y = buffer(d, "y", n as u64 * 4, ResourceClass::TokenScratch);
+            let cpu = |t: usize, r: usize| -> f32 {
+                (0..cols as usize)
+                    .map(|k| h(wdata[r * cols as usize + k]) * h(xdata[t * cols as usize + k]))
+                    .sum()
+            };
+            let last = tokens as usize - 1;
+            let checks = [
+                (0usize, 0usize),
+                (0, rows as usize - 1),
+                (last, 17),
+                (last, rows as usize / 2 + 5),
+            ];
+            let check = |r: &[f32]| -> f32 {
+                checks
+                    .iter()
+                    .map(|&(t, row)| (r[t * rows as usize + row] - cpu(t, row)).abs())
+                    .fold(0.0, f32::max)
+            };
+            let mut line = format!("{name:<13} {rows:>6}x{cols:<5} t{tokens:<3}");
+            let cm = d
+                .pipeline(matvec_batch_cm(WeightDtype::F16, false, rows).unwrap())
+                .unwrap();
+            let (g, gx) = matvec_batch_cm_groups(WeightDtype::F16, rows, tokens);
+            let push = MatvecBatchCmPush {
+                rows,
+                cols,
+                w_stride: cols,
+                tokens,
+                x_stride: cols,
+                y_stride: rows,
+                accumulate: 0,
+                row_groups_x: gx,
+            };
+            let rec_cm = |enc: &mut sluice::Encoder, i: u32| {
+                let w = &ws[(i as u64 % copies) as usize];
+                enc.dispatch(&cm, g, &[w.slice(..), xh.slice(..), y.slice(..)], &push)
+                    .unwrap();
+            };
+            let alone = time(d, reps, rec_cm);
+            let chain = time_chain(d, reps, rec_cm);
+            let err = check(&y.read::<f32>(0, n).unwrap());
+            line += &format!(
+                " | cm {alone:>6.2} / {chain:>6.2} us {:>5.0} GB/s err {err:.0e}",
+                wbytes as f64 / chain / 1e3
+            );
+            let k = d.pipeline(&MATVEC_BATCH_CMT).unwrap();
+            let lay = matvec_batch_cmt_layout(rows, cols, tokens);
+            let part = buffer(d, "part", lay.part_floats * 4, ResourceClass::TokenScratch);
+            let tick = buffer(d, "tick", lay.tickets * 4, ResourceClass::TokenScratch);
+            tick.write(0, &vec![0u32; lay.tickets as usize]).unwrap();
+            let push = MatvecBatchCmtPush {
+                rows,
+                cols,
+                w_stride: cols,
+                tokens,
+                x_stride: cols,
+                y_stride: rows,
+                accumulate: 0,
+                row_groups_x: lay.row_groups_x,
+                ksplit: lay.ksplit,
+                kchunks: lay.kchunks,
+            };
+            let rec = |enc: &mut sluice::Encoder, i: u32| {
+                let w = &ws[(i as u64 % copies) as usize];
+                let b = [
+                    w.slice(..),
+                    xh.slice(..),
+                    y.slice(..),
+                    part.slice(..),
+                    tick.slice(..),
+                ];
+                enc.dispatch(&k, lay.groups, &b, &push).unwrap();
+            };
+            y.write(0, &vec![0f32; n]).unwrap();
+            let alone = time(d, reps, rec);
+            let chain = time_chain(d, reps, rec);
+            let err = check(&y.read::<f32>(0, n).unwrap());
+            let stuck = tick
+                .read::<u32>(0, lay.tickets as usize)
+                .unwrap()
+                .iter()
+                .filter(|&&v| v != 0)
+                .count();
+            line += &format!(
+                " | cmt k{} {alone:>6.2} / {chain:>6.2} us {:>5.0} GB/s err {err:.0e}{}",
+                lay.ksplit,
+                wbytes as f64 / chain / 1e3,
+                if stuck > 0 {
+                    format!(" ({stuck} tickets left)")
+                } else {
+                    String::new()
+                }
+            );
             println!("{line}");
         }
     }

@@ -363,3 +363,106 @@ pub fn matvec_batch_cm_groups(dtype: WeightDtype, rows: u32, tokens: u32) -> ([u
         gx,
     )
 }
+
+/// Push constants of the staged cooperative-matrix batched matvec ([`MATVEC_BATCH_CMT`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MatvecBatchCmtPush {
+    /// Output rows (a multiple of 16).
+    pub rows: u32,
+    /// Input columns (a multiple of 16).
+    pub cols: u32,
+    /// Halves between consecutive weight rows (a multiple of 8).
+    pub w_stride: u32,
+    /// Tokens (rows of the batch).
+    pub tokens: u32,
+    /// Halves between consecutive tokens' activations (from [`ACT_F16`]; a multiple of 8).
+    pub x_stride: u32,
+    /// Floats between consecutive tokens' y.
+    pub y_stride: u32,
+    /// 1: add to y (residual).
+    pub accumulate: u32,
+    /// Row groups along x (the rest continue along z).
+    pub row_groups_x: u32,
+    /// Contiguous runs of K chunks, one per workgroup (see [`MatvecBatchCmtLayout`]).
+    pub ksplit: u32,
+    /// K chunks per run.
+    pub kchunks: u32,
+}
+const _: () = assert!(
+    std::mem::size_of::<MatvecBatchCmtPush>()
+        == crate::MATVEC_BATCH_CMT.push_constant_bytes as usize
+);
+
+/// Tokens per workgroup of [`MATVEC_BATCH_CMT`].
+pub const MATVEC_BATCH_CMT_TOKENS: u32 = 64;
+/// Rows per workgroup of [`MATVEC_BATCH_CMT`].
+const CMT_ROWS: u32 = 32;
+/// Columns per K chunk of [`MATVEC_BATCH_CMT`].
+const CMT_CHUNK: u32 = 128;
+/// Floats of one workgroup's partial sums (two 16-row tiles x 64 tokens).
+const CMT_PART: u64 = 2048;
+/// Row groups from which a matrix keeps K whole: enough workgroups to fill a 132-SM GPU
+/// (measured: splitting K of 4096 x 1024 or 3072 x 1024 matrices was slower).
+const CMT_SPLIT_BELOW: u32 = 128;
+/// Workgroups a split aims for (four per multiprocessor of a 132-SM GPU).
+const CMT_SPLIT_TARGET: u32 = 528;
+
+/// Work layout of [`MATVEC_BATCH_CMT`] for one matrix shape and token count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatvecBatchCmtLayout {
+    /// Dispatch size.
+    pub groups: [u32; 3],
+    /// Push field `row_groups_x`.
+    pub row_groups_x: u32,
+    /// Push field `ksplit` (from the matrix shape alone: batch invariance).
+    pub ksplit: u32,
+    /// Push field `kchunks`.
+    pub kchunks: u32,
+    /// Floats of the `part` binding the dispatch uses (0 when `ksplit` is 1).
+    pub part_floats: u64,
+    /// u32 tickets of the `tick` binding (zero before the first dispatch; every dispatch
+    /// leaves them zero).
+    pub tickets: u64,
+}
+
+/// The layout of [`MATVEC_BATCH_CMT`] for a `rows` x `cols` matrix and `tokens`: 32 rows
+/// and 64 tokens per workgroup; a matrix of fewer than 128 row groups splits its K chunks
+/// (128 columns) into runs of at least two until the dispatch has about 528 workgroups.
+/// The split depends on the shape only, so a (row, token) result never depends on the
+/// batch around it.
+pub fn matvec_batch_cmt_layout(rows: u32, cols: u32, tokens: u32) -> MatvecBatchCmtLayout {
+    let row_groups = rows.div_ceil(CMT_ROWS).max(1);
+    let chunks = cols.div_ceil(CMT_CHUNK).max(1);
+    let want = if row_groups >= CMT_SPLIT_BELOW {
+        1
+    } else {
+        // At least two chunks per run: a run of one has no load in flight behind its
+        // multiplies.
+        CMT_SPLIT_TARGET
+            .div_ceil(row_groups)
+            .clamp(1, (chunks / 2).max(1))
+    };
+    let kchunks = chunks.div_ceil(want);
+    let ksplit = chunks.div_ceil(kchunks);
+    let token_groups = tokens.div_ceil(MATVEC_BATCH_CMT_TOKENS).max(1);
+    let gx = row_groups.min(65535);
+    let cells = row_groups as u64 * token_groups as u64;
+    MatvecBatchCmtLayout {
+        groups: [gx, token_groups * ksplit, row_groups.div_ceil(gx)],
+        row_groups_x: gx,
+        ksplit,
+        kchunks,
+        part_floats: if ksplit > 1 {
+            cells * ksplit as u64 * CMT_PART
+        } else {
+            0
+        },
+        tickets: cells,
+    }
+}
+
+/// Whether [`MATVEC_BATCH_CMT`] takes a `rows` x `cols` f16 matrix: both multiples of 16.
+pub fn matvec_batch_cmt_fits(rows: u32, cols: u32) -> bool {
+    rows > 0 && cols > 0 && rows.is_multiple_of(16) && cols.is_multiple_of(16)
+}

@@ -425,10 +425,12 @@ fn matvec_batch_matches_reference_and_each_token_alone() {
 }
 
 /// act_f16 then the cooperative-matrix batched matvec over `tokens` tokens (bindings as
-/// the model's lowering makes them); returns y (tokens x y_stride).
+/// the model's lowering makes them; `cmt`: matvec_batch_cmt for the ungated variants, as
+/// the lowering does for f16 weights); returns y (tokens x y_stride).
 #[allow(clippy::too_many_arguments)]
 fn run_matvec_batch_cm(
     d: &Device,
+    cmt: bool,
     dt: WeightDtype,
     variant: MatmulVariant,
     p: &MatmulPush,
@@ -467,6 +469,49 @@ fn run_matvec_batch_cm(
         },
     )
     .unwrap();
+    if cmt && !variant.has_silu() {
+        let lay = matvec_batch_cmt_layout(p.rows, p.cols, p.tokens);
+        let part = f32_buffer(
+            d,
+            "part",
+            &vec![f32::NAN; (lay.part_floats as usize).max(4)],
+            ResourceClass::TokenScratch,
+        );
+        let tick = u32_buffer(
+            d,
+            "tick",
+            &vec![0; lay.tickets as usize],
+            ResourceClass::TokenScratch,
+        );
+        let push = MatvecBatchCmtPush {
+            rows: p.rows,
+            cols: p.cols,
+            w_stride: matvec_batch_cm_w_stride(dt, p.cols),
+            tokens: p.tokens,
+            x_stride: p.cols,
+            y_stride: p.y_stride,
+            accumulate: p.accumulate,
+            row_groups_x: lay.row_groups_x,
+            ksplit: lay.ksplit,
+            kchunks: lay.kchunks,
+        };
+        let k = d.pipeline(&MATVEC_BATCH_CMT).unwrap();
+        let b = [
+            w.slice(..),
+            xh.slice(..),
+            ybuf.slice(..),
+            part.slice(..),
+            tick.slice(..),
+        ];
+        enc.dispatch(&k, lay.groups, &b, &push).unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let left = tick.read::<u32>(0, lay.tickets as usize).unwrap();
+        assert!(
+            left.iter().all(|&v| v == 0),
+            "tickets left non-zero: {left:?}"
+        );
+        return ybuf.read(0, y0.len()).unwrap();
+    }
     let mut slices = vec![w.slice(..)];
     if variant.has_silu() {
         slices.push(wb.slice(..));
@@ -612,8 +657,63 @@ fn matvec_batch_cm_matches_reference_and_each_token_alone() {
         (32, 512, 64),
         (32, 272, 70),
     ];
-    let failures = check_batch_cm(&d, WeightDtype::F16, &shapes, 78);
+    let failures = check_batch_cm(&d, false, WeightDtype::F16, &shapes, 78);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// matvec_batch_cmt (f16, operands staged through shared memory) on the matrix units, as
+/// the matvec_batch_cm test: vs the CPU reference, each token alone bit-identical, the
+/// tickets back at zero. Shapes: a partial last row group (2080, 48 rows), a partial last
+/// K chunk (272 columns), K split over 2, 3 and 16 workgroups (512, 1040 and 4096
+/// columns of matrices with few row groups), two token groups (70 tokens).
+#[test]
+fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
+    let d = Device::new(sluice::Options::default()).expect("a Vulkan device");
+    if !coopmat_self_test(&d).unwrap() {
+        eprintln!("{}: no cooperative matrices; skipped", d.info().name);
+        return;
+    }
+    assert_eq!(matvec_batch_cmt_layout(64, 1040, 5).ksplit, 3);
+    assert_eq!(matvec_batch_cmt_layout(32, 512, 64).ksplit, 2);
+    assert_eq!(matvec_batch_cmt_layout(48, 4096, 33).ksplit, 16);
+    let shapes = [
+        (96u32, 256u32, 1u32),
+        (2080, 64, 3),
+        (64, 1040, 5),
+        (32, 512, 64),
+        (32, 272, 70),
+        (48, 4096, 33),
+    ];
+    let failures = check_batch_cm(&d, true, WeightDtype::F16, &shapes, 79);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn matvec_batch_cmt_layout_splits_k_only_for_few_row_groups() {
+    // Qwen3-0.6B: qkv keeps K whole (128 row groups), o and down split it.
+    let qkv = matvec_batch_cmt_layout(4096, 1024, 32);
+    assert_eq!(
+        (qkv.ksplit, qkv.groups, qkv.part_floats),
+        (1, [128, 1, 1], 0)
+    );
+    let o = matvec_batch_cmt_layout(1024, 2048, 32);
+    assert_eq!((o.ksplit, o.kchunks, o.groups), (8, 2, [32, 8, 1]));
+    assert_eq!(o.part_floats, 32 * 8 * 2048);
+    let down = matvec_batch_cmt_layout(1024, 3072, 70);
+    assert_eq!(
+        (down.ksplit, down.groups, down.tickets),
+        (12, [32, 24, 1], 64)
+    );
+    // The split depends on the shape, never on the tokens (batch invariance).
+    for t in [1, 8, 64, 65, 512] {
+        assert_eq!(matvec_batch_cmt_layout(1024, 3072, t).ksplit, 12);
+        assert_eq!(matvec_batch_cmt_layout(1024, 3072, t).kchunks, 2);
+    }
+    let head = matvec_batch_cmt_layout(151936, 1024, 64);
+    assert_eq!((head.ksplit, head.groups), (1, [4748, 1, 1]));
+    assert!(matvec_batch_cmt_fits(1024, 3072));
+    assert!(!matvec_batch_cmt_fits(1000, 3072));
+    assert!(!matvec_batch_cmt_fits(1024, 200));
 }
 
 /// The block formats on the matrix units (weights decoded into shared memory as f16), as
@@ -637,7 +737,7 @@ fn matvec_batch_cm_block_formats_match_reference_and_each_token_alone() {
             (32, 2 * k, 64),
             (32, k, 70),
         ];
-        failures.extend(check_batch_cm(&d, dt, &shapes, 90 + i as u64));
+        failures.extend(check_batch_cm(&d, false, dt, &shapes, 90 + i as u64));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -646,6 +746,7 @@ fn matvec_batch_cm_block_formats_match_reference_and_each_token_alone() {
 /// cols, tokens): the failures (NMSE above 1e-5, a token alone not bit-identical).
 fn check_batch_cm(
     d: &Device,
+    cmt: bool,
     dt: WeightDtype,
     shapes: &[(u32, u32, u32)],
     seed: u64,
@@ -677,7 +778,7 @@ fn check_batch_cm(
                 weight_buffer(d, dt, r, c, &wb),
             );
             let nbuf = f32_buffer(d, "norm_w", &nw, ResourceClass::ReadOnlyWeight);
-            let got = run_matvec_batch_cm(d, dt, variant, &p, &wbuf, &wbbuf, &x, &nbuf, &y0);
+            let got = run_matvec_batch_cm(d, cmt, dt, variant, &p, &wbuf, &wbbuf, &x, &nbuf, &y0);
             // What the kernel multiplies: the decoded weights as f16.
             let round = |v: &[f32]| {
                 let deq = if dt.is_quantized() {
@@ -698,7 +799,8 @@ fn check_batch_cm(
                 &y0,
             );
             let what = format!(
-                "matvec_batch_cm {} {variant:?} {rows}x{cols} tokens {tokens}",
+                "matvec_batch_{} {} {variant:?} {rows}x{cols} tokens {tokens}",
+                if cmt { "cmt" } else { "cm" },
                 dt.name()
             );
             let e = nmse(&got, &want);
@@ -710,6 +812,7 @@ fn check_batch_cm(
                 let (xs, ys) = (x_stride as usize, p.y_stride as usize);
                 let alone = run_matvec_batch_cm(
                     d,
+                    cmt,
                     dt,
                     variant,
                     &MatmulPush { tokens: 1, ..p },

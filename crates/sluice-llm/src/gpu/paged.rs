@@ -175,6 +175,9 @@ pub(crate) struct Paged {
     /// f16 activations of a batched step for the cooperative-matrix matvec
     /// (`[rows_cap rounded to 16, widest projection input]`); `None` without matrix units.
     pub xh: Option<Buffer>,
+    /// Partial sums and tickets of the K-split f16 matvec (`sluice_kernels::MATVEC_BATCH_CMT`),
+    /// sized for the model's widest use; `None` without matrix units.
+    pub cmt: Option<(Buffer, Buffer)>,
     pub rope: Arc<Pipeline>,
     pub attention: Arc<Pipeline>,
     pub argmax: Arc<Pipeline>,
@@ -203,6 +206,16 @@ impl Paged {
         } else {
             None
         };
+        let cmt = if coopmat {
+            let (part, tickets) = cmt_scratch(c, rows_cap)?;
+            let part =
+                device.create_buffer("batch.cmt_part", part * 4, ResourceClass::TokenScratch)?;
+            let tick = device.create_buffer("batch.cmt_tick", tickets * 4, g)?;
+            tick.write(0, &vec![0u32; tickets as usize])?;
+            Some((part, tick))
+        } else {
+            None
+        };
         let table_words = (opts.sequences + 1) * opts.max_blocks();
         let table = device.create_buffer("kv.table", table_words as u64 * 4, g)?;
         table.write(0, &vec![0u32; table_words])?;
@@ -224,9 +237,37 @@ impl Paged {
             attention: device.pipeline(&k::BATCH_ATTENTION)?,
             argmax: device.pipeline(&k::ARGMAX_ROWS)?,
             xh,
+            cmt,
             opts,
         })
     }
+}
+
+/// Floats of partial sums and u32 tickets that `MATVEC_BATCH_CMT` needs for any plain
+/// projection of `c` (fused or separate q/k/v, o, down, the LM head) at up to `rows` tokens.
+fn cmt_scratch(c: &ModelConfig, rows: usize) -> Result<(u64, u64), LlmError> {
+    let q = c.heads * c.head_dim;
+    let kv = c.kv_heads * c.head_dim;
+    let shapes = [
+        (q + 2 * kv, c.hidden),
+        (q, c.hidden),
+        (kv, c.hidden),
+        (c.hidden, q),
+        (c.hidden, c.intermediate),
+        (c.vocab, c.hidden),
+    ];
+    let too_big = || LlmError::InvalidArgument("batched matvec scratch overflows u32".into());
+    let rows = u32::try_from(rows).map_err(|_| too_big())?;
+    let mut need = (4u64, 1u64);
+    for (r, k) in shapes {
+        let (r, k) = (
+            u32::try_from(r).map_err(|_| too_big())?,
+            u32::try_from(k).map_err(|_| too_big())?,
+        );
+        let lay = k::matvec_batch_cmt_layout(r, k, rows);
+        need = (need.0.max(lay.part_floats), need.1.max(lay.tickets));
+    }
+    Ok(need)
 }
 
 impl GpuModel {
@@ -248,6 +289,11 @@ impl GpuModel {
     /// The f16 activation buffer of the cooperative-matrix batched matvec, if any.
     pub(super) fn batch_xh(&self) -> Option<&Buffer> {
         self.paged.as_ref().and_then(|p| p.xh.as_ref())
+    }
+
+    /// The partial-sum and ticket buffers of the K-split f16 batched matvec, if any.
+    pub(super) fn batch_cmt(&self) -> Option<&(Buffer, Buffer)> {
+        self.paged.as_ref().and_then(|p| p.cmt.as_ref())
     }
 
     pub(super) fn paged_logits(&self) -> &Buffer {

@@ -1,0 +1,257 @@
+// The cooperative-matrix batched matvec for f16 weights with both operands staged through
+// shared memory (matvec_batch_cmt): y[t][r] = W[r] . xh_t for the rows of a batched decode
+// step or a prompt chunk, on the matrix units. The kernel file declares the bindings and
+// NTT.
+//
+// A workgroup (SG = 8 subgroups) takes a token group of up to TT = 16 NTT tokens, two
+// 16-row weight tiles (rows r0 .. r0 + 31) and one of `ksplit` contiguous runs of the K
+// chunks. A chunk is KC = 128 columns: every
+// invocation loads its share of the next chunk's activation rows and weight rows with
+// 16-byte loads before the current chunk's multiplies (so the next loads are in flight
+// while the matrix units work), then stores them to shared memory (`sa`, `sb`) as f16;
+// subgroup s multiplies K step s of every chunk. The subgroups' partial tiles are summed
+// in subgroup order (include/matvec_batch_cm_epilogue.wgsl's park_and_sum). With
+// ksplit > 1 each workgroup writes its sums to `part`, draws a ticket, and the workgroup
+// drawing the last one adds the ksplit partials in split order and writes y (residual add
+// or store), then puts the ticket back to 0. Measured against matvec_batch_cm
+// (BENCHMARKS.md, 2026-11-24 fourth session): 1.1-2x faster from 32 tokens on, and K
+// split over workgroups makes matrices of few rows fill the GPU; the gated gate/up stays on
+// matvec_batch_cm_silu (this staging was not faster there).
+//
+// Batch invariance: ksplit is chosen from the matrix shape alone
+// (`matvec_batch_cmt_layout`), so a (row, token) result is the same sum in the same order
+// whatever the other tokens of the dispatch. Needs rows and cols multiples of 16, strides
+// multiples of 8 halves. Dispatch [row groups (x, then z past 65535), token groups x ksplit, ...].
+struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, accumulate: u32, row_groups_x: u32, ksplit: u32, kchunks: u32 }
+
+const SG: u32 = 8u;
+const TT: u32 = 16u * NTT; // tokens per workgroup (NTT tiles of 16, <= 4)
+const KC: u32 = 16u * SG; // columns per chunk
+const VPR: u32 = KC / 8u; // vec4s (8 halves) per staged row
+const LS: u32 = KC + 8u; // halves per staged row (8 of padding against bank conflicts)
+const RPP: u32 = 16u; // staged rows per pass of the workgroup (SG * 32 / VPR)
+const PART: u32 = 2048u; // floats of one workgroup's partial: 2 tiles x TT tokens x 16 rows
+
+var<workgroup> sa: array<f16, TT * LS>;
+var<workgroup> sb: array<f16, 32u * LS>;
+// 16 bytes, so the workgroup arrays after it stay 16-byte aligned for the matrix loads.
+var<workgroup> ticket_wg: vec4<u32>;
+
+fn put_a(o: u32, v: vec4<u32>) {
+    let h0 = vec2<f16>(unpack2x16float(v.x));
+    let h1 = vec2<f16>(unpack2x16float(v.y));
+    let h2 = vec2<f16>(unpack2x16float(v.z));
+    let h3 = vec2<f16>(unpack2x16float(v.w));
+    sa[o + 0u] = h0.x;
+    sa[o + 1u] = h0.y;
+    sa[o + 2u] = h1.x;
+    sa[o + 3u] = h1.y;
+    sa[o + 4u] = h2.x;
+    sa[o + 5u] = h2.y;
+    sa[o + 6u] = h3.x;
+    sa[o + 7u] = h3.y;
+}
+
+fn put_b(o: u32, v: vec4<u32>) {
+    let h0 = vec2<f16>(unpack2x16float(v.x));
+    let h1 = vec2<f16>(unpack2x16float(v.y));
+    let h2 = vec2<f16>(unpack2x16float(v.z));
+    let h3 = vec2<f16>(unpack2x16float(v.w));
+    sb[o + 0u] = h0.x;
+    sb[o + 1u] = h0.y;
+    sb[o + 2u] = h1.x;
+    sb[o + 3u] = h1.y;
+    sb[o + 4u] = h2.x;
+    sb[o + 5u] = h2.y;
+    sb[o + 6u] = h3.x;
+    sb[o + 7u] = h3.y;
+}
+
+// Activation row `t` (a padded token), 8 halves from column c; zeros past cols.
+fn fetch_x(t: u32, c: u32) -> vec4<u32> {
+    if (c >= pc.cols) {
+        return vec4<u32>(0u);
+    }
+    return xv[(t * pc.x_stride + c) / 8u];
+}
+
+// Weight row `r`, 8 halves from column c; zeros past cols or rows.
+fn fetch_w(r: u32, c: u32) -> vec4<u32> {
+    if (c >= pc.cols || r >= pc.rows) {
+        return vec4<u32>(0u);
+    }
+    return wv[(r * pc.w_stride + c) / 8u];
+}
+
+// Writes (row r, token t): store or residual add.
+fn emit(r: u32, t: u32, g: f32) {
+    if (t < pc.tokens && r < pc.rows) {
+        let o = t * pc.y_stride + r;
+        if (pc.accumulate != 0u) {
+            y[o] = y[o] + g;
+        } else {
+            y[o] = g;
+        }
+    }
+}
+
+// Token tile tt of the workgroup's sums (both row tiles): written (ksplit 1) or parked in
+// the partial at `pbase`.
+fn settle(li: u32, slot: u32, r0: u32, t0: u32, tt: u32, pbase: u32,
+          c0: coop_mat16x16<f32, C>, c1: coop_mat16x16<f32, C>) {
+    let g = park_and_sum(li, slot, c0); // rows r0 ..
+    let u = park_and_sum(li, slot, c1); // rows r0 + 16 ..
+    if (pc.ksplit == 1u) {
+        let t = t0 + tt * 16u + li / 16u;
+        emit(r0 + li % 16u, t, g);
+        emit(r0 + 16u + li % 16u, t, u);
+    } else {
+        part[pbase + tt * 256u + li] = g;
+        part[pbase + 1024u + tt * 256u + li] = u;
+    }
+}
+
+@compute @workgroup_size(SG * 32u)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_id) sg: u32) {
+    let rg = wg.x + wg.z * pc.row_groups_x;
+    let tg = wg.y / pc.ksplit;
+    let ks = wg.y % pc.ksplit;
+    let r0 = rg * 32u;
+    let t0 = tg * TT;
+    let left = pc.tokens - min(t0, pc.tokens);
+    let nt = min((left + 15u) / 16u, NTT);
+    let slot = sg * 256u;
+    for (var e = li % 32u; e < 256u; e += 32u) {
+        cs[slot + e] = 0.0;
+    }
+    workgroupBarrier();
+    var c00 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    var c10 = c00;
+    var c20 = c00;
+    var c30 = c00;
+    var c01 = c00;
+    var c11 = c00;
+    var c21 = c00;
+    var c31 = c00;
+    // This invocation's staged row within a pass and vec4 within the row.
+    let pr = li / VPR;
+    let cv = li % VPR;
+    let chunks = (pc.cols + KC - 1u) / KC;
+    let ch0 = min(ks * pc.kchunks, chunks);
+    let ch1 = min(ch0 + pc.kchunks, chunks);
+    // Prefetch registers: activations for up to 4 token tiles, the two weight tiles.
+    var k = ch0 * KC + cv * 8u;
+    var a0 = fetch_x(t0 + pr, k);
+    var a1 = vec4<u32>(0u);
+    var a2 = vec4<u32>(0u);
+    var a3 = vec4<u32>(0u);
+    if (nt > 1u) {
+        a1 = fetch_x(t0 + RPP + pr, k);
+    }
+    if (nt > 2u) {
+        a2 = fetch_x(t0 + 2u * RPP + pr, k);
+    }
+    if (nt > 3u) {
+        a3 = fetch_x(t0 + 3u * RPP + pr, k);
+    }
+    var b0 = fetch_w(r0 + pr, k);
+    var b1 = fetch_w(r0 + RPP + pr, k);
+    let so = pr * LS + cv * 8u;
+    let kk = sg * 16u;
+    for (var ch = ch0; ch < ch1; ch++) {
+        put_a(so, a0);
+        if (nt > 1u) {
+            put_a(so + RPP * LS, a1);
+        }
+        if (nt > 2u) {
+            put_a(so + 2u * RPP * LS, a2);
+        }
+        if (nt > 3u) {
+            put_a(so + 3u * RPP * LS, a3);
+        }
+        put_b(so, b0);
+        put_b(so + RPP * LS, b1);
+        workgroupBarrier();
+        if (ch + 1u < ch1) {
+            k += KC;
+            a0 = fetch_x(t0 + pr, k);
+            if (nt > 1u) {
+                a1 = fetch_x(t0 + RPP + pr, k);
+            }
+            if (nt > 2u) {
+                a2 = fetch_x(t0 + 2u * RPP + pr, k);
+            }
+            if (nt > 3u) {
+                a3 = fetch_x(t0 + 3u * RPP + pr, k);
+            }
+            b0 = fetch_w(r0 + pr, k);
+            b1 = fetch_w(r0 + RPP + pr, k);
+        }
+        let w0 = coopLoad<coop_mat16x16<f16, B>>(&sb[kk], LS);
+        let w1 = coopLoad<coop_mat16x16<f16, B>>(&sb[16u * LS + kk], LS);
+        {
+            let x = coopLoadT<coop_mat16x16<f16, A>>(&sa[kk], LS);
+            c00 = coopMultiplyAdd(x, w0, c00);
+            c01 = coopMultiplyAdd(x, w1, c01);
+        }
+        if (nt > 1u) {
+            let x = coopLoadT<coop_mat16x16<f16, A>>(&sa[16u * LS + kk], LS);
+            c10 = coopMultiplyAdd(x, w0, c10);
+            c11 = coopMultiplyAdd(x, w1, c11);
+        }
+        if (nt > 2u) {
+            let x = coopLoadT<coop_mat16x16<f16, A>>(&sa[32u * LS + kk], LS);
+            c20 = coopMultiplyAdd(x, w0, c20);
+            c21 = coopMultiplyAdd(x, w1, c21);
+        }
+        if (nt > 3u) {
+            let x = coopLoadT<coop_mat16x16<f16, A>>(&sa[48u * LS + kk], LS);
+            c30 = coopMultiplyAdd(x, w0, c30);
+            c31 = coopMultiplyAdd(x, w1, c31);
+        }
+        workgroupBarrier();
+    }
+    let groups_t = (pc.tokens + TT - 1u) / TT;
+    let cell = rg * groups_t + tg;
+    let pbase = (cell * pc.ksplit + ks) * PART;
+    settle(li, slot, r0, t0, 0u, pbase, c00, c01);
+    if (nt > 1u) {
+        settle(li, slot, r0, t0, 1u, pbase, c10, c11);
+    }
+    if (nt > 2u) {
+        settle(li, slot, r0, t0, 2u, pbase, c20, c21);
+    }
+    if (nt > 3u) {
+        settle(li, slot, r0, t0, 3u, pbase, c30, c31);
+    }
+    if (pc.ksplit == 1u) {
+        return;
+    }
+    // Release: this workgroup's partial reaches device scope before its ticket.
+    storageBarrier();
+    if (li == 0u) {
+        ticket_wg.x = atomicAdd(&tick[cell], 1u);
+    }
+    let ticket = workgroupUniformLoad(&ticket_wg).x;
+    if (ticket + 1u != pc.ksplit) {
+        return;
+    }
+    // Acquire: the other splits' partials (written before their tickets).
+    storageBarrier();
+    let first = cell * pc.ksplit * PART;
+    for (var tt = 0u; tt < nt; tt++) {
+        var g = 0.0; // rows r0 ..
+        var u = 0.0; // rows r0 + 16 ..
+        for (var s = 0u; s < pc.ksplit; s++) {
+            g += part[first + s * PART + tt * 256u + li];
+            u += part[first + s * PART + 1024u + tt * 256u + li];
+        }
+        let t = t0 + tt * 16u + li / 16u;
+        emit(r0 + li % 16u, t, g);
+        emit(r0 + 16u + li % 16u, t, u);
+    }
+    if (li == 0u) {
+        atomicStore(&tick[cell], 0u);
+    }
+}

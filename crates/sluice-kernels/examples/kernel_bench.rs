@@ -702,10 +702,12 @@ fn cmt_bench(d: &Device, reps: u32) {
     let shapes: &[(&str, u32, u32)] = &[
         ("0.6b qkv", 4096, 1024),
         ("0.6b o", 1024, 2048),
+        ("0.6b gate", 3072, 1024),
         ("0.6b down", 1024, 3072),
         ("0.6b lm_head", 151936, 1024),
         ("4b qkv", 6144, 2560),
         ("4b o", 2560, 4096),
+        ("4b gate", 9728, 2560),
         ("4b down", 2560, 9728),
     ];
     if !coopmat_self_test(d).unwrap() {

@@ -723,7 +723,7 @@ fn cmt_bench(d: &Device, reps: u32) {
             seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
             half::f16::from_f32(((seed >> 9) as f32 / 8388608.0 - 0.5) * scale).to_bits()
         };
-        // Every copy holds the same real values (an all-zero copy reads faster on the H100).
+        // Every copy holds the same real values (what decode reads).
         let wdata: Vec<u16> = (0..rows as usize * cols as usize)
             .map(|_| rnd(0.1))
             .collect();

@@ -8,7 +8,7 @@
 // chunks. A chunk is KC = 128 columns: every
 // invocation loads its share of the next chunk's activation rows and weight rows with
 // 16-byte loads before the current chunk's multiplies (so the next loads are in flight
-// while the matrix units work), then stores them to shared memory (`sa`, `sb`) as f16;
+// while the matrix units work), then stores them to shared memory (`stage`) as f16;
 // subgroup s multiplies K step s of every chunk. The subgroups' partial tiles are summed
 // in subgroup order (include/matvec_batch_cm_epilogue.wgsl's park_and_sum). With
 // ksplit > 1 each workgroup writes its sums to `part`, draws a ticket, and the workgroup
@@ -32,39 +32,26 @@ const LS: u32 = KC + 8u; // halves per staged row (8 of padding against bank con
 const RPP: u32 = 16u; // staged rows per pass of the workgroup (SG * 32 / VPR)
 const PART: u32 = 2048u; // floats of one workgroup's partial: 2 tiles x TT tokens x 16 rows
 
-var<workgroup> sa: array<f16, TT * LS>;
-var<workgroup> sb: array<f16, 32u * LS>;
+// The staged chunk: TT activation rows, then (from SB) the two 16-row weight tiles.
+const SB: u32 = TT * LS;
+var<workgroup> stage: array<f16, (TT + 32u) * LS>;
 // 16 bytes, so the workgroup arrays after it stay 16-byte aligned for the matrix loads.
 var<workgroup> ticket_wg: vec4<u32>;
 
-fn put_a(o: u32, v: vec4<u32>) {
+// Stores the 8 halves of v at stage[o ..].
+fn put(o: u32, v: vec4<u32>) {
     let h0 = vec2<f16>(unpack2x16float(v.x));
     let h1 = vec2<f16>(unpack2x16float(v.y));
     let h2 = vec2<f16>(unpack2x16float(v.z));
     let h3 = vec2<f16>(unpack2x16float(v.w));
-    sa[o + 0u] = h0.x;
-    sa[o + 1u] = h0.y;
-    sa[o + 2u] = h1.x;
-    sa[o + 3u] = h1.y;
-    sa[o + 4u] = h2.x;
-    sa[o + 5u] = h2.y;
-    sa[o + 6u] = h3.x;
-    sa[o + 7u] = h3.y;
-}
-
-fn put_b(o: u32, v: vec4<u32>) {
-    let h0 = vec2<f16>(unpack2x16float(v.x));
-    let h1 = vec2<f16>(unpack2x16float(v.y));
-    let h2 = vec2<f16>(unpack2x16float(v.z));
-    let h3 = vec2<f16>(unpack2x16float(v.w));
-    sb[o + 0u] = h0.x;
-    sb[o + 1u] = h0.y;
-    sb[o + 2u] = h1.x;
-    sb[o + 3u] = h1.y;
-    sb[o + 4u] = h2.x;
-    sb[o + 5u] = h2.y;
-    sb[o + 6u] = h3.x;
-    sb[o + 7u] = h3.y;
+    stage[o + 0u] = h0.x;
+    stage[o + 1u] = h0.y;
+    stage[o + 2u] = h1.x;
+    stage[o + 3u] = h1.y;
+    stage[o + 4u] = h2.x;
+    stage[o + 5u] = h2.y;
+    stage[o + 6u] = h3.x;
+    stage[o + 7u] = h3.y;
 }
 
 // Activation row `t` (a padded token), 8 halves from column c; zeros past cols.
@@ -160,18 +147,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let so = pr * LS + cv * 8u;
     let kk = sg * 16u;
     for (var ch = ch0; ch < ch1; ch++) {
-        put_a(so, a0);
+        put(so, a0);
         if (nt > 1u) {
-            put_a(so + RPP * LS, a1);
+            put(so + RPP * LS, a1);
         }
         if (nt > 2u) {
-            put_a(so + 2u * RPP * LS, a2);
+            put(so + 2u * RPP * LS, a2);
         }
         if (nt > 3u) {
-            put_a(so + 3u * RPP * LS, a3);
+            put(so + 3u * RPP * LS, a3);
         }
-        put_b(so, b0);
-        put_b(so + RPP * LS, b1);
+        put(SB + so, b0);
+        put(SB + so + RPP * LS, b1);
         workgroupBarrier();
         if (ch + 1u < ch1) {
             k += KC;
@@ -188,25 +175,25 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             b0 = fetch_w(r0 + pr, k);
             b1 = fetch_w(r0 + RPP + pr, k);
         }
-        let w0 = coopLoad<coop_mat16x16<f16, B>>(&sb[kk], LS);
-        let w1 = coopLoad<coop_mat16x16<f16, B>>(&sb[16u * LS + kk], LS);
+        let w0 = coopLoad<coop_mat16x16<f16, B>>(&stage[SB + kk], LS);
+        let w1 = coopLoad<coop_mat16x16<f16, B>>(&stage[SB + 16u * LS + kk], LS);
         {
-            let x = coopLoadT<coop_mat16x16<f16, A>>(&sa[kk], LS);
+            let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[kk], LS);
             c00 = coopMultiplyAdd(x, w0, c00);
             c01 = coopMultiplyAdd(x, w1, c01);
         }
         if (nt > 1u) {
-            let x = coopLoadT<coop_mat16x16<f16, A>>(&sa[16u * LS + kk], LS);
+            let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[16u * LS + kk], LS);
             c10 = coopMultiplyAdd(x, w0, c10);
             c11 = coopMultiplyAdd(x, w1, c11);
         }
         if (nt > 2u) {
-            let x = coopLoadT<coop_mat16x16<f16, A>>(&sa[32u * LS + kk], LS);
+            let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[32u * LS + kk], LS);
             c20 = coopMultiplyAdd(x, w0, c20);
             c21 = coopMultiplyAdd(x, w1, c21);
         }
         if (nt > 3u) {
-            let x = coopLoadT<coop_mat16x16<f16, A>>(&sa[48u * LS + kk], LS);
+            let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[48u * LS + kk], LS);
             c30 = coopMultiplyAdd(x, w0, c30);
             c31 = coopMultiplyAdd(x, w1, c31);
         }

@@ -76,6 +76,10 @@ fn main() {
         cmt_bench(&d, reps);
         return;
     }
+    if std::env::args().nth(2).as_deref() == Some("cmtq") {
+        cmtq_bench(&d, reps, std::env::args().nth(3));
+        return;
+    }
     let shapes: &[(&str, u32, u32)] = &[
         ("0.6b q", 2048, 1024),
         ("0.6b kv", 1024, 1024),
@@ -801,7 +805,7 @@ fn cmt_bench(d: &Device, reps: u32) {
                 wbytes as f64 / chain / 1e3
             );
             let k = d.pipeline(&MATVEC_BATCH_CMT).unwrap();
-            let lay = matvec_batch_cmt_layout(rows, cols, tokens);
+            let lay = matvec_batch_cmt_layout(rows, cols, tokens, false);
             let part = buffer(d, "part", lay.part_floats * 4, ResourceClass::TokenScratch);
             let tick = buffer(d, "tick", lay.tickets * 4, ResourceClass::TokenScratch);
             tick.write(0, &vec![0u32; lay.tickets as usize]).unwrap();
@@ -849,6 +853,204 @@ fn cmt_bench(d: &Device, reps: u32) {
                 }
             );
             println!("{line}");
+        }
+    }
+}
+
+/// The staged batched matvec (`matvec_batch_cmt[q][_silu]`) against the one it replaces
+/// (`matvec_batch_cmq[_silu]` for block formats, `matvec_batch_cm_silu` for the f16
+/// gate/up) at decode shapes: µs in a chain of `reps` dispatches over rotating weight
+/// copies, GB/s, and each one's largest error relative to the largest |y| against a CPU
+/// dot product (weights decoded and rounded to f16) at four (token, row) points. The gate
+/// shapes run gated (gate and up: two matrices). `only`: comma-separated dtype names.
+fn cmtq_bench(d: &Device, reps: u32, only: Option<String>) {
+    let shapes: &[(&str, u32, u32)] = &[
+        ("4b qkv", 6144, 2560),
+        ("4b o", 2560, 4096),
+        ("4b gate", 9728, 2560),
+        ("4b down", 2560, 9728),
+        ("0.6b qkv", 4096, 1024),
+        ("0.6b o", 1024, 2048),
+        ("0.6b gate", 3072, 1024),
+        ("0.6b down", 1024, 3072),
+    ];
+    if !coopmat_self_test(d).unwrap() {
+        println!("no cooperative matrices");
+        return;
+    }
+    let dts = [
+        WeightDtype::Q4K,
+        WeightDtype::Q6K,
+        WeightDtype::Q8_0,
+        WeightDtype::F16,
+    ];
+    let wanted = |dt: &WeightDtype| {
+        only.as_ref()
+            .is_none_or(|o| o.split(',').any(|n| n == dt.name()))
+    };
+    let budget = 512u64 << 20;
+    let mut seed = 11u32;
+    let mut rnd = |scale: f32| {
+        seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
+        ((seed >> 9) as f32 / 8388608.0 - 0.5) * scale
+    };
+    for dt in dts.into_iter().filter(wanted) {
+        for &(name, rows, cols) in shapes {
+            let gated = name.ends_with("gate");
+            // 64 distinct rows repeated (every row of the GPU layout has the same stride).
+            let base = 64usize;
+            let src: Vec<f32> = (0..base * cols as usize).map(|_| rnd(0.2)).collect();
+            let packed = pack_weights(dt, base, cols as usize, &src);
+            let deq = if dt.is_quantized() {
+                dequantize(
+                    dt,
+                    base,
+                    cols as usize,
+                    &quantize(dt, base, cols as usize, &src),
+                )
+            } else {
+                src.clone()
+            };
+            let deq: Vec<f32> = deq.iter().map(|&v| round_to(WeightDtype::F16, v)).collect();
+            let row_bytes = packed.len() / base;
+            let mut full = Vec::with_capacity(row_bytes * rows as usize);
+            for r in 0..rows as usize {
+                let b = (r % base) * row_bytes;
+                full.extend_from_slice(&packed[b..b + row_bytes]);
+            }
+            let wbytes = full.len() as u64;
+            let mats = if gated { 2 } else { 1 };
+            let copies = budget.div_ceil(mats * wbytes).clamp(2, 64);
+            let ws: Vec<Buffer> = (0..mats * copies)
+                .map(|_| {
+                    let b = buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight);
+                    b.write_bytes(0, &full).unwrap();
+                    b
+                })
+                .collect();
+            for tokens in [1u32, 8, 32, 64] {
+                let padded = tokens.next_multiple_of(16);
+                let xs: Vec<f32> = (0..(padded * cols) as usize)
+                    .map(|i| {
+                        if i / (cols as usize) < tokens as usize {
+                            round_to(WeightDtype::F16, rnd(2.0))
+                        } else {
+                            0.0
+                        }
+                    })
+                    .collect();
+                let xbits: Vec<u16> = xs
+                    .iter()
+                    .map(|&v| half::f16::from_f32(v).to_bits())
+                    .collect();
+                let xh = buffer(
+                    d,
+                    "xh",
+                    (padded * cols) as u64 * 2,
+                    ResourceClass::TokenScratch,
+                );
+                xh.write(0, &xbits).unwrap();
+                let n = (tokens * rows) as usize;
+                let y = buffer(d, "y", n as u64 * 4, ResourceClass::TokenScratch);
+                let dot = |t: usize, r: usize| -> f32 {
+                    let w = &deq[(r % base) * cols as usize..][..cols as usize];
+                    let x = &xs[t * cols as usize..][..cols as usize];
+                    w.iter().zip(x).map(|(a, b)| a * b).sum()
+                };
+                // Gated: gate and up are the same matrix here, so y = silu(g) * g.
+                let want = |t: usize, r: usize| {
+                    let g = dot(t, r);
+                    if gated {
+                        g / (1.0 + (-g).exp()) * g
+                    } else {
+                        g
+                    }
+                };
+                let last = tokens as usize - 1;
+                let points = [
+                    (0usize, 0usize),
+                    (0, rows as usize - 1),
+                    (last, 17),
+                    (last, rows as usize / 2 + 5),
+                ];
+                let err = |got: &[f32]| -> f32 {
+                    let scale = points
+                        .iter()
+                        .map(|&(t, r)| want(t, r).abs())
+                        .fold(1e-6, f32::max);
+                    points
+                        .iter()
+                        .map(|&(t, r)| (got[t * rows as usize + r] - want(t, r)).abs() / scale)
+                        .fold(0.0, f32::max)
+                };
+                let mut line = format!(
+                    "{:<5} {name:<10} {rows:>5}x{cols:<5} t{tokens:<3}",
+                    dt.name()
+                );
+                // The kernel replaced.
+                let old = d
+                    .pipeline(matvec_batch_cm(dt, gated, rows).unwrap())
+                    .unwrap();
+                let (g, gx) = matvec_batch_cm_groups(dt, rows, tokens);
+                let push = MatvecBatchCmPush {
+                    rows,
+                    cols,
+                    w_stride: matvec_batch_cm_w_stride(dt, cols),
+                    tokens,
+                    x_stride: cols,
+                    y_stride: rows,
+                    accumulate: 0,
+                    row_groups_x: gx,
+                };
+                y.write(0, &vec![0f32; n]).unwrap();
+                let us = time_chain(d, reps, |enc, i| {
+                    let j = (mats * (i as u64 % copies)) as usize;
+                    let mut b = vec![ws[j].slice(..)];
+                    if gated {
+                        b.push(ws[j + 1].slice(..));
+                    }
+                    b.extend([xh.slice(..), y.slice(..)]);
+                    enc.dispatch(&old, g, &b, &push).unwrap();
+                });
+                let e = err(&y.read::<f32>(0, n).unwrap());
+                let gbs = (mats * wbytes) as f64 / us / 1e3;
+                line += &format!(" | cm {us:>7.2} us {gbs:>5.0} GB/s err {e:.0e}");
+                // The staged kernel.
+                let k = d.pipeline(matvec_batch_cmt(dt, gated).unwrap()).unwrap();
+                let lay = matvec_batch_cmt_layout(rows, cols, tokens, gated);
+                let part = buffer(d, "part", lay.part_floats * 4, ResourceClass::TokenScratch);
+                let tick = buffer(d, "tick", lay.tickets * 4, ResourceClass::TokenScratch);
+                tick.write(0, &vec![0u32; lay.tickets as usize]).unwrap();
+                let push = MatvecBatchCmtPush {
+                    rows,
+                    cols,
+                    w_stride: matvec_batch_cm_w_stride(dt, cols),
+                    tokens,
+                    x_stride: cols,
+                    y_stride: rows,
+                    accumulate: 0,
+                    row_groups_x: lay.row_groups_x,
+                    ksplit: lay.ksplit,
+                    kchunks: lay.kchunks,
+                };
+                y.write(0, &vec![0f32; n]).unwrap();
+                let us = time_chain(d, reps, |enc, i| {
+                    let j = (mats * (i as u64 % copies)) as usize;
+                    let mut b = vec![ws[j].slice(..)];
+                    if gated {
+                        b.push(ws[j + 1].slice(..));
+                    }
+                    b.extend([xh.slice(..), y.slice(..), part.slice(..), tick.slice(..)]);
+                    enc.dispatch(&k, lay.groups, &b, &push).unwrap();
+                });
+                let e = err(&y.read::<f32>(0, n).unwrap());
+                let gbs = (mats * wbytes) as f64 / us / 1e3;
+                line += &format!(
+                    " | cmt k{} {us:>7.2} us {gbs:>5.0} GB/s err {e:.0e}",
+                    lay.ksplit
+                );
+                println!("{line}");
+            }
         }
     }
 }

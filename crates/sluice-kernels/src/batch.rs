@@ -364,15 +364,16 @@ pub fn matvec_batch_cm_groups(dtype: WeightDtype, rows: u32, tokens: u32) -> ([u
     )
 }
 
-/// Push constants of the staged cooperative-matrix batched matvec ([`MATVEC_BATCH_CMT`]).
+/// Push constants of the staged cooperative-matrix batched matvec ([`matvec_batch_cmt`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MatvecBatchCmtPush {
     /// Output rows (a multiple of 16).
     pub rows: u32,
-    /// Input columns (a multiple of 16).
+    /// Input columns (f16: a multiple of 16; block formats: whole blocks).
     pub cols: u32,
-    /// Halves between consecutive weight rows (a multiple of 8).
+    /// Weight row stride: halves (f16, a multiple of 8) or 16-byte vec4s of the GPU layout
+    /// (block formats), as [`matvec_batch_cm_w_stride`] gives it.
     pub w_stride: u32,
     /// Tokens (rows of the batch).
     pub tokens: u32,
@@ -380,7 +381,7 @@ pub struct MatvecBatchCmtPush {
     pub x_stride: u32,
     /// Floats between consecutive tokens' y.
     pub y_stride: u32,
-    /// 1: add to y (residual).
+    /// 1: add to y (residual; not for the gated kernels).
     pub accumulate: u32,
     /// Row groups along x (the rest continue along z).
     pub row_groups_x: u32,
@@ -394,11 +395,13 @@ const _: () = assert!(
         == crate::MATVEC_BATCH_CMT.push_constant_bytes as usize
 );
 
-/// Tokens per workgroup of [`MATVEC_BATCH_CMT`].
+/// Tokens per workgroup of [`matvec_batch_cmt`].
 pub const MATVEC_BATCH_CMT_TOKENS: u32 = 64;
-/// Rows per workgroup of [`MATVEC_BATCH_CMT`].
+/// Rows per workgroup of [`matvec_batch_cmt`]: two 16-row tiles (gated: 16 rows of the
+/// gate and the same 16 of the up matrix).
 const CMT_ROWS: u32 = 32;
-/// Columns per K chunk of [`MATVEC_BATCH_CMT`].
+const CMT_ROWS_GATED: u32 = 16;
+/// Columns per K chunk of [`matvec_batch_cmt`].
 const CMT_CHUNK: u32 = 128;
 /// Floats of one workgroup's partial sums (two 16-row tiles x 64 tokens).
 const CMT_PART: u64 = 2048;
@@ -409,7 +412,29 @@ const CMT_SPLIT_BELOW: u32 = 128;
 /// Workgroups a split aims for (four per multiprocessor of a 132-SM GPU).
 const CMT_SPLIT_TARGET: u32 = 528;
 
-/// Work layout of [`MATVEC_BATCH_CMT`] for one matrix shape and token count.
+/// The staged cooperative-matrix batched matvec for `dtype` weights (`silu`: the gated
+/// gate/up, both matrices of `dtype`): f16 ([`MATVEC_BATCH_CMT`], [`MATVEC_BATCH_CMT_SILU`])
+/// or a block format (`matvec_batch_cmtq[_silu]_<dtype>`, blocks decoded as they are
+/// staged). Bindings: `w`, [`w_b`], `xv` (f16 activations from [`ACT_F16`]), `y`, `part`,
+/// `tick`; layout from [`matvec_batch_cmt_layout`]. None for other dtypes. Only where
+/// `DeviceInfo::coopmat_f16_16x16`.
+pub fn matvec_batch_cmt(dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
+    match (dtype, silu) {
+        (WeightDtype::F16, false) => Some(&crate::MATVEC_BATCH_CMT),
+        (WeightDtype::F16, true) => Some(&crate::MATVEC_BATCH_CMT_SILU),
+        (d, _) if d.is_quantized() => {
+            let stem = if silu {
+                "matvec_batch_cmtq_silu"
+            } else {
+                "matvec_batch_cmtq"
+            };
+            crate::variant(stem, d.name())
+        }
+        _ => None,
+    }
+}
+
+/// Work layout of [`matvec_batch_cmt`] for one matrix shape and token count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MatvecBatchCmtLayout {
     /// Dispatch size.
@@ -427,13 +452,19 @@ pub struct MatvecBatchCmtLayout {
     pub tickets: u64,
 }
 
-/// The layout of [`MATVEC_BATCH_CMT`] for a `rows` x `cols` matrix and `tokens`: 32 rows
-/// and 64 tokens per workgroup; a matrix of fewer than 128 row groups splits its K chunks
-/// (128 columns) into runs of at least two until the dispatch has about 528 workgroups.
-/// The split depends on the shape only, so a (row, token) result never depends on the
-/// batch around it.
-pub fn matvec_batch_cmt_layout(rows: u32, cols: u32, tokens: u32) -> MatvecBatchCmtLayout {
-    let row_groups = rows.div_ceil(CMT_ROWS).max(1);
+/// The layout of [`matvec_batch_cmt`] for a `rows` x `cols` matrix (`gated`: the gate/up
+/// pair, `rows` each) and `tokens`: 32 rows (gated: 16) and 64 tokens per workgroup; a
+/// matrix of fewer than 128 row groups splits its K chunks (128 columns) into runs of at
+/// least two until the dispatch has about 528 workgroups. The split depends on the shape
+/// only, so a (row, token) result never depends on the batch around it.
+pub fn matvec_batch_cmt_layout(
+    rows: u32,
+    cols: u32,
+    tokens: u32,
+    gated: bool,
+) -> MatvecBatchCmtLayout {
+    let per = if gated { CMT_ROWS_GATED } else { CMT_ROWS };
+    let row_groups = rows.div_ceil(per).max(1);
     let chunks = cols.div_ceil(CMT_CHUNK).max(1);
     let want = if row_groups >= CMT_SPLIT_BELOW {
         1
@@ -463,7 +494,15 @@ pub fn matvec_batch_cmt_layout(rows: u32, cols: u32, tokens: u32) -> MatvecBatch
     }
 }
 
-/// Whether [`MATVEC_BATCH_CMT`] takes a `rows` x `cols` f16 matrix: both multiples of 16.
-pub fn matvec_batch_cmt_fits(rows: u32, cols: u32) -> bool {
-    rows > 0 && cols > 0 && rows.is_multiple_of(16) && cols.is_multiple_of(16)
+/// Whether [`matvec_batch_cmt`] takes a `rows` x `cols` `dtype` matrix: rows a multiple
+/// of 16, and f16 cols a multiple of 16 or block-format cols of whole blocks.
+pub fn matvec_batch_cmt_fits(dtype: WeightDtype, rows: u32, cols: u32) -> bool {
+    let cols_ok = match dtype {
+        WeightDtype::F16 => cols.is_multiple_of(16),
+        d if d.is_quantized() => {
+            matvec_batch_cmt(d, false).is_some() && cols.is_multiple_of(d.block_elems() as u32)
+        }
+        _ => false,
+    };
+    cols_ok && rows > 0 && cols > 0 && rows.is_multiple_of(16)
 }

@@ -425,8 +425,8 @@ fn matvec_batch_matches_reference_and_each_token_alone() {
 }
 
 /// act_f16 then the cooperative-matrix batched matvec over `tokens` tokens (bindings as
-/// the model's lowering makes them; `cmt`: matvec_batch_cmt for the ungated variants, as
-/// the lowering does for f16 weights); returns y (tokens x y_stride).
+/// the model's lowering makes them; `cmt`: matvec_batch_cmt, operands staged through
+/// shared memory, for every variant); returns y (tokens x y_stride).
 #[allow(clippy::too_many_arguments)]
 fn run_matvec_batch_cm(
     d: &Device,
@@ -469,8 +469,9 @@ fn run_matvec_batch_cm(
         },
     )
     .unwrap();
-    if cmt && !variant.has_silu() {
-        let lay = matvec_batch_cmt_layout(p.rows, p.cols, p.tokens);
+    if cmt {
+        let gated = variant.has_silu();
+        let lay = matvec_batch_cmt_layout(p.rows, p.cols, p.tokens, gated);
         let part = f32_buffer(
             d,
             "part",
@@ -495,14 +496,12 @@ fn run_matvec_batch_cm(
             ksplit: lay.ksplit,
             kchunks: lay.kchunks,
         };
-        let k = d.pipeline(&MATVEC_BATCH_CMT).unwrap();
-        let b = [
-            w.slice(..),
-            xh.slice(..),
-            ybuf.slice(..),
-            part.slice(..),
-            tick.slice(..),
-        ];
+        let k = d.pipeline(matvec_batch_cmt(dt, gated).unwrap()).unwrap();
+        let mut b = vec![w.slice(..)];
+        if gated {
+            b.push(wb.slice(..));
+        }
+        b.extend([xh.slice(..), ybuf.slice(..), part.slice(..), tick.slice(..)]);
         enc.dispatch(&k, lay.groups, &b, &push).unwrap();
         enc.submit().unwrap().wait().unwrap();
         let left = tick.read::<u32>(0, lay.tickets as usize).unwrap();
@@ -661,11 +660,12 @@ fn matvec_batch_cm_matches_reference_and_each_token_alone() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// matvec_batch_cmt (f16, operands staged through shared memory) on the matrix units, as
-/// the matvec_batch_cm test: vs the CPU reference, each token alone bit-identical, the
-/// tickets back at zero. Shapes: a partial last row group (2080, 48 rows), a partial last
-/// K chunk (272 columns), K split over 2, 3 and 16 workgroups (512, 1040 and 4096
-/// columns of matrices with few row groups), two token groups (70 tokens).
+/// matvec_batch_cmt (operands staged through shared memory) on the matrix units, as the
+/// matvec_batch_cm test, for f16 and every block format, plain and gated: vs the CPU
+/// reference, each token alone bit-identical, the tickets back at zero. Shapes: a partial
+/// last row group (2080 rows: 48 rows past the last 32, 2080 = 130 gated groups of 16), a
+/// partial last K chunk (272 or 1 block of 32 past 128-column chunks), K split 2, 3 and
+/// 16 ways (few row groups), two token groups (70 tokens).
 #[test]
 fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
     let d = Device::new(sluice::Options::default()).expect("a Vulkan device");
@@ -673,9 +673,10 @@ fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
         eprintln!("{}: no cooperative matrices; skipped", d.info().name);
         return;
     }
-    assert_eq!(matvec_batch_cmt_layout(64, 1040, 5).ksplit, 3);
-    assert_eq!(matvec_batch_cmt_layout(32, 512, 64).ksplit, 2);
-    assert_eq!(matvec_batch_cmt_layout(48, 4096, 33).ksplit, 16);
+    assert_eq!(matvec_batch_cmt_layout(64, 1040, 5, false).ksplit, 3);
+    assert_eq!(matvec_batch_cmt_layout(32, 512, 64, false).ksplit, 2);
+    assert_eq!(matvec_batch_cmt_layout(48, 4096, 33, false).ksplit, 16);
+    assert_eq!(matvec_batch_cmt_layout(48, 4096, 33, true).ksplit, 16);
     let shapes = [
         (96u32, 256u32, 1u32),
         (2080, 64, 3),
@@ -684,36 +685,56 @@ fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
         (32, 272, 70),
         (48, 4096, 33),
     ];
-    let failures = check_batch_cm(&d, true, WeightDtype::F16, &shapes, 79);
+    let mut failures = check_batch_cm(&d, true, WeightDtype::F16, &shapes, 79);
+    for (i, dt) in sluice_kernels::quant::QUANT_DTYPES.into_iter().enumerate() {
+        let k = dt.block_elems() as u32;
+        let shapes = [
+            (96u32, 256u32.max(k), 1u32),
+            (2080, k, 3),
+            (64, 1024 + k, 5),
+            (32, 512, 64),
+            (48, 4096, 33),
+            (32, 256, 70),
+        ];
+        failures.extend(check_batch_cm(&d, true, dt, &shapes, 120 + i as u64));
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
 fn matvec_batch_cmt_layout_splits_k_only_for_few_row_groups() {
     // Qwen3-0.6B: qkv keeps K whole (128 row groups), o and down split it.
-    let qkv = matvec_batch_cmt_layout(4096, 1024, 32);
+    let qkv = matvec_batch_cmt_layout(4096, 1024, 32, false);
     assert_eq!(
         (qkv.ksplit, qkv.groups, qkv.part_floats),
         (1, [128, 1, 1], 0)
     );
-    let o = matvec_batch_cmt_layout(1024, 2048, 32);
+    let o = matvec_batch_cmt_layout(1024, 2048, 32, false);
     assert_eq!((o.ksplit, o.kchunks, o.groups), (8, 2, [32, 8, 1]));
     assert_eq!(o.part_floats, 32 * 8 * 2048);
-    let down = matvec_batch_cmt_layout(1024, 3072, 70);
+    let down = matvec_batch_cmt_layout(1024, 3072, 70, false);
     assert_eq!(
         (down.ksplit, down.groups, down.tickets),
         (12, [32, 24, 1], 64)
     );
     // The split depends on the shape, never on the tokens (batch invariance).
     for t in [1, 8, 64, 65, 512] {
-        assert_eq!(matvec_batch_cmt_layout(1024, 3072, t).ksplit, 12);
-        assert_eq!(matvec_batch_cmt_layout(1024, 3072, t).kchunks, 2);
+        assert_eq!(matvec_batch_cmt_layout(1024, 3072, t, false).ksplit, 12);
+        assert_eq!(matvec_batch_cmt_layout(1024, 3072, t, false).kchunks, 2);
     }
-    let head = matvec_batch_cmt_layout(151936, 1024, 64);
+    let head = matvec_batch_cmt_layout(151936, 1024, 64, false);
     assert_eq!((head.ksplit, head.groups), (1, [4748, 1, 1]));
-    assert!(matvec_batch_cmt_fits(1024, 3072));
-    assert!(!matvec_batch_cmt_fits(1000, 3072));
-    assert!(!matvec_batch_cmt_fits(1024, 200));
+    // Gated: 16 rows of each matrix per workgroup (0.6B gate/up: 192 groups, K whole).
+    let gate = matvec_batch_cmt_layout(3072, 1024, 64, true);
+    assert_eq!((gate.ksplit, gate.groups), (1, [192, 1, 1]));
+    let f16 = WeightDtype::F16;
+    assert!(matvec_batch_cmt_fits(f16, 1024, 3072));
+    assert!(!matvec_batch_cmt_fits(f16, 1000, 3072));
+    assert!(!matvec_batch_cmt_fits(f16, 1024, 200));
+    assert!(matvec_batch_cmt_fits(WeightDtype::Q4K, 1024, 3072));
+    assert!(!matvec_batch_cmt_fits(WeightDtype::Q4K, 1024, 3072 + 32));
+    assert!(matvec_batch_cmt_fits(WeightDtype::Q8_0, 1024, 3072 + 32));
+    assert!(!matvec_batch_cmt_fits(WeightDtype::Bf16, 1024, 3072));
 }
 
 /// The block formats on the matrix units (weights decoded into shared memory as f16), as

@@ -1,15 +1,19 @@
 //! include: matvec_batch_cmt_body
+//! include: matvec_batch_cmt_f16
 //! include: matvec_batch_cm_epilogue
 enable f16;
 enable wgpu_cooperative_matrix;
 // Cooperative-matrix batched matvec, f16 weights, operands staged through shared memory:
 // y[t, r] = (accumulate ? y[t, r] : 0) + W[r] . xh[t]. See include/matvec_batch_cmt_body.wgsl.
-@group(0) @binding(0) var<storage, read> wv: array<vec4<u32>>;
+@group(0) @binding(0) var<storage, read> w: WVec;
 @group(0) @binding(1) var<storage, read> xv: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) @coherent var<storage, read_write> part: array<f32>;
 @group(0) @binding(4) var<storage, read_write> tick: array<atomic<u32>>;
 var<immediate> pc: Push;
 const NTT: u32 = 4u;
-// The shared epilogue's SILU branch (gated kernels) never runs here.
 const SILU: bool = false;
+// No second matrix (the gated branches never run here).
+fn wb_raw(i: u32) -> vec4<u32> {
+    return w.d[i];
+}

@@ -20,10 +20,20 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
 // Elements 8 * c8 .. + 7 of the row: low nibbles of 8 bytes for the first half of a
 // block, high nibbles for the second.
 fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
+    return q_decode8(q_fetch8(sel, rb, nb, c8), nb, c8);
+}
+fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
     let b = c8 / 4u;
-    let v = wraw(sel, rb + b);
+    var r = qraw_zero();
+    r.q = wraw(sel, rb + b);
+    r.m = wvec(sel, rb, nb * 16u + 2u * b);
+    return r;
+}
+fn q_decode8(r: QRaw, nb: u32, c8: u32) -> W8 {
+    let b = c8 / 4u;
     let o = 2u * (c8 % 2u);
-    let d = whalf(sel, rb, nb * 16u + 2u * b);
+    let qp = vpair(r.q, o);
+    let d = vhalf(r.m, nb * 16u + 2u * b);
     let hi = c8 % 4u >= 2u;
-    return W8(u2fb(nibbles(v[o], hi), 8.0) * d, u2fb(nibbles(v[o + 1u], hi), 8.0) * d);
+    return W8(u2fb(nibbles(qp.x, hi), 8.0) * d, u2fb(nibbles(qp.y, hi), 8.0) * d);
 }

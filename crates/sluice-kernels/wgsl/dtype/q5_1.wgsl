@@ -24,7 +24,15 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
 
 // Elements 8 * c8 .. + 7 of the row (nibbles as Q4_1, fifth bits from qh).
 fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
-    let q = q5_chunk8(sel, rb, nb, c8);
-    let dm = unpack2x16float(wword(sel, rb, nb * 20u + 4u * (c8 / 4u)));
+    return q_decode8(q_fetch8(sel, rb, nb, c8), nb, c8);
+}
+fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
+    var r = q5_fetch8(sel, rb, nb, c8);
+    r.m = wvec(sel, rb, nb * 20u + 4u * (c8 / 4u));
+    return r;
+}
+fn q_decode8(r: QRaw, nb: u32, c8: u32) -> W8 {
+    let q = q5_bits8(r, nb, c8);
+    let dm = unpack2x16float(vword(r.m, nb * 20u + 4u * (c8 / 4u)));
     return W8(u2fb(q.a, 0.0) * dm.x + dm.y, u2fb(q.b, 0.0) * dm.x + dm.y);
 }

@@ -38,21 +38,32 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
 
 // Elements 8 * c8 .. + 7 of the row (nibbles as Q4_K, fifth bits from qh).
 fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
+    return q_decode8(q_fetch8(sel, rb, nb, c8), nb, c8);
+}
+fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
     let s = c8 / 32u;
+    let r = 8u * (c8 % 32u);
+    let l0 = r % 32u;
+    var w = qraw_zero();
+    w.q = wraw(sel, rb + 8u * s + 2u * (r / 64u) + l0 / 16u);
+    w.h = wraw(sel, rb + nb * 8u + 2u * s + l0 / 16u);
+    w.m = wraw(sel, rb + nb * 10u + s);
+    return w;
+}
+fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
     let r = 8u * (c8 % 32u);
     let c = r / 64u;
     let hi = (r % 64u) / 32u;
-    let l0 = r % 32u;
-    let v = wraw(sel, rb + 8u * s + 2u * c + l0 / 16u);
-    let hv = wraw(sel, rb + nb * 8u + 2u * s + l0 / 16u);
-    let o = (l0 % 16u) / 4u;
-    let m = wraw(sel, rb + nb * 10u + s);
-    let sm = k_scale_min(m, 2u * c + hi);
-    let dm = unpack2x16float(m.x);
+    let o = (r % 16u) / 4u;
+    let qp = vpair(w.q, o);
+    let hp = vpair(w.h, o);
+    let sm2 = k_scale_min2(w.m, r / 64u);
+    let sm = select(sm2.xy, sm2.zw, hi == 1u);
+    let dm = unpack2x16float(w.m.x);
     let a = dm.x * sm.x;
     let mn = dm.y * sm.y;
-    let qa = u2fb(nibbles(v[o], hi == 1u), 0.0);
-    let qb = u2fb(nibbles(v[o + 1u], hi == 1u), 0.0);
+    let qa = u2fb(nibbles(qp.x, hi == 1u), 0.0);
+    let qb = u2fb(nibbles(qp.y, hi == 1u), 0.0);
     let sh = 2u * c + hi;
-    return W8(a * (qa + bits16(hv[o], sh)) - mn, a * (qb + bits16(hv[o + 1u], sh)) - mn);
+    return W8(a * (qa + bits16(hp.x, sh)) - mn, a * (qb + bits16(hp.y, sh)) - mn);
 }

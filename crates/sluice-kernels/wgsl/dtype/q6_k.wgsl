@@ -48,20 +48,37 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
 
 // Elements 8 * c8 .. + 7 of the row: 8 l of one group g of one half (one scale).
 fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
+    return q_decode8(q_fetch8(sel, rb, nb, c8), nb, c8);
+}
+fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
     let s = c8 / 32u;
     let r = 8u * (c8 % 32u);
     let n = r / 128u;
     let g = (r % 128u) / 32u;
     let l0 = r % 32u;
-    let v = wraw(sel, rb + 12u * s + 4u * n + 2u * (g % 2u) + l0 / 16u);
-    let hv = wraw(sel, rb + 12u * s + 8u + 2u * n + l0 / 16u);
-    let o = (l0 % 16u) / 4u;
     let si = 8u * n + l0 / 16u + 2u * g;
-    let sc = i8x4(wword(sel, rb, nb * 192u + 16u * s + (si & ~3u)))[si & 3u];
-    let ds = whalf(sel, rb, nb * 208u + 2u * s) * sc;
-    let qa = nibbles(v[o], g >= 2u);
-    let qb = nibbles(v[o + 1u], g >= 2u);
-    let fa = u2fb(qa | bits2(hv[o], 2u * g), 32.0);
-    let fb = u2fb(qb | bits2(hv[o + 1u], 2u * g), 32.0);
+    var w = qraw_zero();
+    w.q = wraw(sel, rb + 12u * s + 4u * n + 2u * (g % 2u) + l0 / 16u);
+    w.h = wraw(sel, rb + 12u * s + 8u + 2u * n + l0 / 16u);
+    w.m = wvec(sel, rb, nb * 192u + 16u * s + (si & ~3u));
+    w.e = wvec(sel, rb, nb * 208u + 2u * s);
+    return w;
+}
+fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
+    let s = c8 / 32u;
+    let r = 8u * (c8 % 32u);
+    let n = r / 128u;
+    let g = (r % 128u) / 32u;
+    let l0 = r % 32u;
+    let o = (l0 % 16u) / 4u;
+    let qp = vpair(w.q, o);
+    let hp = vpair(w.h, o);
+    let si = 8u * n + l0 / 16u + 2u * g;
+    let sc = fsel(i8x4(vword(w.m, nb * 192u + 16u * s + (si & ~3u))), si & 3u);
+    let ds = vhalf(w.e, nb * 208u + 2u * s) * sc;
+    let qa = nibbles(qp.x, g >= 2u);
+    let qb = nibbles(qp.y, g >= 2u);
+    let fa = u2fb(qa | bits2(hp.x, 2u * g), 32.0);
+    let fb = u2fb(qb | bits2(hp.y, 2u * g), 32.0);
     return W8(ds * fa, ds * fb);
 }

@@ -19,9 +19,19 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
 
 // Elements 8 * c8 .. + 7 of the row (one block's quarter).
 fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
+    return q_decode8(q_fetch8(sel, rb, nb, c8), nb, c8);
+}
+fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
     let b = c8 / 4u;
-    let v = wraw(sel, rb + 2u * b + (c8 % 4u) / 2u);
+    var r = qraw_zero();
+    r.q = wraw(sel, rb + 2u * b + (c8 % 4u) / 2u);
+    r.m = wvec(sel, rb, nb * 32u + 2u * b);
+    return r;
+}
+fn q_decode8(r: QRaw, nb: u32, c8: u32) -> W8 {
+    let b = c8 / 4u;
     let o = 2u * (c8 % 2u);
-    let d = whalf(sel, rb, nb * 32u + 2u * b);
-    return W8(i8x4(v[o]) * d, i8x4(v[o + 1u]) * d);
+    let qp = vpair(r.q, o);
+    let d = vhalf(r.m, nb * 32u + 2u * b);
+    return W8(i8x4(qp.x) * d, i8x4(qp.y) * d);
 }

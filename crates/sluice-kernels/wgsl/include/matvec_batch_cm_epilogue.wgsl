@@ -1,5 +1,5 @@
 // The epilogue shared by the cooperative-matrix batched matvecs
-// (include/matvec_batch_cm_body.wgsl, include/matvec_batch_cmq_body.wgsl): each
+// (include/matvec_batch_cm_body.wgsl, _cmq_body.wgsl, _cmt_body.wgsl): each
 // subgroup's partial 16 x 16 tile is parked in shared memory, then the SG partials are
 // summed in subgroup order (a fixed order: batch invariance) and written with the
 // epilogue (SiLU(gate) * up, residual add or store). The gated kernels park the gate's

@@ -1,27 +1,32 @@
-// The cooperative-matrix batched matvec for f16 weights with both operands staged through
-// shared memory (matvec_batch_cmt): y[t][r] = W[r] . xh_t for the rows of a batched decode
-// step or a prompt chunk, on the matrix units. The kernel file declares the bindings and
-// NTT.
+// The cooperative-matrix batched matvec with both operands staged through shared memory
+// (matvec_batch_cmt for f16 weights, matvec_batch_cmtq for block formats; `_silu`: the
+// gated gate/up): y[t][r] = W[r] . xh_t for the rows of a batched decode step or a prompt
+// chunk, on the matrix units. The kernel file declares the bindings (`w`, the gated
+// kernels' second matrix read through `fn wb_raw(i)`, `xv`, `y`, `part`, `tick`), NTT and
+// SILU, and includes how weights are read (include/matvec_batch_cmt_f16.wgsl, _q.wgsl):
+// `WRaw` (the registers holding 8 weights as loaded), `fetch_w(sel, r, c) -> WRaw` (row
+// r of the first matrix, or of the second with sel, 8 weights from column c; zeros past
+// cols or rows) and `put_w(o, v, c)` (those weights to stage[o ..] as f16).
 //
 // A workgroup (SG = 8 subgroups) takes a token group of up to TT = 16 NTT tokens, two
-// 16-row weight tiles (rows r0 .. r0 + 31) and one of `ksplit` contiguous runs of the K
-// chunks. A chunk is KC = 128 columns: every
-// invocation loads its share of the next chunk's activation rows and weight rows with
-// 16-byte loads before the current chunk's multiplies (so the next loads are in flight
-// while the matrix units work), then stores them to shared memory (`stage`) as f16;
-// subgroup s multiplies K step s of every chunk. The subgroups' partial tiles are summed
-// in subgroup order (include/matvec_batch_cm_epilogue.wgsl's park_and_sum). With
-// ksplit > 1 each workgroup writes its sums to `part`, draws a ticket, and the workgroup
-// drawing the last one adds the ksplit partials in split order and writes y (residual add
-// or store), then puts the ticket back to 0. Measured against matvec_batch_cm
-// (BENCHMARKS.md, 2026-11-24 fourth session): 1.1-2x faster from 32 tokens on, and K
-// split over workgroups makes matrices of few rows fill the GPU; the gated gate/up stays on
-// matvec_batch_cm_silu (this staging was not faster there).
+// 16-row weight tiles (plain: rows r0 .. r0 + 31; gated: rows r0 .. r0 + 15 of the gate
+// and of the up matrix) and one of `ksplit` contiguous runs of the K chunks. A chunk is
+// KC = 128 columns: every invocation loads its share of the next chunk's activation rows
+// and weight rows with 16-byte loads before the current chunk's multiplies (so the next
+// loads are in flight while the matrix units work), then stores them to shared memory
+// (`stage`) as f16; subgroup s multiplies K step s of every chunk. The subgroups' partial
+// tiles are summed in subgroup order (include/matvec_batch_cm_epilogue.wgsl's
+// park_and_sum). With ksplit > 1 each workgroup writes its sums to `part`, draws a
+// ticket, and the workgroup drawing the last one adds the ksplit partials in split order
+// and writes y (residual add, store, or SiLU(gate) * up), then puts the ticket back to 0.
+// Measured against matvec_batch_cm / _cmq: BENCHMARKS.md (2026-11-24, fourth and fifth
+// sessions).
 //
 // Batch invariance: ksplit is chosen from the matrix shape alone
 // (`matvec_batch_cmt_layout`), so a (row, token) result is the same sum in the same order
-// whatever the other tokens of the dispatch. Needs rows and cols multiples of 16, strides
-// multiples of 8 halves. Dispatch [row groups (x, then z past 65535), token groups x ksplit, ...].
+// whatever the other tokens of the dispatch. Needs rows multiples of 16, f16 cols and
+// strides multiples of 8 halves (block formats: whole blocks). Dispatch [row groups (x,
+// then z past 65535), token groups x ksplit, ...].
 struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, accumulate: u32, row_groups_x: u32, ksplit: u32, kchunks: u32 }
 
 const SG: u32 = 8u;
@@ -37,6 +42,16 @@ const SB: u32 = TT * LS;
 var<workgroup> stage: array<f16, (TT + 32u) * LS>;
 // 16 bytes, so the workgroup arrays after it stay 16-byte aligned for the matrix loads.
 var<workgroup> ticket_wg: vec4<u32>;
+
+struct WVec { d: array<vec4<u32>> }
+
+// vec4 i of the first matrix, or of the second (sel: gated kernels).
+fn wraw(sel: bool, i: u32) -> vec4<u32> {
+    if (sel) {
+        return wb_raw(i);
+    }
+    return w.d[i];
+}
 
 // Stores the 8 halves of v at stage[o ..].
 fn put(o: u32, v: vec4<u32>) {
@@ -62,23 +77,33 @@ fn fetch_x(t: u32, c: u32) -> vec4<u32> {
     return xv[(t * pc.x_stride + c) / 8u];
 }
 
-// Weight row `r`, 8 halves from column c; zeros past cols or rows.
-fn fetch_w(r: u32, c: u32) -> vec4<u32> {
-    if (c >= pc.cols || r >= pc.rows) {
-        return vec4<u32>(0u);
+// y[o]: stored, or added to (residual).
+fn put_y(o: u32, v: f32) {
+    if (pc.accumulate != 0u) {
+        y[o] = y[o] + v;
+    } else {
+        y[o] = v;
     }
-    return wv[(r * pc.w_stride + c) / 8u];
 }
 
-// Writes (row r, token t): store or residual add.
-fn emit(r: u32, t: u32, g: f32) {
-    if (t < pc.tokens && r < pc.rows) {
-        let o = t * pc.y_stride + r;
-        if (pc.accumulate != 0u) {
-            y[o] = y[o] + g;
-        } else {
-            y[o] = g;
+// Writes (row r, token t) from the sums g (row r) and u (plain: row r + 16; gated: the up
+// matrix's row r): both stored or added, or SiLU(g) * u.
+fn emit(r: u32, t: u32, g: f32, u: f32) {
+    let o = t * pc.y_stride + r;
+    if (t >= pc.tokens) {
+        return;
+    }
+    if (SILU) {
+        if (r < pc.rows) {
+            y[o] = g / (1.0 + exp(-g)) * u;
         }
+        return;
+    }
+    if (r < pc.rows) {
+        put_y(o, g);
+    }
+    if (r + 16u < pc.rows) {
+        put_y(o + 16u, u);
     }
 }
 
@@ -87,11 +112,9 @@ fn emit(r: u32, t: u32, g: f32) {
 fn settle(li: u32, slot: u32, r0: u32, t0: u32, tt: u32, pbase: u32,
           c0: coop_mat16x16<f32, C>, c1: coop_mat16x16<f32, C>) {
     let g = park_and_sum(li, slot, c0); // rows r0 ..
-    let u = park_and_sum(li, slot, c1); // rows r0 + 16 ..
+    let u = park_and_sum(li, slot, c1); // rows r0 + 16 .. (gated: the up's rows r0 ..)
     if (pc.ksplit == 1u) {
-        let t = t0 + tt * 16u + li / 16u;
-        emit(r0 + li % 16u, t, g);
-        emit(r0 + 16u + li % 16u, t, u);
+        emit(r0 + li % 16u, t0 + tt * 16u + li / 16u, g, u);
     } else {
         part[pbase + tt * 256u + li] = g;
         part[pbase + 1024u + tt * 256u + li] = u;
@@ -104,7 +127,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let rg = wg.x + wg.z * pc.row_groups_x;
     let tg = wg.y / pc.ksplit;
     let ks = wg.y % pc.ksplit;
-    let r0 = rg * 32u;
+    let r0 = rg * select(32u, 16u, SILU);
     let t0 = tg * TT;
     let left = pc.tokens - min(t0, pc.tokens);
     let nt = min((left + 15u) / 16u, NTT);
@@ -142,8 +165,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (nt > 3u) {
         a3 = fetch_x(t0 + 3u * RPP + pr, k);
     }
-    var b0 = fetch_w(r0 + pr, k);
-    var b1 = fetch_w(r0 + RPP + pr, k);
+    // Weight tile 1: rows r0 + 16 .. (plain) or the up matrix's rows r0 .. (gated).
+    let r1 = select(r0 + RPP, r0, SILU) + pr;
+    var b0 = fetch_w(false, r0 + pr, k);
+    var b1 = fetch_w(SILU, r1, k);
     let so = pr * LS + cv * 8u;
     let kk = sg * 16u;
     for (var ch = ch0; ch < ch1; ch++) {
@@ -157,8 +182,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         if (nt > 3u) {
             put(so + 3u * RPP * LS, a3);
         }
-        put(SB + so, b0);
-        put(SB + so + RPP * LS, b1);
+        put_w(SB + so, b0, k);
+        put_w(SB + so + RPP * LS, b1, k);
         workgroupBarrier();
         if (ch + 1u < ch1) {
             k += KC;
@@ -172,8 +197,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             if (nt > 3u) {
                 a3 = fetch_x(t0 + 3u * RPP + pr, k);
             }
-            b0 = fetch_w(r0 + pr, k);
-            b1 = fetch_w(r0 + RPP + pr, k);
+            b0 = fetch_w(false, r0 + pr, k);
+            b1 = fetch_w(SILU, r1, k);
         }
         let w0 = coopLoad<coop_mat16x16<f16, B>>(&stage[SB + kk], LS);
         let w1 = coopLoad<coop_mat16x16<f16, B>>(&stage[SB + 16u * LS + kk], LS);
@@ -229,14 +254,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let first = cell * pc.ksplit * PART;
     for (var tt = 0u; tt < nt; tt++) {
         var g = 0.0; // rows r0 ..
-        var u = 0.0; // rows r0 + 16 ..
+        var u = 0.0; // rows r0 + 16 .. (gated: the up's rows r0 ..)
         for (var s = 0u; s < pc.ksplit; s++) {
             g += part[first + s * PART + tt * 256u + li];
             u += part[first + s * PART + 1024u + tt * 256u + li];
         }
-        let t = t0 + tt * 16u + li / 16u;
-        emit(r0 + li % 16u, t, g);
-        emit(r0 + 16u + li % 16u, t, u);
+        emit(r0 + li % 16u, t0 + tt * 16u + li / 16u, g, u);
     }
     if (li == 0u) {
         atomicStore(&tick[cell], 0u);

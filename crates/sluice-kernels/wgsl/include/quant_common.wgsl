@@ -6,7 +6,9 @@
 // each row starts at vec4 `row * stride4` and holds the blocks' fields split into
 // sections (quants first), `nb` blocks per row. Every snippet defines
 // `q_chunk8(sel, rb, nb, c8) -> W8`: elements 8 * c8 .. + 7 of the row at vec4 `rb`
-// decoded to f32 (8 elements never straddle a block or a scale).
+// decoded to f32 (8 elements never straddle a block or a scale), in two halves that a
+// kernel may call apart to have the loads in flight during other work: `q_fetch8(sel,
+// rb, nb, c8) -> QRaw` (the vec4s those elements need) and `q_decode8(raw, nb, c8) -> W8`.
 
 struct W8 { a: vec4<f32>, b: vec4<f32> }
 
@@ -15,16 +17,60 @@ struct W8 { a: vec4<f32>, b: vec4<f32> }
 const W_VEC4S: u32 = 1u;
 fn decode_w8(lo: vec4<u32>, hi: vec4<u32>) -> W8 { return W8(vec4<f32>(0.0), vec4<f32>(0.0)); }
 
+// The vec4s of a row that one chunk of 8 elements decodes from (q_fetch8): quants, high
+// bits, scales and one more field (each format names its use; unused ones are zero). All
+// zeros decode to zeros in every format (every scale is zero).
+struct QRaw { q: vec4<u32>, h: vec4<u32>, m: vec4<u32>, e: vec4<u32> }
+
+fn qraw_zero() -> QRaw {
+    return QRaw(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u));
+}
+
+// The vec4 of the row at vec4 `rb` that holds byte offset `byte`.
+fn wvec(sel: bool, rb: u32, byte: u32) -> vec4<u32> {
+    return wraw(sel, rb + (byte >> 4u));
+}
+
+// Component i (0..3) of v by selects: a component index known only at run time
+// (v[i]) is avoided in the decoders.
+fn vsel(v: vec4<u32>, i: u32) -> u32 {
+    let odd = (i & 1u) != 0u;
+    return select(select(v.x, v.y, odd), select(v.z, v.w, odd), (i & 2u) != 0u);
+}
+fn fsel(v: vec4<f32>, i: u32) -> f32 {
+    let odd = (i & 1u) != 0u;
+    return select(select(v.x, v.y, odd), select(v.z, v.w, odd), (i & 2u) != 0u);
+}
+
+// Components o and o + 1 of v (o = 0 or 2).
+fn vpair(v: vec4<u32>, o: u32) -> vec2<u32> {
+    return select(v.xy, v.zw, o >= 2u);
+}
+
+// The f16 at byte offset `byte` (even) of a word, as f32.
+fn half_of(wd: u32, byte: u32) -> f32 {
+    let h = unpack2x16float(wd);
+    return select(h.x, h.y, (byte & 2u) != 0u);
+}
+
+// u32 at byte offset `byte` (a multiple of 4) of the row, from its vec4 v = wvec(.., byte).
+fn vword(v: vec4<u32>, byte: u32) -> u32 {
+    return vsel(v, byte >> 2u);
+}
+
+// f16 at byte offset `byte` (even) of the row, as f32, from its vec4 v = wvec(.., byte).
+fn vhalf(v: vec4<u32>, byte: u32) -> f32 {
+    return half_of(vword(v, byte & ~3u), byte);
+}
+
 // u32 at byte offset `byte` (a multiple of 4) of the row starting at vec4 `rb`.
 fn wword(sel: bool, rb: u32, byte: u32) -> u32 {
-    let v = wraw(sel, rb + (byte >> 4u));
-    return v[(byte >> 2u) & 3u];
+    return vword(wraw(sel, rb + (byte >> 4u)), byte);
 }
 
 // f16 at byte offset `byte` (even) of the row, as f32.
 fn whalf(sel: bool, rb: u32, byte: u32) -> f32 {
-    let wd = wword(sel, rb, byte & ~3u);
-    return unpack2x16float(wd)[(byte >> 1u) & 1u];
+    return half_of(wword(sel, rb, byte & ~3u), byte);
 }
 
 // Small integers to f32 without integer-to-float conversions (a quarter-rate instruction
@@ -68,17 +114,23 @@ fn qh16(qh: u32, k: u32) -> vec4<u32> {
 
 // The 5-bit quants (0..31) of elements 8 * c8 .. + 7 of a Q5_0 / Q5_1 row (both keep the
 // nibbles at vec4 rb + block and the high bits in word nb * 4 + block of the qh section;
-// only their scales differ).
+// only their scales differ): q5_fetch8 fills raw.q and raw.h, q5_bits8 decodes them.
 struct Q5x8 { a: vec4<u32>, b: vec4<u32> }
-fn q5_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> Q5x8 {
+fn q5_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
+    let b = c8 / 4u;
+    var r = qraw_zero();
+    r.q = wraw(sel, rb + b);
+    r.h = wvec(sel, rb, nb * 16u + 4u * b);
+    return r;
+}
+fn q5_bits8(r: QRaw, nb: u32, c8: u32) -> Q5x8 {
     let b = c8 / 4u;
     let j0 = 8u * (c8 % 4u);
-    let v = wraw(sel, rb + b);
     let o = 2u * (c8 % 2u);
-    let qh = wword(sel, rb, nb * 16u + 4u * b);
+    let qh = vword(r.h, nb * 16u + 4u * b);
     return Q5x8(
-        nibbles(v[o], j0 >= 16u) | qh16(qh, j0 / 4u),
-        nibbles(v[o + 1u], j0 >= 16u) | qh16(qh, j0 / 4u + 1u),
+        nibbles(vpair(r.q, o).x, j0 >= 16u) | qh16(qh, j0 / 4u),
+        nibbles(vpair(r.q, o).y, j0 >= 16u) | qh16(qh, j0 / 4u + 1u),
     );
 }
 

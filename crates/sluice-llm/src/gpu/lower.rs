@@ -347,40 +347,47 @@ impl GpuModel {
                 eps: self.config.rms_eps,
             },
         )?;
+        let gated = up.is_some();
         for &(m, row) in parts {
-            // f16 plain projections: operands staged through shared memory, K split over
-            // workgroups for matrices of few rows (matvec_batch_cmt).
-            if let (None, k::WeightDtype::F16, Some((part, tick))) = (up, m.dtype, self.batch_cmt())
-            {
-                if k::matvec_batch_cmt_fits(m.rows, cols) {
-                    let lay = k::matvec_batch_cmt_layout(m.rows, cols, t.n);
-                    let push = k::MatvecBatchCmtPush {
-                        rows: m.rows,
-                        cols,
-                        w_stride: k::matvec_batch_cm_w_stride(m.dtype, cols),
-                        tokens: t.n,
-                        x_stride: cols,
-                        y_stride: y.1,
-                        accumulate: accumulate as u32,
-                        row_groups_x: lay.row_groups_x,
-                        ksplit: lay.ksplit,
-                        kchunks: lay.kchunks,
-                    };
-                    let part_bytes = (lay.part_floats * 4).max(4);
-                    enc.dispatch(
-                        &self.device.pipeline(&k::MATVEC_BATCH_CMT)?,
-                        lay.groups,
-                        &[
-                            m.buffer.slice(..),
-                            xh.slice(0..h_bytes),
-                            y.0.slice(row * 4..),
-                            part.slice(0..part_bytes),
-                            tick.slice(0..lay.tickets * 4),
-                        ],
-                        &push,
-                    )?;
-                    continue;
-                }
+            // Operands staged through shared memory, K split over workgroups for matrices
+            // of few rows (matvec_batch_cmt): every projection but the f16 gate/up, which
+            // measured no faster staged (-2% to +3% on the engine; BENCHMARKS.md, fifth
+            // session) and stays on matvec_batch_cm_silu.
+            let staged = self.batch_cmt().filter(|_| {
+                k::matvec_batch_cmt_fits(m.dtype, m.rows, cols)
+                    && (m.dtype.is_quantized() || !gated)
+            });
+            if let Some((part, tick)) = staged {
+                let desc = k::matvec_batch_cmt(m.dtype, gated).ok_or_else(|| {
+                    sluice::Error::InvalidUse(format!(
+                        "no staged batched matvec for {} weights",
+                        m.dtype.name()
+                    ))
+                })?;
+                let lay = k::matvec_batch_cmt_layout(m.rows, cols, t.n, gated);
+                let push = k::MatvecBatchCmtPush {
+                    rows: m.rows,
+                    cols,
+                    w_stride: k::matvec_batch_cm_w_stride(m.dtype, cols),
+                    tokens: t.n,
+                    x_stride: cols,
+                    y_stride: y.1,
+                    accumulate: accumulate as u32,
+                    row_groups_x: lay.row_groups_x,
+                    ksplit: lay.ksplit,
+                    kchunks: lay.kchunks,
+                };
+                let part_bytes = (lay.part_floats * 4).max(4);
+                let mut bindings = vec![m.buffer.slice(..)];
+                bindings.extend(up.map(|u| u.buffer.slice(..)));
+                bindings.extend([
+                    xh.slice(0..h_bytes),
+                    y.0.slice(row * 4..),
+                    part.slice(0..part_bytes),
+                    tick.slice(0..lay.tickets * 4),
+                ]);
+                enc.dispatch(&self.device.pipeline(desc)?, lay.groups, &bindings, &push)?;
+                continue;
             }
             let desc = k::matvec_batch_cm(m.dtype, up.is_some(), m.rows).ok_or_else(|| {
                 sluice::Error::InvalidUse(format!(

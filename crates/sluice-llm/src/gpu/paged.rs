@@ -175,7 +175,7 @@ pub(crate) struct Paged {
     /// f16 activations of a batched step for the cooperative-matrix matvec
     /// (`[rows_cap rounded to 16, widest projection input]`); `None` without matrix units.
     pub xh: Option<Buffer>,
-    /// Partial sums and tickets of the K-split f16 matvec (`sluice_kernels::MATVEC_BATCH_CMT`),
+    /// Partial sums and tickets of the K-split staged matvec (`sluice_kernels::matvec_batch_cmt`),
     /// sized for the model's widest use; `None` without matrix units.
     pub cmt: Option<(Buffer, Buffer)>,
     pub rope: Arc<Pipeline>,
@@ -243,28 +243,30 @@ impl Paged {
     }
 }
 
-/// Floats of partial sums and u32 tickets that `MATVEC_BATCH_CMT` needs for any plain
-/// projection of `c` (fused or separate q/k/v, o, down, the LM head) at up to `rows` tokens.
+/// Floats of partial sums and u32 tickets that `matvec_batch_cmt` needs for any projection
+/// of `c` (fused or separate q/k/v, o, gate/up, down, the LM head) at up to `rows` tokens.
 fn cmt_scratch(c: &ModelConfig, rows: usize) -> Result<(u64, u64), LlmError> {
     let q = c.heads * c.head_dim;
     let kv = c.kv_heads * c.head_dim;
     let shapes = [
-        (q + 2 * kv, c.hidden),
-        (q, c.hidden),
-        (kv, c.hidden),
-        (c.hidden, q),
-        (c.hidden, c.intermediate),
-        (c.vocab, c.hidden),
+        (q + 2 * kv, c.hidden, false),
+        (q, c.hidden, false),
+        (kv, c.hidden, false),
+        (c.hidden, q, false),
+        (c.intermediate, c.hidden, false),
+        (c.intermediate, c.hidden, true),
+        (c.hidden, c.intermediate, false),
+        (c.vocab, c.hidden, false),
     ];
     let too_big = || LlmError::InvalidArgument("batched matvec scratch overflows u32".into());
     let rows = u32::try_from(rows).map_err(|_| too_big())?;
     let mut need = (4u64, 1u64);
-    for (r, k) in shapes {
+    for (r, k, gated) in shapes {
         let (r, k) = (
             u32::try_from(r).map_err(|_| too_big())?,
             u32::try_from(k).map_err(|_| too_big())?,
         );
-        let lay = k::matvec_batch_cmt_layout(r, k, rows);
+        let lay = k::matvec_batch_cmt_layout(r, k, rows, gated);
         need = (need.0.max(lay.part_floats), need.1.max(lay.tickets));
     }
     Ok(need)

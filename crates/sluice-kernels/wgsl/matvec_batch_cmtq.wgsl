@@ -1,0 +1,21 @@
+//! variants: q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k
+//! include: matvec_batch_cmt_body
+//! include: matvec_batch_cmt_q
+//! include: matvec_batch_cm_epilogue
+enable f16;
+enable wgpu_cooperative_matrix;
+// Cooperative-matrix batched matvec, block-format weights decoded as they are staged
+// through shared memory with the activations: y[t, r] = (accumulate ? y[t, r] : 0) +
+// W[r] . xh[t]. See include/matvec_batch_cmt_body.wgsl.
+@group(0) @binding(0) var<storage, read> w: WVec;
+@group(0) @binding(1) var<storage, read> xv: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) @coherent var<storage, read_write> part: array<f32>;
+@group(0) @binding(4) var<storage, read_write> tick: array<atomic<u32>>;
+var<immediate> pc: Push;
+const NTT: u32 = 4u;
+const SILU: bool = false;
+// No second matrix (the gated branches never run here).
+fn wb_raw(i: u32) -> vec4<u32> {
+    return w.d[i];
+}

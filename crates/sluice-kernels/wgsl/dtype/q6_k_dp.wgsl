@@ -19,9 +19,11 @@ fn q_dot8(sel: bool, rb: u32, nb: u32, u: u32, t0: u32) -> f32 {
     let b = wraw(sel, rb + 12u * s + 4u * n + 2u + h);
     let q = wraw(sel, rb + 12u * s + 8u + 2u * n + h);
     let scv = wraw(sel, rb + nb * 12u + s);
-    let sw0 = i8x4(scv[2u * n]);
-    let sw1 = i8x4(scv[2u * n + 1u]);
-    let sc = vec4<f32>(sw0[h], sw0[h + 2u], sw1[h], sw1[h + 2u]);
+    // The unit's four scales, picked by selects (no run-time component indexing).
+    let sp = vpair(scv, 2u * n);
+    let sw0 = i8x4(sp.x);
+    let sw1 = i8x4(sp.y);
+    let sc = select(vec4<f32>(sw0.x, sw0.z, sw1.x, sw1.z), vec4<f32>(sw0.y, sw0.w, sw1.y, sw1.w), h == 1u);
     let d = whalf(sel, rb, nb * 208u + 2u * s);
     let xw0 = (256u * s + 128u * n + 16u * h - t0) / 4u;
     let xb = (256u * s + 128u * n - t0) / 32u;

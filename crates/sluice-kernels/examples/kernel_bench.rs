@@ -73,11 +73,7 @@ fn main() {
         return;
     }
     if std::env::args().nth(2).as_deref() == Some("cmt") {
-        cmt_bench(&d, reps);
-        return;
-    }
-    if std::env::args().nth(2).as_deref() == Some("cmtq") {
-        cmtq_bench(&d, reps, std::env::args().nth(3));
+        cmt_bench(&d, reps, std::env::args().nth(3));
         return;
     }
     let shapes: &[(&str, u32, u32)] = &[
@@ -527,17 +523,7 @@ fn batch_bench(d: &Device, reps: u32) {
                 let k = d
                     .pipeline(matvec_batch_cm(dt, false, rows).unwrap())
                     .unwrap();
-                let (groups, gx) = matvec_batch_cm_groups(dt, rows, tokens);
-                let push = MatvecBatchCmPush {
-                    rows,
-                    cols,
-                    w_stride: matvec_batch_cm_w_stride(dt, cols),
-                    tokens,
-                    x_stride: cols,
-                    y_stride: rows,
-                    accumulate: 0,
-                    row_groups_x: gx,
-                };
+                let (push, groups) = MatvecBatchCmPush::new(dt, rows, cols, tokens);
                 let us = time(d, reps, |enc, i| {
                     let w = &bufs[i as usize % bufs.len()];
                     enc.dispatch(&k, groups, &[w.slice(..), xh.slice(..), y.slice(..)], &push)
@@ -699,180 +685,23 @@ fn time_chain(d: &Device, reps: u32, mut record: impl FnMut(&mut sluice::Encoder
     best
 }
 
-/// The staged cooperative-matrix batched matvec (`matvec_batch_cmt`) against
-/// matvec_batch_cm: µs alone / in a chain, GB/s in the chain, and each one's largest error
-/// against a CPU dot product at four (token, row) points.
-fn cmt_bench(d: &Device, reps: u32) {
+/// The staged batched matvec (`matvec_batch_cmt[_silu]`) against the matrix-unit one it
+/// replaced (`matvec_batch_cm[_silu]`, block formats `matvec_batch_cmq[_silu]`) at decode
+/// shapes: µs in a chain of `reps` dispatches over rotating weight copies, GB/s, and each
+/// one's largest error relative to the largest |y| against a CPU dot product (weights
+/// decoded and rounded to f16) at four (token, row) points. The gate shapes run gated
+/// (gate and up: two matrices). `only`: comma-separated dtype names (default all four).
+fn cmt_bench(d: &Device, reps: u32, only: Option<String>) {
     let shapes: &[(&str, u32, u32)] = &[
+        ("4b qkv", 6144, 2560),
+        ("4b o", 2560, 4096),
+        ("4b gate", 9728, 2560),
+        ("4b down", 2560, 9728),
         ("0.6b qkv", 4096, 1024),
         ("0.6b o", 1024, 2048),
         ("0.6b gate", 3072, 1024),
         ("0.6b down", 1024, 3072),
         ("0.6b lm_head", 151936, 1024),
-        ("4b qkv", 6144, 2560),
-        ("4b o", 2560, 4096),
-        ("4b gate", 9728, 2560),
-        ("4b down", 2560, 9728),
-    ];
-    if !coopmat_self_test(d).unwrap() {
-        println!("no cooperative matrices");
-        return;
-    }
-    let budget = 512u64 << 20;
-    for &(name, rows, cols) in shapes {
-        let wbytes = rows as u64 * cols as u64 * 2;
-        let copies = budget.div_ceil(wbytes).clamp(2, 64);
-        let mut seed = 7u32;
-        let mut rnd = |scale: f32| {
-            seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
-            half::f16::from_f32(((seed >> 9) as f32 / 8388608.0 - 0.5) * scale).to_bits()
-        };
-        // Every copy holds the same real values (what decode reads).
-        let wdata: Vec<u16> = (0..rows as usize * cols as usize)
-            .map(|_| rnd(0.1))
-            .collect();
-        let ws: Vec<Buffer> = (0..copies)
-            .map(|_| {
-                let b = buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight);
-                b.write(0, &wdata).unwrap();
-                b
-            })
-            .collect();
-        let h = |b: u16| half::f16::from_bits(b).to_f32();
-        for tokens in [1u32, 8, 32, 64] {
-            let padded = tokens.next_multiple_of(16);
-            let xh = buffer(
-                d,
-                "xh",
-                (padded * cols) as u64 * 2,
-                ResourceClass::TokenScratch,
-            );
-            let xdata: Vec<u16> = (0..(padded * cols) as usize)
-                .map(|i| {
-                    if i / (cols as usize) < tokens as usize {
-                        rnd(1.0)
-                    } else {
-                        0
-                    }
-                })
-                .collect();
-            xh.write(0, &xdata).unwrap();
-            let n = (tokens * rows) as usize;
-            let y = buffer(d, "y", n as u64 * 4, ResourceClass::TokenScratch);
-            let cpu = |t: usize, r: usize| -> f32 {
-                (0..cols as usize)
-                    .map(|k| h(wdata[r * cols as usize + k]) * h(xdata[t * cols as usize + k]))
-                    .sum()
-            };
-            let last = tokens as usize - 1;
-            let checks = [
-                (0usize, 0usize),
-                (0, rows as usize - 1),
-                (last, 17),
-                (last, rows as usize / 2 + 5),
-            ];
-            let check = |r: &[f32]| -> f32 {
-                checks
-                    .iter()
-                    .map(|&(t, row)| (r[t * rows as usize + row] - cpu(t, row)).abs())
-                    .fold(0.0, f32::max)
-            };
-            let mut line = format!("{name:<13} {rows:>6}x{cols:<5} t{tokens:<3}");
-            let cm = d
-                .pipeline(matvec_batch_cm(WeightDtype::F16, false, rows).unwrap())
-                .unwrap();
-            let (g, gx) = matvec_batch_cm_groups(WeightDtype::F16, rows, tokens);
-            let push = MatvecBatchCmPush {
-                rows,
-                cols,
-                w_stride: cols,
-                tokens,
-                x_stride: cols,
-                y_stride: rows,
-                accumulate: 0,
-                row_groups_x: gx,
-            };
-            let rec_cm = |enc: &mut sluice::Encoder, i: u32| {
-                let w = &ws[(i as u64 % copies) as usize];
-                enc.dispatch(&cm, g, &[w.slice(..), xh.slice(..), y.slice(..)], &push)
-                    .unwrap();
-            };
-            let alone = time(d, reps, rec_cm);
-            let chain = time_chain(d, reps, rec_cm);
-            let err = check(&y.read::<f32>(0, n).unwrap());
-            line += &format!(
-                " | cm {alone:>6.2} / {chain:>6.2} us {:>5.0} GB/s err {err:.0e}",
-                wbytes as f64 / chain / 1e3
-            );
-            let k = d.pipeline(&MATVEC_BATCH_CMT).unwrap();
-            let lay = matvec_batch_cmt_layout(rows, cols, tokens, false);
-            let part = buffer(d, "part", lay.part_floats * 4, ResourceClass::TokenScratch);
-            let tick = buffer(d, "tick", lay.tickets * 4, ResourceClass::TokenScratch);
-            tick.write(0, &vec![0u32; lay.tickets as usize]).unwrap();
-            let push = MatvecBatchCmtPush {
-                rows,
-                cols,
-                w_stride: cols,
-                tokens,
-                x_stride: cols,
-                y_stride: rows,
-                accumulate: 0,
-                row_groups_x: lay.row_groups_x,
-                ksplit: lay.ksplit,
-                kchunks: lay.kchunks,
-            };
-            let rec = |enc: &mut sluice::Encoder, i: u32| {
-                let w = &ws[(i as u64 % copies) as usize];
-                let b = [
-                    w.slice(..),
-                    xh.slice(..),
-                    y.slice(..),
-                    part.slice(..),
-                    tick.slice(..),
-                ];
-                enc.dispatch(&k, lay.groups, &b, &push).unwrap();
-            };
-            y.write(0, &vec![0f32; n]).unwrap();
-            let alone = time(d, reps, rec);
-            let chain = time_chain(d, reps, rec);
-            let err = check(&y.read::<f32>(0, n).unwrap());
-            let stuck = tick
-                .read::<u32>(0, lay.tickets as usize)
-                .unwrap()
-                .iter()
-                .filter(|&&v| v != 0)
-                .count();
-            line += &format!(
-                " | cmt k{} {alone:>6.2} / {chain:>6.2} us {:>5.0} GB/s err {err:.0e}{}",
-                lay.ksplit,
-                wbytes as f64 / chain / 1e3,
-                if stuck > 0 {
-                    format!(" ({stuck} tickets left)")
-                } else {
-                    String::new()
-                }
-            );
-            println!("{line}");
-        }
-    }
-}
-
-/// The staged batched matvec (`matvec_batch_cmt[q][_silu]`) against the one it replaces
-/// (`matvec_batch_cmq[_silu]` for block formats, `matvec_batch_cm_silu` for the f16
-/// gate/up) at decode shapes: µs in a chain of `reps` dispatches over rotating weight
-/// copies, GB/s, and each one's largest error relative to the largest |y| against a CPU
-/// dot product (weights decoded and rounded to f16) at four (token, row) points. The gate
-/// shapes run gated (gate and up: two matrices). `only`: comma-separated dtype names.
-fn cmtq_bench(d: &Device, reps: u32, only: Option<String>) {
-    let shapes: &[(&str, u32, u32)] = &[
-        ("4b qkv", 6144, 2560),
-        ("4b o", 2560, 4096),
-        ("4b gate", 9728, 2560),
-        ("4b down", 2560, 9728),
-        ("0.6b qkv", 4096, 1024),
-        ("0.6b o", 1024, 2048),
-        ("0.6b gate", 3072, 1024),
-        ("0.6b down", 1024, 3072),
     ];
     if !coopmat_self_test(d).unwrap() {
         println!("no cooperative matrices");
@@ -987,68 +816,41 @@ fn cmtq_bench(d: &Device, reps: u32, only: Option<String>) {
                     "{:<5} {name:<10} {rows:>5}x{cols:<5} t{tokens:<3}",
                     dt.name()
                 );
+                // One kernel in a chain over the weight copies, then its error: `extra`
+                // bindings after w, [w_b], xh, y.
+                macro_rules! chain {
+                    ($label:expr, $k:expr, $groups:expr, $extra:expr, $push:expr) => {{
+                        y.write(0, &vec![0f32; n]).unwrap();
+                        let us = time_chain(d, reps, |enc, i| {
+                            let j = (mats * (i as u64 % copies)) as usize;
+                            let mut b = vec![ws[j].slice(..)];
+                            if gated {
+                                b.push(ws[j + 1].slice(..));
+                            }
+                            b.extend([xh.slice(..), y.slice(..)]);
+                            b.extend($extra);
+                            enc.dispatch(&$k, $groups, &b, &$push).unwrap();
+                        });
+                        let e = err(&y.read::<f32>(0, n).unwrap());
+                        let gbs = (mats * wbytes) as f64 / us / 1e3;
+                        line += &format!(" | {} {us:>7.2} us {gbs:>5.0} GB/s err {e:.0e}", $label);
+                    }};
+                }
                 // The kernel replaced.
                 let old = d
                     .pipeline(matvec_batch_cm(dt, gated, rows).unwrap())
                     .unwrap();
-                let (g, gx) = matvec_batch_cm_groups(dt, rows, tokens);
-                let push = MatvecBatchCmPush {
-                    rows,
-                    cols,
-                    w_stride: matvec_batch_cm_w_stride(dt, cols),
-                    tokens,
-                    x_stride: cols,
-                    y_stride: rows,
-                    accumulate: 0,
-                    row_groups_x: gx,
-                };
-                y.write(0, &vec![0f32; n]).unwrap();
-                let us = time_chain(d, reps, |enc, i| {
-                    let j = (mats * (i as u64 % copies)) as usize;
-                    let mut b = vec![ws[j].slice(..)];
-                    if gated {
-                        b.push(ws[j + 1].slice(..));
-                    }
-                    b.extend([xh.slice(..), y.slice(..)]);
-                    enc.dispatch(&old, g, &b, &push).unwrap();
-                });
-                let e = err(&y.read::<f32>(0, n).unwrap());
-                let gbs = (mats * wbytes) as f64 / us / 1e3;
-                line += &format!(" | cm {us:>7.2} us {gbs:>5.0} GB/s err {e:.0e}");
+                let (push, g) = MatvecBatchCmPush::new(dt, rows, cols, tokens);
+                chain!("cm", old, g, Vec::<sluice::BufferSlice>::new(), push);
                 // The staged kernel.
                 let k = d.pipeline(matvec_batch_cmt(dt, gated).unwrap()).unwrap();
                 let lay = matvec_batch_cmt_layout(rows, cols, tokens, gated);
                 let part = buffer(d, "part", lay.part_floats * 4, ResourceClass::TokenScratch);
                 let tick = buffer(d, "tick", lay.tickets * 4, ResourceClass::TokenScratch);
                 tick.write(0, &vec![0u32; lay.tickets as usize]).unwrap();
-                let push = MatvecBatchCmtPush {
-                    rows,
-                    cols,
-                    w_stride: matvec_batch_cm_w_stride(dt, cols),
-                    tokens,
-                    x_stride: cols,
-                    y_stride: rows,
-                    accumulate: 0,
-                    row_groups_x: lay.row_groups_x,
-                    ksplit: lay.ksplit,
-                    kchunks: lay.kchunks,
-                };
-                y.write(0, &vec![0f32; n]).unwrap();
-                let us = time_chain(d, reps, |enc, i| {
-                    let j = (mats * (i as u64 % copies)) as usize;
-                    let mut b = vec![ws[j].slice(..)];
-                    if gated {
-                        b.push(ws[j + 1].slice(..));
-                    }
-                    b.extend([xh.slice(..), y.slice(..), part.slice(..), tick.slice(..)]);
-                    enc.dispatch(&k, lay.groups, &b, &push).unwrap();
-                });
-                let e = err(&y.read::<f32>(0, n).unwrap());
-                let gbs = (mats * wbytes) as f64 / us / 1e3;
-                line += &format!(
-                    " | cmt k{} {us:>7.2} us {gbs:>5.0} GB/s err {e:.0e}",
-                    lay.ksplit
-                );
+                let push = push.staged(&lay);
+                let label = format!("cmt k{}", lay.ksplit);
+                chain!(label, k, lay.groups, [part.slice(..), tick.slice(..)], push);
                 println!("{line}");
             }
         }

@@ -392,8 +392,45 @@ pub struct MatvecBatchCmtPush {
 }
 const _: () = assert!(
     std::mem::size_of::<MatvecBatchCmtPush>()
-        == crate::MATVEC_BATCH_CMT.push_constant_bytes as usize
+        == crate::MATVEC_BATCH_CMT_F16.push_constant_bytes as usize
 );
+
+impl MatvecBatchCmPush {
+    /// Push constants and dispatch size of [`matvec_batch_cm`] for a `rows` x `cols`
+    /// `dtype` matrix and `tokens`, activations packed (`x_stride` = cols), y rows of
+    /// `rows` floats, stored (set `y_stride` / `accumulate` for other uses).
+    pub fn new(dtype: WeightDtype, rows: u32, cols: u32, tokens: u32) -> (Self, [u32; 3]) {
+        let (groups, gx) = matvec_batch_cm_groups(dtype, rows, tokens);
+        let push = MatvecBatchCmPush {
+            rows,
+            cols,
+            w_stride: matvec_batch_cm_w_stride(dtype, cols),
+            tokens,
+            x_stride: cols,
+            y_stride: rows,
+            accumulate: 0,
+            row_groups_x: gx,
+        };
+        (push, groups)
+    }
+
+    /// The push constants of [`matvec_batch_cmt`] for the same matrix, tokens and strides,
+    /// laid out as `lay` ([`matvec_batch_cmt_layout`]).
+    pub fn staged(self, lay: &MatvecBatchCmtLayout) -> MatvecBatchCmtPush {
+        MatvecBatchCmtPush {
+            rows: self.rows,
+            cols: self.cols,
+            w_stride: self.w_stride,
+            tokens: self.tokens,
+            x_stride: self.x_stride,
+            y_stride: self.y_stride,
+            accumulate: self.accumulate,
+            row_groups_x: lay.row_groups_x,
+            ksplit: lay.ksplit,
+            kchunks: lay.kchunks,
+        }
+    }
+}
 
 /// Tokens per workgroup of [`matvec_batch_cmt`].
 pub const MATVEC_BATCH_CMT_TOKENS: u32 = 64;
@@ -413,25 +450,18 @@ const CMT_SPLIT_BELOW: u32 = 128;
 const CMT_SPLIT_TARGET: u32 = 528;
 
 /// The staged cooperative-matrix batched matvec for `dtype` weights (`silu`: the gated
-/// gate/up, both matrices of `dtype`): f16 ([`MATVEC_BATCH_CMT`], [`MATVEC_BATCH_CMT_SILU`])
-/// or a block format (`matvec_batch_cmtq[_silu]_<dtype>`, blocks decoded as they are
-/// staged). Bindings: `w`, [`w_b`], `xv` (f16 activations from [`ACT_F16`]), `y`, `part`,
-/// `tick`; layout from [`matvec_batch_cmt_layout`]. None for other dtypes. Only where
+/// gate/up, both matrices of `dtype`): `matvec_batch_cmt[_silu]_<dtype>` for f16 and every
+/// block format (blocks decoded as they are staged). Bindings: `w`, [`w_b`], `xv` (f16
+/// activations from [`ACT_F16`]), `y`, `part`, `tick`; layout from
+/// [`matvec_batch_cmt_layout`]. None for other dtypes. Only where
 /// `DeviceInfo::coopmat_f16_16x16`.
 pub fn matvec_batch_cmt(dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
-    match (dtype, silu) {
-        (WeightDtype::F16, false) => Some(&crate::MATVEC_BATCH_CMT),
-        (WeightDtype::F16, true) => Some(&crate::MATVEC_BATCH_CMT_SILU),
-        (d, _) if d.is_quantized() => {
-            let stem = if silu {
-                "matvec_batch_cmtq_silu"
-            } else {
-                "matvec_batch_cmtq"
-            };
-            crate::variant(stem, d.name())
-        }
-        _ => None,
-    }
+    let stem = if silu {
+        "matvec_batch_cmt_silu"
+    } else {
+        "matvec_batch_cmt"
+    };
+    crate::variant(stem, dtype.name())
 }
 
 /// Work layout of [`matvec_batch_cmt`] for one matrix shape and token count.
@@ -499,10 +529,11 @@ pub fn matvec_batch_cmt_layout(
 pub fn matvec_batch_cmt_fits(dtype: WeightDtype, rows: u32, cols: u32) -> bool {
     let cols_ok = match dtype {
         WeightDtype::F16 => cols.is_multiple_of(16),
-        d if d.is_quantized() => {
-            matvec_batch_cmt(d, false).is_some() && cols.is_multiple_of(d.block_elems() as u32)
-        }
-        _ => false,
+        d => cols.is_multiple_of(d.block_elems() as u32),
     };
-    cols_ok && rows > 0 && cols > 0 && rows.is_multiple_of(16)
+    matvec_batch_cmt(dtype, false).is_some()
+        && cols_ok
+        && rows > 0
+        && cols > 0
+        && rows.is_multiple_of(16)
 }

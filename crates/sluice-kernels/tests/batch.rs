@@ -453,7 +453,7 @@ fn run_matvec_batch_cm(
     let mm = d
         .pipeline(matvec_batch_cm(dt, variant.has_silu(), p.rows).unwrap())
         .unwrap();
-    let (groups, gx) = matvec_batch_cm_groups(dt, p.rows, p.tokens);
+    let (push, groups) = MatvecBatchCmPush::new(dt, p.rows, p.cols, p.tokens);
     let mut enc = d.encoder().unwrap();
     enc.dispatch(
         &act,
@@ -469,6 +469,17 @@ fn run_matvec_batch_cm(
         },
     )
     .unwrap();
+    let mut slices = vec![w.slice(..)];
+    if variant.has_silu() {
+        slices.push(wb.slice(..));
+    }
+    slices.push(xh.slice(..));
+    slices.push(ybuf.slice(..));
+    let push = MatvecBatchCmPush {
+        y_stride: p.y_stride,
+        accumulate: p.accumulate,
+        ..push
+    };
     if cmt {
         let gated = variant.has_silu();
         let lay = matvec_batch_cmt_layout(p.rows, p.cols, p.tokens, gated);
@@ -484,25 +495,10 @@ fn run_matvec_batch_cm(
             &vec![0; lay.tickets as usize],
             ResourceClass::TokenScratch,
         );
-        let push = MatvecBatchCmtPush {
-            rows: p.rows,
-            cols: p.cols,
-            w_stride: matvec_batch_cm_w_stride(dt, p.cols),
-            tokens: p.tokens,
-            x_stride: p.cols,
-            y_stride: p.y_stride,
-            accumulate: p.accumulate,
-            row_groups_x: lay.row_groups_x,
-            ksplit: lay.ksplit,
-            kchunks: lay.kchunks,
-        };
         let k = d.pipeline(matvec_batch_cmt(dt, gated).unwrap()).unwrap();
-        let mut b = vec![w.slice(..)];
-        if gated {
-            b.push(wb.slice(..));
-        }
-        b.extend([xh.slice(..), ybuf.slice(..), part.slice(..), tick.slice(..)]);
-        enc.dispatch(&k, lay.groups, &b, &push).unwrap();
+        slices.extend([part.slice(..), tick.slice(..)]);
+        enc.dispatch(&k, lay.groups, &slices, &push.staged(&lay))
+            .unwrap();
         enc.submit().unwrap().wait().unwrap();
         let left = tick.read::<u32>(0, lay.tickets as usize).unwrap();
         assert!(
@@ -511,22 +507,6 @@ fn run_matvec_batch_cm(
         );
         return ybuf.read(0, y0.len()).unwrap();
     }
-    let mut slices = vec![w.slice(..)];
-    if variant.has_silu() {
-        slices.push(wb.slice(..));
-    }
-    slices.push(xh.slice(..));
-    slices.push(ybuf.slice(..));
-    let push = MatvecBatchCmPush {
-        rows: p.rows,
-        cols: p.cols,
-        w_stride: matvec_batch_cm_w_stride(dt, p.cols),
-        tokens: p.tokens,
-        x_stride: p.cols,
-        y_stride: p.y_stride,
-        accumulate: p.accumulate,
-        row_groups_x: gx,
-    };
     enc.dispatch(&mm, groups, &slices, &push).unwrap();
     enc.submit().unwrap().wait().unwrap();
     ybuf.read(0, y0.len()).unwrap()

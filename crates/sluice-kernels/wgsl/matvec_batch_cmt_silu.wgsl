@@ -1,11 +1,12 @@
+//! variants: f16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k
 //! include: matvec_batch_cmt_body
 //! include: matvec_batch_cmt_f16
 //! include: matvec_batch_cm_epilogue
 enable f16;
 enable wgpu_cooperative_matrix;
-// Cooperative-matrix batched gate/up, f16 weights, operands staged through shared memory:
-// y[t, r] = silu(Wg[r] . xh[t]) * (Wu[r] . xh[t]) (Wg = w, Wu = w_b). See
-// include/matvec_batch_cmt_body.wgsl.
+// Cooperative-matrix batched gate/up, operands staged through shared memory: y[t, r] =
+// silu(Wg[r] . xh[t]) * (Wu[r] . xh[t]) (Wg = w, Wu = w_b, same dtype). Block formats
+// as in matvec_batch_cmt.wgsl. See include/matvec_batch_cmt_body.wgsl.
 @group(0) @binding(0) var<storage, read> w: WVec;
 @group(0) @binding(1) var<storage, read> w_b: WVec;
 @group(0) @binding(2) var<storage, read> xv: array<vec4<u32>>;

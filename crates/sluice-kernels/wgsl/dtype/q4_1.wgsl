@@ -2,6 +2,7 @@
 // j + 16; value q * d + m). Row sections: qs (16 bytes per block), d|m (4).
 //! replaces: matvec_body matvec_q_body
 //! replaces: matmul_load_float matmul_load_q
+//! replaces: matvec_batch_cmt_f16 matvec_batch_cmt_q
 //! include: quant_common
 const QBLOCK: u32 = 32u;
 const QUNIT: u32 = 32u;
@@ -25,11 +26,7 @@ fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
     return q_decode8(q_fetch8(sel, rb, nb, c8), nb, c8);
 }
 fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
-    let b = c8 / 4u;
-    var r = qraw_zero();
-    r.q = wraw(sel, rb + b);
-    r.m = wvec(sel, rb, nb * 16u + 4u * b);
-    return r;
+    return q16_fetch8(sel, rb, nb, c8, 4u);
 }
 fn q_decode8(r: QRaw, nb: u32, c8: u32) -> W8 {
     let b = c8 / 4u;

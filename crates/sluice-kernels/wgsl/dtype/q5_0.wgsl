@@ -3,6 +3,7 @@
 // bytes per block), qh (4), d (2).
 //! replaces: matvec_body matvec_q_body
 //! replaces: matmul_load_float matmul_load_q
+//! replaces: matvec_batch_cmt_f16 matvec_batch_cmt_q
 //! include: quant_common
 const QBLOCK: u32 = 32u;
 const QUNIT: u32 = 32u;
@@ -25,12 +26,12 @@ fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
     return q_decode8(q_fetch8(sel, rb, nb, c8), nb, c8);
 }
 fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
-    var r = q5_fetch8(sel, rb, nb, c8);
-    r.m = wvec(sel, rb, nb * 20u + 2u * (c8 / 4u));
+    var r = q16_fetch8(sel, rb, nb, c8, 4u);
+    r.e = wvec(sel, rb, nb * 20u + 2u * (c8 / 4u));
     return r;
 }
 fn q_decode8(r: QRaw, nb: u32, c8: u32) -> W8 {
     let q = q5_bits8(r, nb, c8);
-    let d = vhalf(r.m, nb * 20u + 2u * (c8 / 4u));
+    let d = vhalf(r.e, nb * 20u + 2u * (c8 / 4u));
     return W8(u2fb(q.a, 16.0) * d, u2fb(q.b, 16.0) * d);
 }

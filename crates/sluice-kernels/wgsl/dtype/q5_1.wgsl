@@ -2,6 +2,7 @@
 // Row sections: qs (16 bytes per block), qh (4), d|m (4).
 //! replaces: matvec_body matvec_q_body
 //! replaces: matmul_load_float matmul_load_q
+//! replaces: matvec_batch_cmt_f16 matvec_batch_cmt_q
 //! include: quant_common
 const QBLOCK: u32 = 32u;
 const QUNIT: u32 = 32u;
@@ -27,12 +28,12 @@ fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
     return q_decode8(q_fetch8(sel, rb, nb, c8), nb, c8);
 }
 fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
-    var r = q5_fetch8(sel, rb, nb, c8);
-    r.m = wvec(sel, rb, nb * 20u + 4u * (c8 / 4u));
+    var r = q16_fetch8(sel, rb, nb, c8, 4u);
+    r.e = wvec(sel, rb, nb * 20u + 4u * (c8 / 4u));
     return r;
 }
 fn q_decode8(r: QRaw, nb: u32, c8: u32) -> W8 {
     let q = q5_bits8(r, nb, c8);
-    let dm = unpack2x16float(vword(r.m, nb * 20u + 4u * (c8 / 4u)));
+    let dm = unpack2x16float(vword(r.e, nb * 20u + 4u * (c8 / 4u)));
     return W8(u2fb(q.a, 0.0) * dm.x + dm.y, u2fb(q.b, 0.0) * dm.x + dm.y);
 }

@@ -3,6 +3,7 @@
 // nibbles as Q4_K). Row sections: qs (128 bytes per block), qh (32), d|dmin|scales (16).
 //! replaces: matvec_body matvec_q_body
 //! replaces: matmul_load_float matmul_load_q
+//! replaces: matvec_batch_cmt_f16 matvec_batch_cmt_q
 //! include: quant_common
 //! include: quant_k
 const QBLOCK: u32 = 256u;

@@ -5,6 +5,7 @@
 // scales (16), d (2).
 //! replaces: matvec_body matvec_q_body
 //! replaces: matmul_load_float matmul_load_q
+//! replaces: matvec_batch_cmt_f16 matvec_batch_cmt_q
 //! include: quant_common
 const QBLOCK: u32 = 256u;
 // One unit = 16 consecutive l (one scale each) of one half, all four groups g (64

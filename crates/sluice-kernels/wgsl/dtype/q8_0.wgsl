@@ -1,6 +1,7 @@
 // Q8_0 blocks (32 elements: f16 d, 32 x i8). Row sections: qs (32 bytes per block), d (2).
 //! replaces: matvec_body matvec_q_body
 //! replaces: matmul_load_float matmul_load_q
+//! replaces: matvec_batch_cmt_f16 matvec_batch_cmt_q
 //! include: quant_common
 const QBLOCK: u32 = 32u;
 // Elements per unit of work (one thread, one step): one block.

@@ -1,9 +1,10 @@
 // The cooperative-matrix batched matvec with both operands staged through shared memory
-// (matvec_batch_cmt for f16 weights, matvec_batch_cmtq for block formats; `_silu`: the
-// gated gate/up): y[t][r] = W[r] . xh_t for the rows of a batched decode step or a prompt
+// (matvec_batch_cmt_<dtype>, f16 and every block format; `_silu`: the gated gate/up):
+// y[t][r] = W[r] . xh_t for the rows of a batched decode step or a prompt
 // chunk, on the matrix units. The kernel file declares the bindings (`w`, the gated
 // kernels' second matrix read through `fn wb_raw(i)`, `xv`, `y`, `part`, `tick`), NTT and
-// SILU, and includes how weights are read (include/matvec_batch_cmt_f16.wgsl, _q.wgsl):
+// SILU, and includes how weights are read (include/matvec_batch_cmt_f16.wgsl, which
+// the block formats' dtype snippets swap for _q.wgsl):
 // `WRaw` (the registers holding 8 weights as loaded), `fetch_w(sel, r, c) -> WRaw` (row
 // r of the first matrix, or of the second with sel, 8 weights from column c; zeros past
 // cols or rows) and `put_w(o, v, c)` (those weights to stage[o ..] as f16).
@@ -53,20 +54,23 @@ fn wraw(sel: bool, i: u32) -> vec4<u32> {
     return w.d[i];
 }
 
-// Stores the 8 halves of v at stage[o ..].
+// Stores 8 halves at stage[o ..].
+fn put8(o: u32, a: vec4<f16>, b: vec4<f16>) {
+    stage[o + 0u] = a.x;
+    stage[o + 1u] = a.y;
+    stage[o + 2u] = a.z;
+    stage[o + 3u] = a.w;
+    stage[o + 4u] = b.x;
+    stage[o + 5u] = b.y;
+    stage[o + 6u] = b.z;
+    stage[o + 7u] = b.w;
+}
+
+// Stores the 8 halves packed in v (f16 pairs) at stage[o ..].
 fn put(o: u32, v: vec4<u32>) {
-    let h0 = vec2<f16>(unpack2x16float(v.x));
-    let h1 = vec2<f16>(unpack2x16float(v.y));
-    let h2 = vec2<f16>(unpack2x16float(v.z));
-    let h3 = vec2<f16>(unpack2x16float(v.w));
-    stage[o + 0u] = h0.x;
-    stage[o + 1u] = h0.y;
-    stage[o + 2u] = h1.x;
-    stage[o + 3u] = h1.y;
-    stage[o + 4u] = h2.x;
-    stage[o + 5u] = h2.y;
-    stage[o + 6u] = h3.x;
-    stage[o + 7u] = h3.y;
+    let a = vec4<f16>(vec2<f16>(unpack2x16float(v.x)), vec2<f16>(unpack2x16float(v.y)));
+    let b = vec4<f16>(vec2<f16>(unpack2x16float(v.z)), vec2<f16>(unpack2x16float(v.w)));
+    put8(o, a, b);
 }
 
 // Activation row `t` (a padded token), 8 halves from column c; zeros past cols.

@@ -1,4 +1,4 @@
-// Block-format weights in matvec_batch_cmtq (include/matvec_batch_cmt_body.wgsl): the
+// Block-format weights in matvec_batch_cmt (include/matvec_batch_cmt_body.wgsl): the
 // vec4s of 8 weights (the dtype snippet's q_fetch8) are loaded ahead, and decoded
 // (q_decode8) to f16 when staged. Push field `w_stride`: 16-byte vec4s between rows of
 // the GPU layout.
@@ -15,14 +15,5 @@ fn fetch_w(sel: bool, r: u32, c: u32) -> QRaw {
 
 fn put_w(o: u32, v: QRaw, c: u32) {
     let d = q_decode8(v, pc.cols / QBLOCK, c / 8u);
-    let a = vec4<f16>(d.a);
-    let b = vec4<f16>(d.b);
-    stage[o + 0u] = a.x;
-    stage[o + 1u] = a.y;
-    stage[o + 2u] = a.z;
-    stage[o + 3u] = a.w;
-    stage[o + 4u] = b.x;
-    stage[o + 5u] = b.y;
-    stage[o + 6u] = b.z;
-    stage[o + 7u] = b.w;
+    put8(o, vec4<f16>(d.a), vec4<f16>(d.b));
 }

@@ -17,9 +17,9 @@ struct W8 { a: vec4<f32>, b: vec4<f32> }
 const W_VEC4S: u32 = 1u;
 fn decode_w8(lo: vec4<u32>, hi: vec4<u32>) -> W8 { return W8(vec4<f32>(0.0), vec4<f32>(0.0)); }
 
-// The vec4s of a row that one chunk of 8 elements decodes from (q_fetch8): quants, high
-// bits, scales and one more field (each format names its use; unused ones are zero). All
-// zeros decode to zeros in every format (every scale is zero).
+// The vec4s of a row that one chunk of 8 elements decodes from (q_fetch8): the quants in
+// q; h, m and e hold the other fields as each format's q_fetch8 says (unused ones are
+// zero). All zeros decode to zeros in every format (every scale is zero).
 struct QRaw { q: vec4<u32>, h: vec4<u32>, m: vec4<u32>, e: vec4<u32> }
 
 fn qraw_zero() -> QRaw {
@@ -112,22 +112,27 @@ fn qh16(qh: u32, k: u32) -> vec4<u32> {
     return ((vec4<u32>(qh >> (4u * k)) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u)) << vec4<u32>(4u);
 }
 
-// The 5-bit quants (0..31) of elements 8 * c8 .. + 7 of a Q5_0 / Q5_1 row (both keep the
-// nibbles at vec4 rb + block and the high bits in word nb * 4 + block of the qh section;
-// only their scales differ): q5_fetch8 fills raw.q and raw.h, q5_bits8 decodes them.
-struct Q5x8 { a: vec4<u32>, b: vec4<u32> }
-fn q5_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
+// The vec4s chunk c8 of a row of 32-element blocks with 16 quant bytes each (Q4_0, Q4_1,
+// Q5_0, Q5_1) decodes from: its block's quants (vec4 rb + block) in raw.q, and in raw.m
+// the vec4 holding the block's `per`-byte field of the section after the quants (byte
+// nb * 16 + per * block: Q4_0's scale, Q4_1's scale and min, Q5_0 / Q5_1's high bits).
+fn q16_fetch8(sel: bool, rb: u32, nb: u32, c8: u32, per: u32) -> QRaw {
     let b = c8 / 4u;
     var r = qraw_zero();
     r.q = wraw(sel, rb + b);
-    r.h = wvec(sel, rb, nb * 16u + 4u * b);
+    r.m = wvec(sel, rb, nb * 16u + per * b);
     return r;
 }
+
+// The 5-bit quants (0..31) of elements 8 * c8 .. + 7 of a Q5_0 / Q5_1 row (both keep the
+// nibbles at vec4 rb + block and the high bits in word nb * 4 + block of the qh section;
+// only their scales differ), from q16_fetch8(.., 4)'s raw.q and raw.m.
+struct Q5x8 { a: vec4<u32>, b: vec4<u32> }
 fn q5_bits8(r: QRaw, nb: u32, c8: u32) -> Q5x8 {
     let b = c8 / 4u;
     let j0 = 8u * (c8 % 4u);
     let o = 2u * (c8 % 2u);
-    let qh = vword(r.h, nb * 16u + 4u * b);
+    let qh = vword(r.m, nb * 16u + 4u * b);
     return Q5x8(
         nibbles(vpair(r.q, o).x, j0 >= 16u) | qh16(qh, j0 / 4u),
         nibbles(vpair(r.q, o).y, j0 >= 16u) | qh16(qh, j0 / 4u + 1u),

@@ -349,6 +349,15 @@ impl GpuModel {
         )?;
         let gated = up.is_some();
         for &(m, row) in parts {
+            let mut bindings = vec![m.buffer.slice(..)];
+            bindings.extend(up.map(|u| u.buffer.slice(..)));
+            bindings.extend([xh.slice(0..h_bytes), y.0.slice(row * 4..)]);
+            let (push, groups) = k::MatvecBatchCmPush::new(m.dtype, m.rows, cols, t.n);
+            let push = k::MatvecBatchCmPush {
+                y_stride: y.1,
+                accumulate: accumulate as u32,
+                ..push
+            };
             // Operands staged through shared memory, K split over workgroups for matrices
             // of few rows (matvec_batch_cmt): every projection but the f16 gate/up, which
             // measured no faster staged (-2% to +3% on the engine; BENCHMARKS.md, fifth
@@ -357,59 +366,24 @@ impl GpuModel {
                 k::matvec_batch_cmt_fits(m.dtype, m.rows, cols)
                     && (m.dtype.is_quantized() || !gated)
             });
-            if let Some((part, tick)) = staged {
-                let desc = k::matvec_batch_cmt(m.dtype, gated).ok_or_else(|| {
-                    sluice::Error::InvalidUse(format!(
-                        "no staged batched matvec for {} weights",
-                        m.dtype.name()
-                    ))
-                })?;
-                let lay = k::matvec_batch_cmt_layout(m.rows, cols, t.n, gated);
-                let push = k::MatvecBatchCmtPush {
-                    rows: m.rows,
-                    cols,
-                    w_stride: k::matvec_batch_cm_w_stride(m.dtype, cols),
-                    tokens: t.n,
-                    x_stride: cols,
-                    y_stride: y.1,
-                    accumulate: accumulate as u32,
-                    row_groups_x: lay.row_groups_x,
-                    ksplit: lay.ksplit,
-                    kchunks: lay.kchunks,
-                };
-                let part_bytes = (lay.part_floats * 4).max(4);
-                let mut bindings = vec![m.buffer.slice(..)];
-                bindings.extend(up.map(|u| u.buffer.slice(..)));
-                bindings.extend([
-                    xh.slice(0..h_bytes),
-                    y.0.slice(row * 4..),
-                    part.slice(0..part_bytes),
-                    tick.slice(0..lay.tickets * 4),
-                ]);
-                enc.dispatch(&self.device.pipeline(desc)?, lay.groups, &bindings, &push)?;
-                continue;
-            }
-            let desc = k::matvec_batch_cm(m.dtype, up.is_some(), m.rows).ok_or_else(|| {
+            let no_kernel = |what: &str| {
                 sluice::Error::InvalidUse(format!(
-                    "no cooperative-matrix batched matvec for {} weights",
+                    "no {what} batched matvec for {} weights",
                     m.dtype.name()
                 ))
-            })?;
-            let (groups, gx) = k::matvec_batch_cm_groups(m.dtype, m.rows, t.n);
-            let mut bindings = vec![m.buffer.slice(..)];
-            bindings.extend(up.map(|u| u.buffer.slice(..)));
-            bindings.push(xh.slice(0..h_bytes));
-            bindings.push(y.0.slice(row * 4..));
-            let push = k::MatvecBatchCmPush {
-                rows: m.rows,
-                cols,
-                w_stride: k::matvec_batch_cm_w_stride(m.dtype, cols),
-                tokens: t.n,
-                x_stride: cols,
-                y_stride: y.1,
-                accumulate: accumulate as u32,
-                row_groups_x: gx,
             };
+            if let Some((part, tick)) = staged {
+                let desc =
+                    k::matvec_batch_cmt(m.dtype, gated).ok_or_else(|| no_kernel("staged"))?;
+                let lay = k::matvec_batch_cmt_layout(m.rows, cols, t.n, gated);
+                let part_bytes = (lay.part_floats * 4).max(4);
+                bindings.extend([part.slice(0..part_bytes), tick.slice(0..lay.tickets * 4)]);
+                let pipeline = self.device.pipeline(desc)?;
+                enc.dispatch(&pipeline, lay.groups, &bindings, &push.staged(&lay))?;
+                continue;
+            }
+            let desc = k::matvec_batch_cm(m.dtype, gated, m.rows)
+                .ok_or_else(|| no_kernel("cooperative-matrix"))?;
             enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push)?;
         }
         Ok(())

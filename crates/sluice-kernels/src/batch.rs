@@ -537,3 +537,136 @@ pub fn matvec_batch_cmt_fits(dtype: WeightDtype, rows: u32, cols: u32) -> bool {
         && cols > 0
         && rows.is_multiple_of(16)
 }
+
+/// Push constants of [`ACT_Q8`]: token t's `cols` floats of x (from vec4 `t *
+/// x_stride4`), times the norm weight when `norm` is 1, quantized to int8 per 32 (the
+/// packing of [`crate::quant_dp::quantize_x_q8`]): words from u32 `t * xq_stride` of `xq`,
+/// block scales from vec4 `t * xd_stride` of `xd`; with `norm` the inverse RMS is folded
+/// into the scales. Dispatch `[tokens, 1, 1]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ActQ8Push {
+    /// Columns (a multiple of 32).
+    pub cols: u32,
+    /// Tokens.
+    pub tokens: u32,
+    /// vec4s between consecutive tokens' x.
+    pub x_stride4: u32,
+    /// 1: apply RMSNorm with `norm_w`.
+    pub norm: u32,
+    /// RMSNorm epsilon.
+    pub eps: f32,
+    /// u32 words between consecutive tokens' int8 x (at least cols / 4; a multiple of 4).
+    pub xq_stride: u32,
+    /// vec4s between consecutive tokens' block scales (at least cols / 32).
+    pub xd_stride: u32,
+}
+const _: () =
+    assert!(std::mem::size_of::<ActQ8Push>() == crate::ACT_Q8.push_constant_bytes as usize);
+
+/// Push constants of the integer-dot batched matvec ([`matvec_batch_dp`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MatvecBatchDpPush {
+    /// Output rows.
+    pub rows: u32,
+    /// Input columns (whole blocks).
+    pub cols: u32,
+    /// Row stride in 16-byte vec4s of the GPU layout ([`crate::row_stride_field`]).
+    pub w_stride: u32,
+    /// 1: add to y (residual).
+    pub accumulate: u32,
+    /// Tokens (rows of the batch).
+    pub tokens: u32,
+    /// vec4s between consecutive tokens' int8 x (from [`ACT_Q8`]: its `xq_stride` / 4).
+    pub xq_stride: u32,
+    /// vec4s between consecutive tokens' block scales (its `xd_stride`).
+    pub xd_stride: u32,
+    /// Floats between consecutive tokens' y.
+    pub y_stride: u32,
+    /// Lanes per group of rows ([`matvec_batch_dp_plan`]).
+    pub tpr: u32,
+    /// Row groups along x (the rest continue along z).
+    pub row_groups_x: u32,
+}
+const _: () = assert!(
+    std::mem::size_of::<MatvecBatchDpPush>()
+        == crate::MATVEC_BATCH_DP_Q4_K_DP.push_constant_bytes as usize
+);
+
+/// Tokens per workgroup of [`matvec_batch_dp`] (its dispatch's y).
+pub const MATVEC_BATCH_DP_TOKENS: u32 = 8;
+/// Rows per lane group of [`matvec_batch_dp`] (gated: of each matrix).
+const DP_ROWS: u32 = 2;
+
+/// The integer-dot batched matvec for `dtype` (`silu`: the gated gate/up, both matrices
+/// of `dtype`): `matvec_batch_dp[_silu]_<format>_dp`, every block format with an
+/// integer-dot unit ([`crate::has_int_dot`]). Bindings: `w`, [`w_b`], `xq`, `xd` (from
+/// [`ACT_Q8`]), `y`. None for float dtypes. Only where `DeviceInfo::int_dot`.
+pub fn matvec_batch_dp(dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
+    if !crate::has_int_dot(dtype) {
+        return None;
+    }
+    let stem = if silu {
+        "matvec_batch_dp_silu"
+    } else {
+        "matvec_batch_dp"
+    };
+    crate::variant(stem, &format!("{}_dp", dtype.name()))
+}
+
+/// Lanes per group of rows of [`matvec_batch_dp`] for a `[rows, cols]` `dtype` matrix:
+/// about 64K threads per token group (as the single-token plan), at most one lane per
+/// work unit of a row (rounded up to a power of two), 4..=256. From the shape alone: it
+/// sets the reduction order.
+pub fn matvec_batch_dp_plan(dtype: WeightDtype, rows: u32, cols: u32) -> u32 {
+    let unit = match dtype {
+        WeightDtype::Q5K | WeightDtype::Q6K => 64,
+        _ => 32,
+    };
+    let cap = (cols / unit).max(1).next_power_of_two().clamp(4, 256);
+    let groups = rows.div_ceil(DP_ROWS).max(1);
+    crate::QUANT_MATVEC_THREADS
+        .div_ceil(groups)
+        .next_power_of_two()
+        .clamp(4, cap)
+}
+
+impl MatvecBatchDpPush {
+    /// Push constants and dispatch size of [`matvec_batch_dp`] for a `rows` x `cols`
+    /// `dtype` matrix and `tokens`, activations from [`ACT_Q8`] packed as
+    /// [`act_q8_strides`]`(cols)` says, y rows of `rows` floats, stored (set `y_stride` /
+    /// `accumulate` for other uses).
+    pub fn new(dtype: WeightDtype, rows: u32, cols: u32, tokens: u32) -> (Self, [u32; 3]) {
+        let tpr = matvec_batch_dp_plan(dtype, rows, cols);
+        let per_wg = 256 / tpr * DP_ROWS;
+        let row_groups = rows.div_ceil(per_wg).max(1);
+        let gx = row_groups.min(65535);
+        let (xq, xd) = act_q8_strides(cols);
+        let push = MatvecBatchDpPush {
+            rows,
+            cols,
+            w_stride: crate::row_stride_field(dtype, cols),
+            accumulate: 0,
+            tokens,
+            xq_stride: xq / 4,
+            xd_stride: xd,
+            y_stride: rows,
+            tpr,
+            row_groups_x: gx,
+        };
+        let groups = [
+            gx,
+            tokens.div_ceil(MATVEC_BATCH_DP_TOKENS).max(1),
+            row_groups.div_ceil(gx),
+        ];
+        (push, groups)
+    }
+}
+
+/// Packed per-token strides of [`ACT_Q8`]'s output for `cols` columns: (u32 words of
+/// int8 x, vec4s of block scales). Multiply by the tokens for the buffer sizes (words x 4,
+/// vec4s x 16 bytes).
+pub fn act_q8_strides(cols: u32) -> (u32, u32) {
+    (cols / 4, cols / 32)
+}

@@ -367,7 +367,7 @@ pub const QUANT_MATVEC_ROWS: u32 = 4;
 
 /// Threads in flight the block-format matvec plan aims for (H100: enough to hide DRAM
 /// latency; more only lengthens the lane reductions).
-const QUANT_MATVEC_THREADS: u32 = 65536;
+pub(crate) const QUANT_MATVEC_THREADS: u32 = 65536;
 
 /// (threads per row group, rows per group) of the block-format matvec for a `[rows, cols]`
 /// matrix: 4 rows per group sharing x, with the fewest lanes (at least 16) that put about

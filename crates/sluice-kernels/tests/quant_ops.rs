@@ -770,3 +770,199 @@ fn quant_dp_variants_match_int_reference() {
         }
     }
 }
+
+/// The integer-dot batched matvec (`matvec_batch_dp[_silu]`, x quantized once per step by
+/// `act_q8`) for every block format: plain (stored and added to y), RMSNorm'd, and the
+/// gated gate/up with the norm, at 1, 3 and 11 tokens (two token groups, the second
+/// partial) and odd row counts, against the CPU model of the arithmetic
+/// (`matvec_dp_cpu` per token; NMSE_DP). `act_q8` alone matches `quantize_x_q8` (int8
+/// words and scales). Each token alone in a dispatch gives bit-identical rows (batch
+/// invariance: the reduction order comes from the shape alone).
+#[test]
+fn matvec_batch_dp_matches_int_reference_and_each_token_alone() {
+    use sluice_kernels::quant_dp::{matvec_dp_cpu, quantize_x_q8};
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(36);
+    let eps = 1e-5;
+    let act = d.pipeline(&ACT_Q8).unwrap();
+    // Runs act_q8 then the batched kernel over `tokens` rows of x; returns y.
+    #[allow(clippy::too_many_arguments)]
+    let run = |dt: WeightDtype,
+               mats: &[&Buffer],
+               rows: usize,
+               cols: usize,
+               x: &[f32],
+               norm: Option<&Buffer>,
+               y0: &[f32],
+               accumulate: bool|
+     -> (Vec<f32>, Vec<u32>, Vec<f32>) {
+        let tokens = x.len() / cols;
+        let (qs, ds) = act_q8_strides(cols as u32);
+        let xb = f32_buffer(&d, "x", x, ResourceClass::TokenScratch);
+        let ones = vec![1.0f32; cols];
+        let nw = f32_buffer(&d, "ones", &ones, ResourceClass::ReadOnlyWeight);
+        let xq = d
+            .create_buffer(
+                "xq",
+                tokens as u64 * qs as u64 * 4,
+                ResourceClass::TokenScratch,
+            )
+            .unwrap();
+        let xd = d
+            .create_buffer(
+                "xd",
+                tokens as u64 * ds as u64 * 16,
+                ResourceClass::TokenScratch,
+            )
+            .unwrap();
+        let yb = f32_buffer(&d, "y", y0, ResourceClass::TokenScratch);
+        let silu = mats.len() == 2;
+        let (push, groups) = MatvecBatchDpPush::new(dt, rows as u32, cols as u32, tokens as u32);
+        let push = MatvecBatchDpPush {
+            accumulate: accumulate as u32,
+            ..push
+        };
+        let k = d.pipeline(matvec_batch_dp(dt, silu).unwrap()).unwrap();
+        let mut bind: Vec<_> = mats.iter().map(|m| m.slice(..)).collect();
+        bind.extend([xq.slice(..), xd.slice(..), yb.slice(..)]);
+        let mut enc = d.encoder().unwrap();
+        enc.dispatch(
+            &act,
+            [tokens as u32, 1, 1],
+            &[
+                xb.slice(..),
+                norm.unwrap_or(&nw).slice(..),
+                xq.slice(..),
+                xd.slice(..),
+            ],
+            &ActQ8Push {
+                cols: cols as u32,
+                tokens: tokens as u32,
+                x_stride4: cols as u32 / 4,
+                norm: norm.is_some() as u32,
+                eps,
+                xq_stride: qs,
+                xd_stride: ds,
+            },
+        )
+        .unwrap();
+        enc.dispatch(&k, groups, &bind, &push).unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let words: Vec<u32> = xq.read(0, tokens * qs as usize).unwrap();
+        let scales: Vec<f32> = xd.read(0, tokens * ds as usize * 4).unwrap();
+        (yb.read(0, tokens * rows).unwrap(), words, scales)
+    };
+    for dt in QUANT_DTYPES.into_iter().filter(|&dt| has_int_dot(dt)) {
+        for &(rows, cols) in dp_shapes(dt) {
+            let wg = rng.vec(rows * cols, 0.3);
+            let wu = rng.vec(rows * cols, 0.3);
+            let (fg, fu) = (quantize(dt, rows, cols, &wg), quantize(dt, rows, cols, &wu));
+            let (g, u) = (qmat(&d, dt, rows, cols, &wg), qmat(&d, dt, rows, cols, &wu));
+            let nw = rng.vec(cols, 1.0);
+            let nb = f32_buffer(&d, "norm", &nw, ResourceClass::ReadOnlyWeight);
+            for tokens in [1usize, 3, 11] {
+                let x = rng.vec(tokens * cols, 2.0);
+                let y0 = rng.vec(tokens * rows, 1.0);
+                let nan = vec![f32::NAN; tokens * rows];
+                let what = |k: &str| format!("{k} {} {rows}x{cols} x{tokens}", dt.name());
+                // CPU model per token: plain, normed (x * w quantized, times 1/rms), gated.
+                let (mut plain, mut normed, mut gated) = (vec![], vec![], vec![]);
+                let mut words = vec![];
+                let mut scales = vec![];
+                for xt in x.chunks_exact(cols) {
+                    let q = quantize_x_q8(xt);
+                    words.extend(q.q.chunks_exact(4).map(|b| {
+                        u32::from_le_bytes([b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8])
+                    }));
+                    scales.extend(
+                        q.d.iter()
+                            .enumerate()
+                            .flat_map(|(b, &dv)| [dv, q.sum16[2 * b], q.sum16[2 * b + 1], 0.0]),
+                    );
+                    plain.extend(matvec_dp_cpu(dt, rows, cols, &fg, &q));
+                    let xw: Vec<f32> = xt.iter().zip(&nw).map(|(a, b)| a * b).collect();
+                    let inv =
+                        1.0 / (xt.iter().map(|v| v * v).sum::<f32>() / cols as f32 + eps).sqrt();
+                    let qw = quantize_x_q8(&xw);
+                    let gn = matvec_dp_cpu(dt, rows, cols, &fg, &qw);
+                    let un = matvec_dp_cpu(dt, rows, cols, &fu, &qw);
+                    normed.extend(gn.iter().map(|v| v * inv));
+                    gated.extend(silu_mul_cpu(
+                        &gn.iter().map(|v| v * inv).collect::<Vec<_>>(),
+                        &un.iter().map(|v| v * inv).collect::<Vec<_>>(),
+                    ));
+                }
+                let (got, gw, gs) = run(dt, &[&g.buf], rows, cols, &x, None, &nan, false);
+                // act_q8 vs the CPU quantizer: the rare rounding tie aside, the same words.
+                let differ = gw.iter().zip(&words).filter(|(a, b)| a != b).count();
+                assert!(
+                    differ * 1000 <= words.len(),
+                    "{}: {differ} xq words differ",
+                    what("act_q8")
+                );
+                // (The GPU's d = max / 127 may differ from the CPU's in the last bit, and a
+                // rounding tie moves a block's sum by one step.)
+                assert_close(&what("act_q8 scales"), &gs, &scales, 1e-8);
+                assert_close(&what("matvec_batch_dp"), &got, &plain, NMSE_DP);
+                let (got, ..) = run(dt, &[&g.buf], rows, cols, &x, None, &y0, true);
+                let want: Vec<f32> = plain.iter().zip(&y0).map(|(a, b)| a + b).collect();
+                assert_close(&what("matvec_batch_dp accumulate"), &got, &want, NMSE_DP);
+                let (got_n, ..) = run(dt, &[&g.buf], rows, cols, &x, Some(&nb), &nan, false);
+                assert_close(&what("matvec_batch_dp norm"), &got_n, &normed, NMSE_DP);
+                let (got_s, ..) = run(
+                    dt,
+                    &[&g.buf, &u.buf],
+                    rows,
+                    cols,
+                    &x,
+                    Some(&nb),
+                    &nan,
+                    false,
+                );
+                assert_close(&what("matvec_batch_dp_silu norm"), &got_s, &gated, NMSE_DP);
+                // The last token alone: its rows bit for bit.
+                let t = tokens - 1;
+                let xt = &x[t * cols..];
+                let alone = run(
+                    dt,
+                    &[&g.buf, &u.buf],
+                    rows,
+                    cols,
+                    xt,
+                    Some(&nb),
+                    &nan[..rows],
+                    false,
+                )
+                .0;
+                assert!(
+                    alone
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .eq(got_s[t * rows..].iter().map(|v| v.to_bits())),
+                    "{}: token {t} alone differs from batched",
+                    what("matvec_batch_dp_silu")
+                );
+                let alone = run(
+                    dt,
+                    &[&g.buf],
+                    rows,
+                    cols,
+                    xt,
+                    Some(&nb),
+                    &nan[..rows],
+                    false,
+                )
+                .0;
+                assert!(
+                    alone
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .eq(got_n[t * rows..].iter().map(|v| v.to_bits())),
+                    "{}: token {t} alone differs from batched",
+                    what("matvec_batch_dp norm")
+                );
+            }
+        }
+    }
+}

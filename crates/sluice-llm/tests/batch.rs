@@ -9,7 +9,9 @@ use sluice::Device;
 use sluice_llm::batch::BatchRunner;
 use sluice_llm::config::ModelConfig;
 use sluice_llm::decode::Mode;
-use sluice_llm::gpu::{BatchRow, PagedOptions, BLOCK_MATRIX_UNITS_MIN_SEQUENCES};
+use sluice_llm::gpu::{
+    BatchRow, PagedOptions, BLOCK_MATRIX_UNITS_MIN_SEQUENCES, BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES,
+};
 use sluice_llm::load::{open_model, LoadOptions, Loaded};
 use sluice_llm::reference::CpuModel;
 use sluice_llm::safetensors::DType;
@@ -226,10 +228,11 @@ fn pool_and_slot_limits_are_errors() {
 }
 
 /// A block-format model (llama.cpp's Q4_K_M mixture: q4_k and q6_k matrices) on the
-/// batched step, in an engine of 4 sequence slots (decode rows on the single-token
-/// kernels, one workgroup column per row) and of 32 (where the device has matrix units:
-/// the weights decoded into shared memory for the cooperative-matrix matvec,
-/// `BLOCK_MATRIX_UNITS_MIN_SEQUENCES`): a sequence's logits are bit-identical alone and
+/// batched step, in engines of 4 sequence slots (decode rows on the integer-dot batched
+/// matvec where the device has integer dot products, else the single-token kernels), 32
+/// (prompt chunks on the matrix units where the device has them:
+/// `BLOCK_MATRIX_UNITS_MIN_SEQUENCES`) and 64 (decode rows too:
+/// `BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES`): a sequence's logits are bit-identical alone and
 /// among others, and its logits
 /// follow the single-sequence decoder on the same weights (bound 5e-2 as for the int-dot
 /// kernels in e2e.rs: x quantized to int8 per 32 amplifies the f32 differences of the two
@@ -265,7 +268,11 @@ fn a_quantized_sequence_decodes_alone_batched_and_like_the_decoder() {
     // The single-sequence decoder on the same quantized weights (contiguous KV cache).
     let single = quant(None);
     let decoder = Decoder::new(&single.model, Mode::Replay, GraphOptions::default()).unwrap();
-    for sequences in [4, BLOCK_MATRIX_UNITS_MIN_SEQUENCES] {
+    for sequences in [
+        4,
+        BLOCK_MATRIX_UNITS_MIN_SEQUENCES,
+        BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES,
+    ] {
         quantized_batch_check(&quant(Some(sequences)), &cfg, &single, &decoder, sequences);
     }
 }

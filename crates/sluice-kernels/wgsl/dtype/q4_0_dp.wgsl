@@ -1,18 +1,21 @@
-// Q4_0 on integer dot products (include/matvec_q8_body.wgsl): the q4_0 snippet's layout,
-// decoders and work units (one block of 32 = one x block), plus q_dot8:
-// d_w * (d_x * sum(nibble * xq) - 8 * sum(x)).
+// Q4_0 on integer dot products (include/quant_dp.wgsl): the q4_0 snippet's layout,
+// decoders and work units (one block of 32 = one x block):
+// d_w * (d_x * sum(nibble * xq) - 8 * sum(x_hat)); f.x = d_w.
 //! replaces: matvec_body matvec_q8_body
 //! include: quant_common
 //! include: ../dtype/q4_0
+//! include: quant_dp
+//! include: quant_x8
 
-fn q_dot8(sel: bool, rb: u32, nb: u32, u: u32, t0: u32) -> f32 {
+fn q_unit(sel: bool, rb: u32, nb: u32, u: u32) -> DpUnit {
     let q = wraw(sel, rb + u);
+    let m = vec4<u32>(0x0F0F0F0Fu);
+    let d = whalf(sel, rb, nb * 16u + 2u * u);
+    return dp_unit2(q & m, (q >> vec4<u32>(4u)) & m, vec4<f32>(d, 0.0, 0.0, 0.0));
+}
+
+fn q_unit_dot(p: DpUnit, u: u32, t0: u32) -> f32 {
     let xw0 = (32u * u - t0) / 4u;
-    var i = 0;
-    for (var k = 0u; k < 4u; k++) {
-        i += dot4I8Packed(q[k] & 0x0F0F0F0Fu, xw(xw0 + k))
-            + dot4I8Packed((q[k] >> 4u) & 0x0F0F0F0Fu, xw(xw0 + 4u + k));
-    }
-    let xm = xd[xw0 / 8u];
-    return (xm.x * f32(i) - 8.0 * (xm.y + xm.z)) * whalf(sel, rb, nb * 16u + 2u * u);
+    let xm = xdv(xw0 / 8u);
+    return (xm.x * f32(dot32(p, xw0)) - 8.0 * (xm.y + xm.z)) * p.f.x;
 }

@@ -1,19 +1,21 @@
-// Q4_1 on integer dot products (include/matvec_q8_body.wgsl): the q4_1 snippet's layout,
-// decoders and work units (one block of 32 = one x block), plus q_dot8:
-// d_w * d_x * sum(nibble * xq) + m_w * sum(x_hat).
+// Q4_1 on integer dot products (include/quant_dp.wgsl): the q4_1 snippet's layout,
+// decoders and work units (one block of 32 = one x block):
+// d_w * d_x * sum(nibble * xq) + m_w * sum(x_hat); f.xy = (d_w, m_w).
 //! replaces: matvec_body matvec_q8_body
 //! include: quant_common
 //! include: ../dtype/q4_1
+//! include: quant_dp
+//! include: quant_x8
 
-fn q_dot8(sel: bool, rb: u32, nb: u32, u: u32, t0: u32) -> f32 {
+fn q_unit(sel: bool, rb: u32, nb: u32, u: u32) -> DpUnit {
     let q = wraw(sel, rb + u);
-    let xw0 = (32u * u - t0) / 4u;
-    var i = 0;
-    for (var k = 0u; k < 4u; k++) {
-        i += dot4I8Packed(q[k] & 0x0F0F0F0Fu, xw(xw0 + k))
-            + dot4I8Packed((q[k] >> 4u) & 0x0F0F0F0Fu, xw(xw0 + 4u + k));
-    }
-    let xm = xd[xw0 / 8u];
+    let m = vec4<u32>(0x0F0F0F0Fu);
     let dm = unpack2x16float(wword(sel, rb, nb * 16u + 4u * u));
-    return dm.x * xm.x * f32(i) + dm.y * (xm.y + xm.z);
+    return dp_unit2(q & m, (q >> vec4<u32>(4u)) & m, vec4<f32>(dm, 0.0, 0.0));
+}
+
+fn q_unit_dot(p: DpUnit, u: u32, t0: u32) -> f32 {
+    let xw0 = (32u * u - t0) / 4u;
+    let xm = xdv(xw0 / 8u);
+    return p.f.x * xm.x * f32(dot32(p, xw0)) + p.f.y * (xm.y + xm.z);
 }

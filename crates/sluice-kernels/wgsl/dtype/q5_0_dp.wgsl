@@ -1,29 +1,34 @@
-// Q5_0 on integer dot products (include/matvec_q8_body.wgsl): the q5_0 snippet's layout,
-// decoders and work units (one block of 32 = one x block), plus q_dot8: bytes
-// nibble | fifth bit << 4, minus 16, dotted with xq.
+// Q5_0 on integer dot products (include/quant_dp.wgsl): the q5_0 snippet's layout,
+// decoders and work units (one block of 32 = one x block): bytes nibble | fifth bit << 4,
+// minus 16, dotted with xq; f.x = d_w.
 //! replaces: matvec_body matvec_q8_body
 //! include: quant_common
 //! include: ../dtype/q5_0
+//! include: quant_dp
+//! include: quant_x8
 
-// Bits 0..3 of n to bit 4 of bytes 0..3.
-fn spread4(n: u32) -> u32 {
-    return ((n & 1u) << 4u) | ((n & 2u) << 11u) | ((n & 4u) << 18u) | ((n & 8u) << 25u);
+// Bits 0..3 of each n to bit 4 of bytes 0..3.
+fn spread4(n: vec4<u32>) -> vec4<u32> {
+    return ((n & vec4<u32>(1u)) << vec4<u32>(4u)) | ((n & vec4<u32>(2u)) << vec4<u32>(11u))
+        | ((n & vec4<u32>(4u)) << vec4<u32>(18u)) | ((n & vec4<u32>(8u)) << vec4<u32>(25u));
 }
 
 // Five-bit values (0..31 per byte) minus 16 as int8 bytes (bit 7 set first: no borrows).
-fn q5_i8(v: u32) -> u32 {
-    return ((v | 0x80808080u) - 0x10101010u) ^ 0x80808080u;
+fn q5_i8(v: vec4<u32>) -> vec4<u32> {
+    return ((v | vec4<u32>(0x80808080u)) - vec4<u32>(0x10101010u)) ^ vec4<u32>(0x80808080u);
 }
 
-fn q_dot8(sel: bool, rb: u32, nb: u32, u: u32, t0: u32) -> f32 {
+fn q_unit(sel: bool, rb: u32, nb: u32, u: u32) -> DpUnit {
     let q = wraw(sel, rb + u);
     let qh = wword(sel, rb, nb * 16u + 4u * u);
+    let m = vec4<u32>(0x0F0F0F0Fu);
+    let lo = (q & m) | spread4(vec4<u32>(qh) >> vec4<u32>(0u, 4u, 8u, 12u));
+    let hi = ((q >> vec4<u32>(4u)) & m) | spread4(vec4<u32>(qh) >> vec4<u32>(16u, 20u, 24u, 28u));
+    let d = whalf(sel, rb, nb * 20u + 2u * u);
+    return dp_unit2(q5_i8(lo), q5_i8(hi), vec4<f32>(d, 0.0, 0.0, 0.0));
+}
+
+fn q_unit_dot(p: DpUnit, u: u32, t0: u32) -> f32 {
     let xw0 = (32u * u - t0) / 4u;
-    var i = 0;
-    for (var k = 0u; k < 4u; k++) {
-        let lo = (q[k] & 0x0F0F0F0Fu) | spread4(qh >> (4u * k));
-        let hi = ((q[k] >> 4u) & 0x0F0F0F0Fu) | spread4(qh >> (16u + 4u * k));
-        i += dot4I8Packed(q5_i8(lo), xw(xw0 + k)) + dot4I8Packed(q5_i8(hi), xw(xw0 + 4u + k));
-    }
-    return f32(i) * xd[xw0 / 8u].x * whalf(sel, rb, nb * 20u + 2u * u);
+    return f32(dot32(p, xw0)) * xdv(xw0 / 8u).x * p.f.x;
 }

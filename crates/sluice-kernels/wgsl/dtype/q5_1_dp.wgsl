@@ -1,26 +1,30 @@
-// Q5_1 on integer dot products (include/matvec_q8_body.wgsl): the q5_1 snippet's layout,
-// decoders and work units (one block of 32 = one x block), plus q_dot8:
-// d_w * d_x * sum(q * xq) + m_w * sum(x_hat), q = nibble | fifth bit << 4.
+// Q5_1 on integer dot products (include/quant_dp.wgsl): the q5_1 snippet's layout,
+// decoders and work units (one block of 32 = one x block):
+// d_w * d_x * sum(q * xq) + m_w * sum(x_hat), q = nibble | fifth bit << 4; f.xy = (d_w, m_w).
 //! replaces: matvec_body matvec_q8_body
 //! include: quant_common
 //! include: ../dtype/q5_1
+//! include: quant_dp
+//! include: quant_x8
 
-// Bits 0..3 of n to bit 4 of bytes 0..3.
-fn spread4(n: u32) -> u32 {
-    return ((n & 1u) << 4u) | ((n & 2u) << 11u) | ((n & 4u) << 18u) | ((n & 8u) << 25u);
+// Bits 0..3 of each n to bit 4 of bytes 0..3.
+fn spread4(n: vec4<u32>) -> vec4<u32> {
+    return ((n & vec4<u32>(1u)) << vec4<u32>(4u)) | ((n & vec4<u32>(2u)) << vec4<u32>(11u))
+        | ((n & vec4<u32>(4u)) << vec4<u32>(18u)) | ((n & vec4<u32>(8u)) << vec4<u32>(25u));
 }
 
-fn q_dot8(sel: bool, rb: u32, nb: u32, u: u32, t0: u32) -> f32 {
+fn q_unit(sel: bool, rb: u32, nb: u32, u: u32) -> DpUnit {
     let q = wraw(sel, rb + u);
     let qh = wword(sel, rb, nb * 16u + 4u * u);
-    let xw0 = (32u * u - t0) / 4u;
-    var i = 0;
-    for (var k = 0u; k < 4u; k++) {
-        let lo = (q[k] & 0x0F0F0F0Fu) | spread4(qh >> (4u * k));
-        let hi = ((q[k] >> 4u) & 0x0F0F0F0Fu) | spread4(qh >> (16u + 4u * k));
-        i += dot4I8Packed(lo, xw(xw0 + k)) + dot4I8Packed(hi, xw(xw0 + 4u + k));
-    }
-    let xm = xd[xw0 / 8u];
+    let m = vec4<u32>(0x0F0F0F0Fu);
+    let lo = (q & m) | spread4(vec4<u32>(qh) >> vec4<u32>(0u, 4u, 8u, 12u));
+    let hi = ((q >> vec4<u32>(4u)) & m) | spread4(vec4<u32>(qh) >> vec4<u32>(16u, 20u, 24u, 28u));
     let dm = unpack2x16float(wword(sel, rb, nb * 20u + 4u * u));
-    return dm.x * xm.x * f32(i) + dm.y * (xm.y + xm.z);
+    return dp_unit2(lo, hi, vec4<f32>(dm, 0.0, 0.0));
+}
+
+fn q_unit_dot(p: DpUnit, u: u32, t0: u32) -> f32 {
+    let xw0 = (32u * u - t0) / 4u;
+    let xm = xdv(xw0 / 8u);
+    return p.f.x * xm.x * f32(dot32(p, xw0)) + p.f.y * (xm.y + xm.z);
 }

@@ -2,8 +2,8 @@
 // variants; same bindings, push constants, work split and epilogues as
 // include/matvec_q_body.wgsl, which stays the path for devices without
 // shaderIntegerDotProduct). The dtype snippet defines QBLOCK, QUNIT and
-// `q_dot8(sel, rb, nb, u, t0)`: unit u of a row dotted with the quantized x of the tile
-// that starts at element t0.
+// `q_dot8(sel, rb, nb, u, t0)` (include/quant_dp.wgsl): unit u of a row dotted with the
+// quantized x of the tile that starts at element t0.
 //
 // x is quantized inside every workgroup (no extra dispatch), one tile of QX_TILE elements
 // at a time: one thread per block of 32 elements reads them (times the RMSNorm weight in
@@ -13,7 +13,7 @@
 // offset and K-quant min terms use these sums of the QUANTIZED x, so a row is exactly
 // W . x_hat (x_hat = d * q). Exact float sums would add offset * sum(x_hat - x), an error
 // that grows with the offset (8 d for Q4_0, dmin * m for Q4_K) instead of the weights.
-// Lanes then read xq from shared memory and do dot4I8Packed against the weight bytes. Same x, same xq: deterministic. The CPU model of
+// Lanes then read xq from shared memory (`xw4`, `xdv`) and do dot4I8Packed against the weight bytes. Same x, same xq: deterministic. The CPU model of
 // this arithmetic is `quant::matvec_dp_cpu` (docs/decisions/0002-quant-layout.md).
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
@@ -38,38 +38,14 @@ fn wraw(sel: bool, i: u32) -> vec4<u32> {
     return w.d[i];
 }
 
-// Four int8 of x (elements 4 * i .. 4 * i + 3 of the tile).
-fn xw(i: u32) -> u32 {
-    return xq[i];
+// Int8 words i .. i + 3 of the tile's x (include/quant_dp.wgsl).
+fn xw4(i: u32) -> vec4<u32> {
+    return vec4<u32>(xq[i], xq[i + 1u], xq[i + 2u], xq[i + 3u]);
 }
 
-// 32 floats to int8 (the packing of `quant_dp::quantize_x_q8`): returns (d, d * sum of
-// the first 16 q, d * sum of the last 16 q), d = max|v| / 127.
-fn quantize_block(b: u32, vs: ptr<function, array<vec4<f32>, 8>>) -> vec3<f32> {
-    var amax = 0.0;
-    for (var k = 0u; k < 8u; k++) {
-        let a = abs((*vs)[k]);
-        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
-    }
-    let d = amax / 127.0;
-    var id = 0.0;
-    if (amax > 0.0) {
-        id = 127.0 / amax;
-    }
-    var sums = vec2<i32>(0);
-    for (var k = 0u; k < 8u; k++) {
-        let q = vec4<i32>(clamp(round((*vs)[k] * id), vec4<f32>(-127.0), vec4<f32>(127.0)));
-        let qs = q.x + q.y + q.z + q.w;
-        if (k < 4u) {
-            sums.x += qs;
-        } else {
-            sums.y += qs;
-        }
-        // Bytes by hand: pack4xI8 would declare the Int8 capability (8-bit types).
-        let u = bitcast<vec4<u32>>(q) & vec4<u32>(255u);
-        xq[8u * b + k] = u.x | (u.y << 8u) | (u.z << 16u) | (u.w << 24u);
-    }
-    return vec3<f32>(d, d * f32(sums.x), d * f32(sums.y));
+// The tile's x block b: (d, d * sum of its first 16 q, d * sum of its last 16 q, 0).
+fn xdv(b: u32) -> vec4<f32> {
+    return xd[b];
 }
 
 @compute @workgroup_size(256)
@@ -117,7 +93,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
                 }
                 vs[k] = v;
             }
-            xd[li] = vec4<f32>(quantize_block(li, &vs), 0.0);
+            var qw: array<u32, 8>;
+            xd[li] = vec4<f32>(quantize_x32(&vs, &qw), 0.0);
+            for (var k = 0u; k < 8u; k++) {
+                xq[8u * li + k] = qw[k];
+            }
         }
         workgroupBarrier();
         if (row0 < pc.rows) {

@@ -23,8 +23,8 @@ pub enum Shape {
     /// `n` rows of any sequences over the paged KV cache (see [`super::paged`]): each row
     /// is a token at its own position of its own sequence; every row gets logits and an
     /// argmax. Projections use kernels whose per-row reduction order does not depend on
-    /// the row count (`matvec_batch`; the matmul family for block formats), so a row's
-    /// result never depends on the batch around it.
+    /// the row count (`matvec_batch`; block formats: `matvec_batch_dp`, or the matrix
+    /// units in large engines), so a row's result never depends on the batch around it.
     Batch(u32),
     /// Like [`Shape::Batch`], but only the last row gets logits (a prompt chunk of one
     /// sequence).
@@ -389,6 +389,62 @@ impl GpuModel {
         Ok(())
     }
 
+    /// A batched step's linear op on integer dot products (block formats): the
+    /// activations quantized to int8 per 32 (norm applied) once, then one
+    /// `matvec_batch_dp` per matrix (`up`: gated).
+    #[allow(clippy::too_many_arguments)]
+    fn batch_dp(
+        &self,
+        enc: &mut Encoder,
+        t: Tokens,
+        x: (BufferSlice<'_>, u32),
+        norm: Option<&Buffer>,
+        dp: &(Buffer, Buffer),
+        parts: &[(&Matrix, u64)],
+        up: Option<&Matrix>,
+        y: (&Buffer, u32),
+        accumulate: bool,
+    ) -> sluice::Result<()> {
+        let cols = parts[0].0.cols;
+        let (qs, ds) = k::act_q8_strides(cols);
+        let xq = dp.0.slice(0..t.n as u64 * qs as u64 * 4);
+        let xd = dp.1.slice(0..t.n as u64 * ds as u64 * 16);
+        enc.dispatch(
+            &self.device.pipeline(&k::ACT_Q8)?,
+            [t.n, 1, 1],
+            &[x.0, norm.unwrap_or(&self.final_norm).slice(..), xq, xd],
+            &k::ActQ8Push {
+                cols,
+                tokens: t.n,
+                x_stride4: x.1 / 4,
+                norm: norm.is_some() as u32,
+                eps: self.config.rms_eps,
+                xq_stride: qs,
+                xd_stride: ds,
+            },
+        )?;
+        for &(m, row) in parts {
+            let desc = k::matvec_batch_dp(m.dtype, up.is_some()).ok_or_else(|| {
+                sluice::Error::InvalidUse(format!(
+                    "no integer-dot batched matvec for {} weights",
+                    m.dtype.name()
+                ))
+            })?;
+            let (push, groups) = k::MatvecBatchDpPush::new(m.dtype, m.rows, cols, t.n);
+            let push = k::MatvecBatchDpPush {
+                w_stride: m.stride_field(),
+                y_stride: y.1,
+                accumulate: accumulate as u32,
+                ..push
+            };
+            let mut bindings = vec![m.buffer.slice(..)];
+            bindings.extend(up.map(|u| u.buffer.slice(..)));
+            bindings.extend([xq, xd, y.0.slice(row * 4..)]);
+            enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push)?;
+        }
+        Ok(())
+    }
+
     fn rmsnorm(
         &self,
         enc: &mut Encoder,
@@ -463,8 +519,26 @@ impl GpuModel {
         }
         let batched = tokens.is_some();
         let up = l.up.map(|u| self.matrices(u)[0].0);
+        // Decode rows of block-format weights on integer dot products where the device has
+        // them (and the engine is not one that runs them on the matrix units, see
+        // PagedOptions): each weight unit loaded once for every row (gated: gate and up of
+        // one format).
+        let rows_cm = self.batch_xh().is_some()
+            && self
+                .paged_options()
+                .is_some_and(|o| o.block_rows_on_matrix_units());
+        let dp_scratch = self.batch_dp_scratch().filter(|_| !rows_cm);
+        if let (Some(t), Some(dp)) = (tokens.filter(|t| t.batch_rows), dp_scratch) {
+            let ok = |m: &Matrix| k::matvec_batch_dp(m.dtype, false).is_some();
+            let gated_ok = up
+                .is_none_or(|u| ok(u) && u.dtype == parts[0].0.dtype && self.options.fuse_gate_up);
+            if gated_ok && parts.iter().all(|(m, _)| ok(m)) {
+                let x = (xb.slice(x_at..), xs);
+                return self.batch_dp(enc, t, x, norm, dp, &parts, up, (yb, ys), l.accumulate);
+            }
+        }
         // Paged shapes (decode rows and prompt chunks) on the matrix units where the weights
-        // fit (block formats: engines of many sequences, see PagedOptions).
+        // fit (block formats: prompt chunks of engines of many sequences, see PagedOptions).
         if let (Some(t), Some(xh)) = (tokens.filter(|t| t.matmul), self.batch_xh()) {
             let block_cm = self
                 .paged_options()

@@ -24,7 +24,10 @@ use crate::config::ModelConfig;
 use crate::error::LlmError;
 pub use layout::Matrix;
 pub use lower::Shape;
-pub use paged::{BatchRow, PagedOptions, BLOCK_MATRIX_UNITS_MIN_SEQUENCES, DEFAULT_KV_BLOCK};
+pub use paged::{
+    BatchRow, PagedOptions, BLOCK_MATRIX_UNITS_MIN_SEQUENCES,
+    BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES, DEFAULT_KV_BLOCK,
+};
 pub use persistent::{Lowering, PersistentInfo};
 
 /// Tensor data handed to the uploader: raw little-endian bytes of a dtype, or f32 values.

@@ -45,8 +45,8 @@ impl Default for PagedOptions {
     }
 }
 
-/// Sequence slots from which a paged engine runs block-format weights of its batched
-/// steps on the matrix units (where the device has them; f16 weights always do).
+/// Sequence slots from which a paged engine runs block-format weights of its prompt
+/// chunks on the matrix units (where the device has them; f16 weights always do).
 ///
 /// Fixed per engine, never per step, so a sequence's tokens do not depend on how many
 /// others run with it (batch invariance). Measured on the H100 (BENCHMARKS.md,
@@ -55,11 +55,26 @@ impl Default for PagedOptions {
 /// (4B Q4_K_M: 43 vs 259 t/s alone) and less for many (1560 vs 728 t/s at 64 rows).
 pub const BLOCK_MATRIX_UNITS_MIN_SEQUENCES: usize = 32;
 
+/// Sequence slots from which a paged engine also runs the decode rows of block-format
+/// weights on the matrix units; smaller engines run them on integer dot products
+/// (`sluice_kernels::matvec_batch_dp`, where the device has them). Measured on the H100
+/// (BENCHMARKS.md, sixth session), 4B Q4_K_M in one engine of 64 slots, tok/s at 1 / 8 /
+/// 32 / 64 rows: integer dots 230 / 1203 / 1947 / 2190, matrix units 64 / 505 / 1703 /
+/// 2830: the matrix units win only when nearly every slot of a large engine runs.
+pub const BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES: usize = 64;
+
 impl PagedOptions {
-    /// Whether batched steps run block-format weights on the matrix units (where the
+    /// Whether prompt chunks run block-format weights on the matrix units (where the
     /// device has them): [`BLOCK_MATRIX_UNITS_MIN_SEQUENCES`] slots or more.
     pub fn block_formats_on_matrix_units(&self) -> bool {
         self.sequences >= BLOCK_MATRIX_UNITS_MIN_SEQUENCES
+    }
+
+    /// Whether decode rows run block-format weights on the matrix units (where the device
+    /// has them) rather than on integer dot products:
+    /// [`BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES`] slots or more.
+    pub fn block_rows_on_matrix_units(&self) -> bool {
+        self.sequences >= BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES
     }
 
     /// Table entries per sequence slot.
@@ -178,6 +193,10 @@ pub(crate) struct Paged {
     /// Partial sums and tickets of the K-split staged matvec (`sluice_kernels::matvec_batch_cmt`),
     /// sized for the model's widest use; `None` without matrix units.
     pub cmt: Option<(Buffer, Buffer)>,
+    /// The rows' activations quantized to int8 (words, then block scales) for the
+    /// integer-dot batched matvec (`sluice_kernels::matvec_batch_dp`), `[max_rows, widest
+    /// projection input]`; `None` without integer dot products.
+    pub dp: Option<(Buffer, Buffer)>,
     pub rope: Arc<Pipeline>,
     pub attention: Arc<Pipeline>,
     pub argmax: Arc<Pipeline>,
@@ -216,6 +235,19 @@ impl Paged {
         } else {
             None
         };
+        let dp = if device.info().int_dot {
+            let widest = c.hidden.max(c.intermediate).max(c.heads * c.head_dim) as u64;
+            let bytes = (opts.max_rows as u64)
+                .checked_mul(widest.next_multiple_of(32))
+                .ok_or_else(|| LlmError::InvalidArgument("batch activations overflow".into()))?;
+            let t = ResourceClass::TokenScratch;
+            Some((
+                device.create_buffer("batch.xq", bytes, t)?,
+                device.create_buffer("batch.xd", bytes / 2, t)?,
+            ))
+        } else {
+            None
+        };
         let table_words = (opts.sequences + 1) * opts.max_blocks();
         let table = device.create_buffer("kv.table", table_words as u64 * 4, g)?;
         table.write(0, &vec![0u32; table_words])?;
@@ -238,6 +270,7 @@ impl Paged {
             argmax: device.pipeline(&k::ARGMAX_ROWS)?,
             xh,
             cmt,
+            dp,
             opts,
         })
     }
@@ -296,6 +329,11 @@ impl GpuModel {
     /// The partial-sum and ticket buffers of the K-split f16 batched matvec, if any.
     pub(super) fn batch_cmt(&self) -> Option<&(Buffer, Buffer)> {
         self.paged.as_ref().and_then(|p| p.cmt.as_ref())
+    }
+
+    /// The int8 activation buffers of the integer-dot batched matvec, if any.
+    pub(super) fn batch_dp_scratch(&self) -> Option<&(Buffer, Buffer)> {
+        self.paged.as_ref().and_then(|p| p.dp.as_ref())
     }
 
     pub(super) fn paged_logits(&self) -> &Buffer {

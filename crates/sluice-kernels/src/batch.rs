@@ -604,9 +604,6 @@ const DP_ROWS: u32 = 2;
 /// integer-dot unit ([`crate::has_int_dot`]). Bindings: `w`, [`w_b`], `xq`, `xd` (from
 /// [`ACT_Q8`]), `y`. None for float dtypes. Only where `DeviceInfo::int_dot`.
 pub fn matvec_batch_dp(dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
-    if !crate::has_int_dot(dtype) {
-        return None;
-    }
     let stem = if silu {
         "matvec_batch_dp_silu"
     } else {

@@ -924,44 +924,21 @@ fn matvec_batch_dp_matches_int_reference_and_each_token_alone() {
                 // The last token alone: its rows bit for bit.
                 let t = tokens - 1;
                 let xt = &x[t * cols..];
-                let alone = run(
-                    dt,
-                    &[&g.buf, &u.buf],
-                    rows,
-                    cols,
-                    xt,
-                    Some(&nb),
-                    &nan[..rows],
-                    false,
-                )
-                .0;
-                assert!(
-                    alone
-                        .iter()
-                        .map(|v| v.to_bits())
-                        .eq(got_s[t * rows..].iter().map(|v| v.to_bits())),
-                    "{}: token {t} alone differs from batched",
-                    what("matvec_batch_dp_silu")
-                );
-                let alone = run(
-                    dt,
-                    &[&g.buf],
-                    rows,
-                    cols,
-                    xt,
-                    Some(&nb),
-                    &nan[..rows],
-                    false,
-                )
-                .0;
-                assert!(
-                    alone
-                        .iter()
-                        .map(|v| v.to_bits())
-                        .eq(got_n[t * rows..].iter().map(|v| v.to_bits())),
-                    "{}: token {t} alone differs from batched",
-                    what("matvec_batch_dp norm")
-                );
+                let cases: [(&[&Buffer], &Vec<f32>, &str); 2] = [
+                    (&[&g.buf, &u.buf], &got_s, "matvec_batch_dp_silu"),
+                    (&[&g.buf], &got_n, "matvec_batch_dp norm"),
+                ];
+                for (mats, batched, kernel) in cases {
+                    let alone = run(dt, mats, rows, cols, xt, Some(&nb), &nan[..rows], false).0;
+                    assert!(
+                        alone
+                            .iter()
+                            .map(|v| v.to_bits())
+                            .eq(batched[t * rows..].iter().map(|v| v.to_bits())),
+                        "{}: token {t} alone differs from batched",
+                        what(kernel)
+                    );
+                }
             }
         }
     }

@@ -1,3 +1,4 @@
+//! include: act_rms
 // Activations to f16 for the cooperative-matrix batched matvec (matvec_batch_cm): token t
 // (workgroup t) of x (f32, `x_stride` floats apart) becomes f16 words of xh (`h_words`
 // u32 = 2 halves apart), times inverse RMS and the norm weight when `norm` is 1 (the
@@ -13,8 +14,6 @@ struct Push { cols: u32, tokens: u32, x_stride: u32, h_words: u32, norm: u32, ep
 @group(0) @binding(1) var<storage, read> norm_w: F32s;
 @group(0) @binding(2) var<storage, read_write> xh: U32s;
 var<immediate> pc: Push;
-
-var<workgroup> red: array<f32, 256>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -32,15 +31,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 ss += v * v;
             }
         }
-        red[li] = ss;
-        workgroupBarrier();
-        for (var s = 128u; s > 0u; s >>= 1u) {
-            if (li < s) {
-                red[li] = red[li] + red[li + s];
-            }
-            workgroupBarrier();
-        }
-        inv = inverseSqrt(red[0] / f32(pc.cols) + pc.eps);
+        inv = inv_rms(li, ss, pc.cols, pc.eps);
     }
     for (var p = li; p < pairs; p += 256u) {
         var v = vec2<f32>(0.0);

@@ -1,4 +1,5 @@
 //! include: quant_x8
+//! include: act_rms
 // Activations quantized to int8 per block of 32 for the integer-dot batched matvec
 // (matvec_batch_dp): token t (workgroup t) of x (f32, `x_stride4` vec4s apart), times the
 // norm weight when `norm` is 1, to int8 words of xq (`xq_stride` u32 apart) and per
@@ -17,8 +18,6 @@ struct Push { cols: u32, tokens: u32, x_stride4: u32, norm: u32, eps: f32, xq_st
 @group(0) @binding(3) var<storage, read_write> xd: V4s;
 var<immediate> pc: Push;
 
-var<workgroup> red: array<f32, 256>;
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t = wg.x;
@@ -33,15 +32,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 ss += dot(v, v);
             }
         }
-        red[li] = ss;
-        workgroupBarrier();
-        for (var s = 128u; s > 0u; s >>= 1u) {
-            if (li < s) {
-                red[li] = red[li] + red[li + s];
-            }
-            workgroupBarrier();
-        }
-        inv = inverseSqrt(red[0] / f32(pc.cols) + pc.eps);
+        inv = inv_rms(li, ss, pc.cols, pc.eps);
     }
     if (!live) {
         return;

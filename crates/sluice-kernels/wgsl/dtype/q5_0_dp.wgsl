@@ -7,12 +7,6 @@
 //! include: quant_dp
 //! include: quant_x8
 
-// Bits 0..3 of each n to bit 4 of bytes 0..3.
-fn spread4(n: vec4<u32>) -> vec4<u32> {
-    return ((n & vec4<u32>(1u)) << vec4<u32>(4u)) | ((n & vec4<u32>(2u)) << vec4<u32>(11u))
-        | ((n & vec4<u32>(4u)) << vec4<u32>(18u)) | ((n & vec4<u32>(8u)) << vec4<u32>(25u));
-}
-
 // Five-bit values (0..31 per byte) minus 16 as int8 bytes (bit 7 set first: no borrows).
 fn q5_i8(v: vec4<u32>) -> vec4<u32> {
     return ((v | vec4<u32>(0x80808080u)) - vec4<u32>(0x10101010u)) ^ vec4<u32>(0x80808080u);
@@ -21,9 +15,8 @@ fn q5_i8(v: vec4<u32>) -> vec4<u32> {
 fn q_unit(sel: bool, rb: u32, nb: u32, u: u32) -> DpUnit {
     let q = wraw(sel, rb + u);
     let qh = wword(sel, rb, nb * 16u + 4u * u);
-    let m = vec4<u32>(0x0F0F0F0Fu);
-    let lo = (q & m) | spread4(vec4<u32>(qh) >> vec4<u32>(0u, 4u, 8u, 12u));
-    let hi = ((q >> vec4<u32>(4u)) & m) | spread4(vec4<u32>(qh) >> vec4<u32>(16u, 20u, 24u, 28u));
+    let lo = q5_bytes(q, qh, false);
+    let hi = q5_bytes(q, qh, true);
     let d = whalf(sel, rb, nb * 20u + 2u * u);
     return dp_unit2(q5_i8(lo), q5_i8(hi), vec4<f32>(d, 0.0, 0.0, 0.0));
 }

@@ -7,18 +7,11 @@
 //! include: quant_dp
 //! include: quant_x8
 
-// Bits 0..3 of each n to bit 4 of bytes 0..3.
-fn spread4(n: vec4<u32>) -> vec4<u32> {
-    return ((n & vec4<u32>(1u)) << vec4<u32>(4u)) | ((n & vec4<u32>(2u)) << vec4<u32>(11u))
-        | ((n & vec4<u32>(4u)) << vec4<u32>(18u)) | ((n & vec4<u32>(8u)) << vec4<u32>(25u));
-}
-
 fn q_unit(sel: bool, rb: u32, nb: u32, u: u32) -> DpUnit {
     let q = wraw(sel, rb + u);
     let qh = wword(sel, rb, nb * 16u + 4u * u);
-    let m = vec4<u32>(0x0F0F0F0Fu);
-    let lo = (q & m) | spread4(vec4<u32>(qh) >> vec4<u32>(0u, 4u, 8u, 12u));
-    let hi = ((q >> vec4<u32>(4u)) & m) | spread4(vec4<u32>(qh) >> vec4<u32>(16u, 20u, 24u, 28u));
+    let lo = q5_bytes(q, qh, false);
+    let hi = q5_bytes(q, qh, true);
     let dm = unpack2x16float(wword(sel, rb, nb * 20u + 4u * u));
     return dp_unit2(lo, hi, vec4<f32>(dm, 0.0, 0.0));
 }

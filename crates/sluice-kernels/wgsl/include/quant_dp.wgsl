@@ -18,6 +18,16 @@ fn dp_unit2(a: vec4<u32>, b: vec4<u32>, f: vec4<f32>) -> DpUnit {
     return DpUnit(a, b, vec4<u32>(0u), vec4<u32>(0u), f);
 }
 
+// A Q5_0 / Q5_1 unit's five-bit values (0..31) as bytes: nibbles of q (low ones for
+// elements 0..15, high ones for 16..31 with `high`) with bit 4 from the matching bits of
+// qh.
+fn q5_bytes(q: vec4<u32>, qh: u32, high: bool) -> vec4<u32> {
+    let n = select(q, q >> vec4<u32>(4u), high) & vec4<u32>(0x0F0F0F0Fu);
+    let b = vec4<u32>(qh) >> (vec4<u32>(0u, 4u, 8u, 12u) + select(0u, 16u, high));
+    return n | ((b & vec4<u32>(1u)) << vec4<u32>(4u)) | ((b & vec4<u32>(2u)) << vec4<u32>(11u))
+        | ((b & vec4<u32>(4u)) << vec4<u32>(18u)) | ((b & vec4<u32>(8u)) << vec4<u32>(25u));
+}
+
 // Sum of dot4I8Packed over the four words of a and b.
 fn dot16(a: vec4<u32>, b: vec4<u32>) -> i32 {
     return dot4I8Packed(a.x, b.x) + dot4I8Packed(a.y, b.y) + dot4I8Packed(a.z, b.z)

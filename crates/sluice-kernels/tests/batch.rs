@@ -618,17 +618,26 @@ fn matvec_batch_cm_fits_f16_and_block_tiles() {
     assert_eq!(matvec_batch_cm_row_tiles(f, 2064), 1);
 }
 
+/// A device whose matrix units pass the self-test (no validation layer, as for the
+/// prefill coopmat test); None, with a note, elsewhere (e.g. lavapipe).
+fn coopmat_device() -> Option<Device> {
+    let d = Device::new(sluice::Options::default()).expect("a Vulkan device");
+    if !coopmat_self_test(&d).unwrap() {
+        eprintln!("{}: no cooperative matrices; skipped", d.info().name);
+        return None;
+    }
+    Some(d)
+}
+
 /// On the matrix units (skipped with a note elsewhere, e.g. lavapipe: no cooperative
 /// matrices; no validation layer, as for the prefill coopmat test): every variant vs the
 /// CPU reference (x rounded to f16 on the GPU side only: NMSE <= 1e-5), and each token
 /// alone bit-identical to its row in the batch.
 #[test]
 fn matvec_batch_cm_matches_reference_and_each_token_alone() {
-    let d = Device::new(sluice::Options::default()).expect("a Vulkan device");
-    if !coopmat_self_test(&d).unwrap() {
-        eprintln!("{}: no cooperative matrices; skipped", d.info().name);
+    let Some(d) = coopmat_device() else {
         return;
-    }
+    };
     let shapes = [
         (96u32, 256u32, 1u32),
         (2080, 64, 3),
@@ -648,11 +657,9 @@ fn matvec_batch_cm_matches_reference_and_each_token_alone() {
 /// 16 ways (few row groups), two token groups (70 tokens).
 #[test]
 fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
-    let d = Device::new(sluice::Options::default()).expect("a Vulkan device");
-    if !coopmat_self_test(&d).unwrap() {
-        eprintln!("{}: no cooperative matrices; skipped", d.info().name);
+    let Some(d) = coopmat_device() else {
         return;
-    }
+    };
     assert_eq!(matvec_batch_cmt_layout(64, 1040, 5, false).ksplit, 3);
     assert_eq!(matvec_batch_cmt_layout(32, 512, 64, false).ksplit, 2);
     assert_eq!(matvec_batch_cmt_layout(48, 4096, 33, false).ksplit, 16);
@@ -723,11 +730,9 @@ fn matvec_batch_cmt_layout_splits_k_only_for_few_row_groups() {
 /// (96 columns of 32-element blocks), several steps per subgroup, 2 and 5 token tiles.
 #[test]
 fn matvec_batch_cm_block_formats_match_reference_and_each_token_alone() {
-    let d = Device::new(sluice::Options::default()).expect("a Vulkan device");
-    if !coopmat_self_test(&d).unwrap() {
-        eprintln!("{}: no cooperative matrices; skipped", d.info().name);
+    let Some(d) = coopmat_device() else {
         return;
-    }
+    };
     let mut failures = Vec::new();
     for (i, dt) in sluice_kernels::quant::QUANT_DTYPES.into_iter().enumerate() {
         let k = if dt.block_elems() == 256 { 256 } else { 32 };

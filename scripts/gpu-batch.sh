@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The batched engine on the GPU machine: `sluice bench --sequences` (like llama-batched-bench,
 # pp128 tg128) for qwen3-0.6b and qwen3-4b, the per-op profile of a 32-sequence step, then
-# `sluice serve` (64 sequences) under `sluice loadgen` at 1/8/32/64 concurrent streams, for
+# `sluice serve` (64 sequences, prompts mixed into the decode steps: --step-prompt-tokens 32)
+# under `sluice loadgen` at 1/8/32/64 concurrent streams (after two warm-up runs), for
 # both models in f16 and Q4_K_M. Kernels alone: `cargo run --release -p sluice-kernels --example kernel_bench
 # 30 batch` (build here, carry the binary).
 # Usage (device tool, carry [".device"]): bash .device/on-device.sh bash scripts/gpu-batch.sh .device/bin/sluice $OUT
@@ -21,6 +22,9 @@ for m in "qwen3-0.6b --dtype f16" "qwen3-0.6b --dtype q4_k_m" "qwen3-4b --dtype 
   # The 4B Q4_K_M load quantizes on the CPU (~150 s); stop waiting if the server died.
   for _ in $(seq 240); do grep -q listening "$OUT/serve.log" && break; kill -0 $pid 2>/dev/null || break; sleep 1; done
   grep listening "$OUT/serve.log" || { cat "$OUT/serve.log"; continue; }
+  # Warm-up: the step recordings of every row bucket (else the first requests pay them).
+  timeout 60 "$S" loadgen --url http://127.0.0.1:8123 --concurrency 64 --requests 64 --max-tokens 8 --prompt-ids 128 > /dev/null 2>&1
+  timeout 60 "$S" loadgen --url http://127.0.0.1:8123 --concurrency 8 --requests 8 --max-tokens 8 --prompt-ids 128 > /dev/null 2>&1
   for c in 1 8 32 64; do
     echo "-- concurrency $c"
     timeout 90 "$S" loadgen --url http://127.0.0.1:8123 --concurrency $c --requests $((2 * c)) --max-tokens 128 --prompt-ids 128

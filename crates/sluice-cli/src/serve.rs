@@ -6,6 +6,7 @@ use std::time::Duration;
 use sluice::graph::GraphOptions;
 use sluice_llm::decode::Mode;
 use sluice_llm::load::LoadOptions;
+use sluice_serve::batch_engine::{PromptSteps, DEFAULT_STEP_PROMPT_TOKENS};
 use sluice_serve::loadgen::{LoadgenConfig, LoadgenReport};
 use sluice_serve::run::{run_until_signal, start_gpu, ListenOptions, ModelSource};
 use sluice_serve::scheduler::Limits;
@@ -44,6 +45,12 @@ pub struct ServeArgs {
     /// single-sequence decoder, requests one after another
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub max_sequences: u64,
+    /// Prompt tokens a batched step carries besides the running sequences' next tokens (one
+    /// pass over the weights for both; more where the step's last pass has rows to spare;
+    /// smaller: steadier inter-token latency, later first tokens); 0: each prompt chunk
+    /// runs as a step of its own before the decode step
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_STEP_PROMPT_TOKENS as u64, value_parser = clap::value_parser!(u64).range(0..=4096))]
+    pub step_prompt_tokens: u64,
     /// KV-cache positions all running sequences share, in blocks of 16 (default: 4 x
     /// --context; memory follows the sequences' actual lengths)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(32..=1_048_576))]
@@ -83,6 +90,17 @@ pub fn run(args: &ServeArgs, device: sluice::Options) -> Result<(), String> {
     let context = usize::try_from(args.context).map_err(|e| e.to_string())?;
     load.gpu.context = context;
     load.dtype = args.dtype;
+    let prompt_tokens = args.step_prompt_tokens as usize;
+    // Rows of a mixed step: every sequence, the prompt tokens, rounded up to whole row groups.
+    let max_rows = (args.max_sequences as usize + prompt_tokens)
+        .next_multiple_of(sluice_llm::gpu::BATCH_ROW_GROUP_MAX);
+    if args.max_sequences > 1 && max_rows > sluice_llm::load::MAX_PREFILL_CHUNK {
+        return Err(format!(
+            "--max-sequences {} with --step-prompt-tokens {prompt_tokens} makes steps of {max_rows} rows; at most {} fit",
+            args.max_sequences,
+            sluice_llm::load::MAX_PREFILL_CHUNK
+        ));
+    }
     let batch = (args.max_sequences > 1).then(|| {
         const BLOCK: usize = sluice_llm::gpu::DEFAULT_KV_BLOCK;
         let pool = args
@@ -92,7 +110,11 @@ pub fn run(args: &ServeArgs, device: sluice::Options) -> Result<(), String> {
             .min(sluice_llm::load::MAX_CONTEXT);
         load.gpu.context = pool;
         sluice_llm::gpu::PagedOptions {
-            max_rows: args.max_sequences as usize,
+            max_rows: if prompt_tokens > 0 {
+                max_rows
+            } else {
+                args.max_sequences as usize
+            },
             sequences: args.max_sequences as usize,
             seq_context: context.min(pool),
             block: BLOCK,
@@ -109,6 +131,13 @@ pub fn run(args: &ServeArgs, device: sluice::Options) -> Result<(), String> {
         },
         graph: GraphOptions::default(),
         batch,
+        prompts: if prompt_tokens > 0 {
+            PromptSteps::Mixed {
+                tokens: prompt_tokens,
+            }
+        } else {
+            PromptSteps::Chunks
+        },
     };
     let limits = Limits {
         max_queue: args.max_queue as usize,

@@ -44,7 +44,8 @@ const _: () =
 
 /// Push constants of [`crate::BATCH_ATTENTION`] (causal attention of each row over its
 /// own sequence's paged keys). Bindings: 0 rows, 1 table, 2 q, 3 kcache, 4 vcache (read),
-/// 5 out (read-write). Dispatch `[heads, n, 1]`.
+/// 5 out (read-write). Dispatch `[heads, n, 1]`; [`crate::BATCH_ATTENTION_GQA`]:
+/// `[kv_heads * ceil(heads / kv_heads / 4), n, 1]` (see [`batch_attention_kernel`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct BatchAttnPush {
@@ -70,6 +71,28 @@ pub struct BatchAttnPush {
 const _: () = assert!(
     std::mem::size_of::<BatchAttnPush>() == crate::BATCH_ATTENTION.push_constant_bytes as usize
 );
+
+/// Query heads one workgroup of [`crate::BATCH_ATTENTION_GQA`] takes (of one key/value
+/// head).
+pub const BATCH_ATTENTION_GQA_HEADS: u32 = 4;
+
+/// The batched attention kernel for `heads` query heads over `kv_heads` key/value heads
+/// and its workgroups per row: [`crate::BATCH_ATTENTION_GQA`] (up to
+/// [`BATCH_ATTENTION_GQA_HEADS`] query heads of one key/value head per workgroup, each key
+/// and value read once for them) where that many or more share a key/value head, else
+/// [`crate::BATCH_ATTENTION`] (one query head per workgroup). Both take
+/// [`BatchAttnPush`]. Measured on the H100 (BENCHMARKS.md, eighth session): qwen3-4b (4
+/// per key/value head) +6-7% tok/s at 32-64 rows with the grouped kernel, qwen3-0.6b (2)
+/// -5-7%.
+pub fn batch_attention_kernel(heads: u32, kv_heads: u32) -> (&'static KernelDesc, u32) {
+    let group = heads / kv_heads.max(1);
+    if group >= BATCH_ATTENTION_GQA_HEADS {
+        let quads = group.div_ceil(BATCH_ATTENTION_GQA_HEADS);
+        (&crate::BATCH_ATTENTION_GQA, kv_heads * quads)
+    } else {
+        (&crate::BATCH_ATTENTION, heads)
+    }
+}
 
 /// Push constants of [`crate::ARGMAX_ROWS`]: bindings 0 logits (read, row r at float
 /// `r * stride`), 1 result (read-write, four u32 per row as [`crate::TokenResult`] with

@@ -35,9 +35,11 @@ fn rows_buffer(d: &Device, rows: &[(u32, u32)]) -> Buffer {
     u32_buffer(d, "rows", &words, ResourceClass::Generic)
 }
 
+/// Runs the plain attention kernel, or (`gqa`) the grouped-query one, over `rows`.
 #[allow(clippy::too_many_arguments)]
 fn run_attention(
     d: &Device,
+    gqa: bool,
     p: &BatchAttnPush,
     rows: &[(u32, u32)],
     table: &Buffer,
@@ -45,7 +47,13 @@ fn run_attention(
     kc: &Buffer,
     vc: &Buffer,
 ) -> Vec<f32> {
-    let k = d.pipeline(&BATCH_ATTENTION).unwrap();
+    let (desc, groups) = if gqa {
+        let quads = (p.heads / p.kv_heads).div_ceil(BATCH_ATTENTION_GQA_HEADS);
+        (&BATCH_ATTENTION_GQA, p.kv_heads * quads)
+    } else {
+        (&BATCH_ATTENTION, p.heads)
+    };
+    let k = d.pipeline(desc).unwrap();
     let rb = rows_buffer(d, rows);
     let qb = f32_buffer(d, "q", q, ResourceClass::TokenScratch);
     let n_out = rows.len() * p.o_stride as usize;
@@ -58,7 +66,7 @@ fn run_attention(
     let mut enc = d.encoder().unwrap();
     enc.dispatch(
         &k,
-        [p.heads, rows.len() as u32, 1],
+        [groups, rows.len() as u32, 1],
         &[
             rb.slice(..),
             table.slice(..),
@@ -76,16 +84,27 @@ fn run_attention(
 
 #[test]
 fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
+    // The engine's pick: grouped-query from 4 query heads per key/value head.
+    let pick = |h, kv| {
+        let (k, groups) = batch_attention_kernel(h, kv);
+        (k.name, groups)
+    };
+    assert_eq!(pick(16, 8), ("batch_attention", 16));
+    assert_eq!(pick(32, 8), ("batch_attention_gqa", 8));
+    assert_eq!(pick(40, 8), ("batch_attention_gqa", 16));
     let d = test_device();
     let _guard = ValidationGuard::new(&d);
     let mut rng = Rng::new(31);
     // (heads, kv_heads, head_dim, block): GQA and MHA, head_dim 256 (two dims per
-    // invocation) and an odd-sized one, blocks of 16 and 5.
+    // invocation) and an odd-sized one, blocks of 16 and 5; 1 to 8 query heads per
+    // key/value head (up to 4 per workgroup: 5 and 8 take two workgroups per kv head).
     for (heads, kv_heads, hd, block) in [
         (4u32, 2u32, 64u32, 16u32),
         (6, 2, 128, 16),
         (3, 3, 256, 5),
         (4, 1, 22, 7),
+        (10, 2, 32, 16),
+        (16, 2, 64, 8),
     ] {
         let (seqs, max_blocks) = (3u32, 40u32.div_ceil(block) + 1);
         let blocks = seqs * max_blocks;
@@ -118,25 +137,32 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
             max_blocks,
         };
         let q = rng.vec(rows.len() * p.q_stride as usize, 3.0);
-        let got = run_attention(&d, &p, &rows, &table, &q, &kc, &vc);
         let want = batch_attention_cpu(&p, &rows, &table_words, &q, &kc_f, &vc_f);
-        let n = (heads * hd) as usize;
-        let (mut g, mut w) = (Vec::new(), Vec::new());
-        for r in 0..rows.len() {
-            let at = r * p.o_stride as usize;
-            g.extend_from_slice(&got[at..at + n]);
-            w.extend_from_slice(&want[at..at + n]);
-            assert!(got[at + n].is_nan(), "gap after row {r} written");
-        }
-        let what = format!("batch_attention {heads}/{kv_heads} hd {hd} block {block}");
-        assert_nmse(&what, &g, &w, NMSE_MAX);
-        // Each row alone: bit-identical to its result in the batch.
-        for (r, &row) in rows.iter().enumerate() {
-            let qr = &q[r * p.q_stride as usize..(r + 1) * p.q_stride as usize];
-            let alone = run_attention(&d, &p, &[row], &table, qr, &kc, &vc);
-            let at = r * p.o_stride as usize;
-            let same = same_bits(&alone[..n], &got[at..at + n]);
-            assert!(same, "{what}: row {r} differs alone vs batched");
+        for gqa in [false, true] {
+            let got = run_attention(&d, gqa, &p, &rows, &table, &q, &kc, &vc);
+            let n = (heads * hd) as usize;
+            let (mut g, mut w) = (Vec::new(), Vec::new());
+            for r in 0..rows.len() {
+                let at = r * p.o_stride as usize;
+                g.extend_from_slice(&got[at..at + n]);
+                w.extend_from_slice(&want[at..at + n]);
+                assert!(got[at + n].is_nan(), "gap after row {r} written");
+            }
+            let kernel = if gqa {
+                "batch_attention_gqa"
+            } else {
+                "batch_attention"
+            };
+            let what = format!("{kernel} {heads}/{kv_heads} hd {hd} block {block}");
+            assert_nmse(&what, &g, &w, NMSE_MAX);
+            // Each row alone: bit-identical to its result in the batch.
+            for (r, &row) in rows.iter().enumerate() {
+                let qr = &q[r * p.q_stride as usize..(r + 1) * p.q_stride as usize];
+                let alone = run_attention(&d, gqa, &p, &[row], &table, qr, &kc, &vc);
+                let at = r * p.o_stride as usize;
+                let same = same_bits(&alone[..n], &got[at..at + n]);
+                assert!(same, "{what}: row {r} differs alone vs batched");
+            }
         }
     }
 }

@@ -1,10 +1,12 @@
+//! include: batch_attention_io
 // Batched decode / paged KV attention: row r (rows[2r] = position p, rows[2r + 1] =
 // sequence slot s) attends causally to positions [0, p] of its own sequence, found through
 // the block table (position j of slot s lives in cache row
 // table[s * max_blocks + j / block] * block + j % block). Rows are independent: a row's
 // result does not depend on the other rows of the batch (batch invariance) — key tiles
 // start at position 0 and every reduction has a fixed order.
-// Dispatch [heads, n, 1], workgroup 128: one (head, row) per workgroup; keys in tiles of
+// Dispatch [heads, n, 1], workgroup 128: one (head, row) per workgroup (batch_attention_gqa:
+// the query heads of one key/value head together, for models of 4+ per key/value head); keys in tiles of
 // 128, one key per invocation for the scores (its row read 4 words at a time). Values:
 // invocation (g, kl) owns the 8 dims of group g = li % G (G = ceil(head_dim / 8)) for the
 // keys kl, kl + L, ... of each tile (L = 128 / G), so every invocation keeps several
@@ -12,28 +14,6 @@
 // end (head_dim even, <= 256). Caches: f16 pairs in u32,
 // [kv_heads, capacity, head_dim]. q of row r at float r * q_stride + h * head_dim
 // (pre-scaled here by `scale`), out at r * o_stride + h * head_dim.
-
-struct F32s { d: array<f32> }
-struct U32s { d: array<u32> }
-struct Push {
-    heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    capacity: u32,
-    q_stride: u32,
-    o_stride: u32,
-    scale: f32,
-    block: u32,
-    max_blocks: u32,
-}
-
-@group(0) @binding(0) var<storage, read> rows: U32s;
-@group(0) @binding(1) var<storage, read> table: U32s;
-@group(0) @binding(2) var<storage, read> q: F32s;
-@group(0) @binding(3) var<storage, read> kcache: U32s;
-@group(0) @binding(4) var<storage, read> vcache: U32s;
-@group(0) @binding(5) var<storage, read_write> out: F32s;
-var<immediate> pc: Push;
 
 const WG: u32 = 128u;
 const NEG: f32 = -3.0e38;

@@ -126,6 +126,12 @@ impl<'m> BatchRunner<'m> {
         self.model.batch_rows_max(false)
     }
 
+    /// Rows one step's projections take per pass over the weights (see
+    /// [`GpuModel::batch_row_group`]).
+    pub fn row_group(&self) -> usize {
+        self.model.batch_row_group().max(1)
+    }
+
     /// Rows one prompt chunk (logits for its last row) takes at most.
     pub fn max_prefill_rows(&self) -> usize {
         self.model.batch_rows_max(true)

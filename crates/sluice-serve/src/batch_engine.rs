@@ -1,12 +1,18 @@
 //! [`BatchEngine`]: the [`Engine`] over the paged KV cache — every running sequence
 //! advances in one batched step per token (continuous batching), and a new sequence's
-//! prompt runs in chunks interleaved with those steps.
+//! prompt runs in pieces interleaved with those steps.
 //!
-//! One [`Engine::step`] is: at most one prompt chunk of the oldest sequence still in its
-//! prompt (its first token comes when the last chunk ran), then one batched decode step
-//! over every sequence past its prompt. A sequence's greedy tokens do not depend on the
-//! others in the batch: the batched step's kernels reduce in a fixed order per row, and
-//! the engine uses them for a batch of one too.
+//! One [`Engine::step`] is, with [`PromptSteps::Mixed`] (the default), ONE batched step
+//! whose rows are every running sequence's next token followed by prompt tokens of the
+//! sequences still in their prompt (oldest first): `tokens` of them, more where the step's
+//! last pass over the weights has rows to spare (the runner's [`BatchRunner::row_group`]),
+//! within the runner's row limit. The weights are read once for both, and the step's cost
+//! stays near a decode step's. With [`PromptSteps::Chunks`] it is a prompt chunk of the
+//! oldest sequence still in its prompt (a step of its own), then the batched decode step
+//! over every other sequence. Either way a sequence's first token comes from the step
+//! that ran its last prompt token, and its greedy tokens do not depend on the others in
+//! the batch: every row of one engine goes through the same kernels, which reduce in a
+//! fixed order per row, whatever the rows around it.
 
 use sluice_llm::batch::BatchRunner;
 use sluice_llm::gpu::BatchRow;
@@ -30,12 +36,45 @@ struct Seq {
     sampler: Option<Sampler>,
 }
 
+/// Prompt tokens a mixed step carries by default ([`PromptSteps::Mixed`]).
+pub const DEFAULT_STEP_PROMPT_TOKENS: usize = 32;
+
+/// How a [`BatchEngine`] runs the prompts of new sequences.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromptSteps {
+    /// Prompt tokens join the batched decode step: `tokens` per step, rounded up to fill
+    /// the step's last row group, within the runner's row limit.
+    Mixed {
+        /// Prompt tokens per step (at least 1 is taken).
+        tokens: usize,
+    },
+    /// A step of its own per prompt chunk (up to [`BatchRunner::max_prefill_rows`] tokens,
+    /// the last row's logits only) before each decode step.
+    Chunks,
+}
+
+impl Default for PromptSteps {
+    fn default() -> PromptSteps {
+        PromptSteps::Mixed {
+            tokens: DEFAULT_STEP_PROMPT_TOKENS,
+        }
+    }
+}
+
+/// Prompt rows a mixed step of `decode` decode rows takes: `tokens` (at least 1), then up
+/// to the end of the row group (`group` rows per pass) the step reaches, within `max`.
+pub fn mixed_prompt_rows(decode: usize, tokens: usize, group: usize, max: usize) -> usize {
+    let end = (decode + tokens.max(1)).next_multiple_of(group.max(1));
+    end.min(max).saturating_sub(decode)
+}
+
 /// The continuous-batching engine over a [`BatchRunner`].
 pub struct BatchEngine<'m> {
     runner: BatchRunner<'m>,
     /// Running sequences in admission order.
     seqs: Vec<Seq>,
-    /// Prompt tokens per chunk.
+    prompts: PromptSteps,
+    /// Prompt tokens per chunk step ([`PromptSteps::Chunks`]).
     chunk: usize,
 }
 
@@ -46,12 +85,13 @@ fn shared(e: &LlmError) -> ServeError {
 
 impl<'m> BatchEngine<'m> {
     /// An engine over `runner` (a model loaded with a paged KV cache; argmax on the GPU,
-    /// non-greedy requests sampled on the host).
-    pub fn new(runner: BatchRunner<'m>) -> BatchEngine<'m> {
+    /// non-greedy requests sampled on the host) running prompts as `prompts` says.
+    pub fn new(runner: BatchRunner<'m>, prompts: PromptSteps) -> BatchEngine<'m> {
         let chunk = runner.max_prefill_rows().max(1);
         BatchEngine {
             runner,
             seqs: Vec::new(),
+            prompts,
             chunk,
         }
     }
@@ -111,6 +151,87 @@ impl<'m> BatchEngine<'m> {
         }
         out.push((id, r));
         Some(id)
+    }
+
+    /// One batched step: every sequence past its prompt advances by a token, and prompt
+    /// tokens of the others (oldest first) take [`mixed_prompt_rows`] rows.
+    fn mixed(&mut self, tokens: usize, out: &mut Vec<StepResult>) {
+        let mut rows = Vec::new();
+        // (sequence, row of its result, prompt tokens fed after this step); row `None`:
+        // a prompt row whose logits nobody reads.
+        let mut who: Vec<(SeqId, Option<usize>, usize)> = Vec::new();
+        let mut failed = Vec::new();
+        for s in &self.seqs {
+            let Some(last) = s.last else { continue };
+            match self.runner.reserve(s.slot, s.pos + 1) {
+                Ok(()) => {
+                    who.push((s.id, Some(rows.len()), s.fed));
+                    rows.push(BatchRow {
+                        token: last,
+                        pos: s.pos as u32,
+                        slot: s.slot,
+                    });
+                }
+                Err(e) => failed.push((s.id, e)),
+            }
+        }
+        let (group, max) = (self.runner.row_group(), self.runner.max_rows());
+        let end = rows.len() + mixed_prompt_rows(rows.len(), tokens, group, max);
+        for s in &self.seqs {
+            let room = end.saturating_sub(rows.len());
+            if s.last.is_some() || room == 0 {
+                continue;
+            }
+            let upto = (s.fed + room).min(s.prompt.len());
+            if let Err(e) = self.runner.reserve(s.slot, upto) {
+                failed.push((s.id, e));
+                continue;
+            }
+            rows.extend((s.fed..upto).map(|p| BatchRow {
+                token: s.prompt[p],
+                pos: p as u32,
+                slot: s.slot,
+            }));
+            let last_row = (upto == s.prompt.len()).then(|| rows.len() - 1);
+            who.push((s.id, last_row, upto));
+        }
+        for (id, e) in failed {
+            self.drop_seq(id);
+            out.push((id, Err(e.into())));
+        }
+        if rows.is_empty() {
+            return;
+        }
+        let res = match self.runner.step(&rows, false) {
+            Ok(res) => res,
+            Err(e) => {
+                for (id, _, _) in who {
+                    self.drop_seq(id);
+                    out.push((id, Err(shared(&e))));
+                }
+                return;
+            }
+        };
+        for (id, row, fed) in who {
+            let Some(s) = self.seqs.iter_mut().find(|s| s.id == id) else {
+                continue;
+            };
+            let in_prompt = s.last.is_none();
+            s.fed = fed;
+            let Some(row) = row else { continue };
+            if in_prompt {
+                s.pos = fed;
+            }
+            let r = Self::pick(&self.runner, s, &res[row], row, false);
+            match &r {
+                Ok(t) => {
+                    s.pos += usize::from(!in_prompt);
+                    s.last = Some(*t);
+                }
+                Err(_) => self.drop_seq(id),
+            }
+            out.push((id, r));
+        }
     }
 
     fn drop_seq(&mut self, id: SeqId) {
@@ -221,8 +342,13 @@ impl Engine for BatchEngine<'_> {
 
     fn step(&mut self) -> Vec<StepResult> {
         let mut out = Vec::new();
-        let started = self.prefill_chunk(&mut out);
-        self.decode(started, &mut out);
+        match self.prompts {
+            PromptSteps::Mixed { tokens } => self.mixed(tokens, &mut out),
+            PromptSteps::Chunks => {
+                let started = self.prefill_chunk(&mut out);
+                self.decode(started, &mut out);
+            }
+        }
         out
     }
 

@@ -8,7 +8,7 @@ use sluice::graph::GraphOptions;
 use sluice_llm::decode::{Decoder, Mode};
 use sluice_llm::load::{open_model, LoadOptions};
 
-use crate::batch_engine::BatchEngine;
+use crate::batch_engine::{BatchEngine, PromptSteps};
 use crate::engine::GpuEngine;
 use crate::error::{Result, ServeError};
 use crate::metrics::Metrics;
@@ -36,6 +36,8 @@ pub struct ModelSource {
     /// is then the pool of positions all sequences share); `None`: the single-sequence
     /// engine.
     pub batch: Option<PagedOptions>,
+    /// How the batched engine runs prompts (ignored by the single-sequence engine).
+    pub prompts: PromptSteps,
 }
 
 /// A started GPU engine.
@@ -66,7 +68,7 @@ pub fn start_gpu(source: ModelSource, limits: Limits) -> Result<GpuServer> {
         let _ = codec_tx.send((TextCodec::new(loaded.tokenizer, eos)?, loaded.dtype.clone()));
         if source.batch.is_some() {
             let runner = BatchRunner::new(&loaded.model, source.mode, source.graph)?;
-            let mut engine = BatchEngine::new(runner);
+            let mut engine = BatchEngine::new(runner, source.prompts);
             serve_with(&mut engine);
         } else {
             let decoder = Decoder::new(&loaded.model, source.mode, source.graph)?;

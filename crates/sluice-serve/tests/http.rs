@@ -1,7 +1,8 @@
 //! The real server on the tiny chat model (lavapipe in CI), driven by a real HTTP client,
 //! over both engines: the single-sequence one (against direct greedy generation) and the
-//! continuous-batching one (against each prompt decoded ALONE on the batched step — batch
-//! invariance: 8 concurrent streams must each equal their solo result). Whole and
+//! continuous-batching one (against each prompt decoded ALONE through the batched engine,
+//! prompts mixed into decode steps — batch invariance: 8 concurrent streams must each
+//! equal their solo result). Whole and
 //! streamed responses, cancellation (KV blocks back, per /metrics), stop strings, seeded
 //! sampling, bad requests, 401, and a clean shutdown with no validation message.
 
@@ -16,8 +17,11 @@ use sluice_llm::decode::{Decoder, Mode};
 use sluice_llm::gpu::PagedOptions;
 use sluice_llm::load::{open_model, LoadOptions};
 use sluice_llm::run::{generate, GenerateOptions};
+use sluice_llm::sampler::Sampling;
 use sluice_llm::tokenizer::Tokenizer;
+use sluice_serve::batch_engine::{BatchEngine, PromptSteps};
 use sluice_serve::client::{request, stream, Events, Reply, Target};
+use sluice_serve::engine::Engine;
 use sluice_serve::run::{start_gpu, ModelSource};
 use sluice_serve::scheduler::Limits;
 use sluice_serve::server::{router, serve, ServerConfig};
@@ -42,11 +46,15 @@ fn load_options() -> LoadOptions {
     load
 }
 
+/// Prompt tokens per step of the batched engine: prompts take several steps, beside
+/// decoding sequences.
+const PROMPTS: PromptSteps = PromptSteps::Mixed { tokens: 4 };
+
 /// The batched engine's limits: 8 slots of CONTEXT positions over a pool that cannot hold
-/// all of them at full length (memory follows actual lengths).
+/// all of them at full length (memory follows actual lengths); steps of up to 12 rows.
 fn paged() -> PagedOptions {
     PagedOptions {
-        max_rows: 8,
+        max_rows: 12,
         sequences: 8,
         seq_context: CONTEXT,
         block: 16,
@@ -182,19 +190,19 @@ fn error_of(r: &Reply, status: u16) -> Value {
     e.clone()
 }
 
-/// Greedy decode of `ids` alone on the batched step: `n` tokens (fewer at an EOG).
+/// Greedy decode of `ids` alone through the server's batched engine: `n` tokens (fewer
+/// at an EOG).
 fn solo_batched(model: &sluice_llm::gpu::GpuModel, ids: &[u32], n: usize) -> Vec<u32> {
-    let mut r = BatchRunner::new(model, Mode::Replay, GraphOptions::default()).unwrap();
-    let slot = r.open().unwrap();
-    let mut t = r.prefill(slot, ids).unwrap().index;
-    let mut out = vec![t];
-    let mut pos = ids.len();
-    while out.len() < n && !EOG.contains(&t) {
-        t = r.decode(&[(slot, t, pos)]).unwrap()[0].index;
-        out.push(t);
-        pos += 1;
+    let r = BatchRunner::new(model, Mode::Replay, GraphOptions::default()).unwrap();
+    let mut engine = BatchEngine::new(r, PROMPTS);
+    engine.add(0, ids.to_vec(), Sampling::default()).unwrap();
+    let mut out = Vec::new();
+    while out.len() < n && !out.last().is_some_and(|t| EOG.contains(t)) {
+        for (_, t) in engine.step() {
+            out.push(t.unwrap());
+        }
     }
-    r.close(slot);
+    engine.free(0);
     out
 }
 
@@ -248,6 +256,7 @@ fn server_end_to_end(batched: bool) {
             mode: Mode::Replay,
             graph: GraphOptions::default(),
             batch: batched.then(paged),
+            prompts: PROMPTS,
         },
         Limits::default(),
     )

@@ -25,7 +25,7 @@ use crate::error::LlmError;
 pub use layout::Matrix;
 pub use lower::Shape;
 pub use paged::{
-    BatchRow, PagedOptions, BLOCK_MATRIX_UNITS_MIN_SEQUENCES,
+    BatchRow, PagedOptions, BATCH_ROW_GROUP_MAX, BLOCK_MATRIX_UNITS_MIN_SEQUENCES,
     BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES, DEFAULT_KV_BLOCK,
 };
 pub use persistent::{Lowering, PersistentInfo};

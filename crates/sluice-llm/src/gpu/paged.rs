@@ -45,6 +45,10 @@ impl Default for PagedOptions {
     }
 }
 
+/// The largest row group a batched step's projections can have
+/// ([`GpuModel::batch_row_group`]): the matrix-unit kernels' tokens per workgroup.
+pub const BATCH_ROW_GROUP_MAX: usize = k::MATVEC_BATCH_CMT_TOKENS as usize;
+
 /// Sequence slots from which a paged engine runs block-format weights of its prompt
 /// chunks on the matrix units (where the device has them; f16 weights always do).
 ///
@@ -266,7 +270,8 @@ impl Paged {
                 ResourceClass::PersistentOutput,
             )?,
             rope: device.pipeline(&k::BATCH_ROPE)?,
-            attention: device.pipeline(&k::BATCH_ATTENTION)?,
+            attention: device
+                .pipeline(k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32).0)?,
             argmax: device.pipeline(&k::ARGMAX_ROWS)?,
             xh,
             cmt,
@@ -394,6 +399,26 @@ impl GpuModel {
         Ok(())
     }
 
+    /// Rows a [`Shape::Batch`] step's projections take per pass over the weights: the
+    /// matrix-unit kernels' token group (`sluice_kernels::MATVEC_BATCH_CMT_TOKENS`) where
+    /// they run the rows, 1 where the cost grows row by row (integer dot products, the
+    /// matmul family); 0 without a paged cache. A scheduler filling a step up to a whole
+    /// group adds rows at a small cost; one row past it starts another pass.
+    pub fn batch_row_group(&self) -> usize {
+        let Some(p) = &self.paged else { return 0 };
+        let dp_rows = p.dp.is_some()
+            && !p.opts.block_rows_on_matrix_units()
+            && self
+                .weight_formats()
+                .iter()
+                .any(|(d, _)| k::matvec_batch_dp(*d, false).is_some());
+        if p.xh.is_some() && !dp_rows {
+            k::MATVEC_BATCH_CMT_TOKENS as usize
+        } else {
+            1
+        }
+    }
+
     /// Rows a batched step may take: `max_rows` with logits for every row, the scratch's
     /// chunk with `last_only`.
     pub fn batch_rows_max(&self, last_only: bool) -> usize {
@@ -499,7 +524,11 @@ impl GpuModel {
         self.label(enc, shape, "attention", Some(i));
         enc.dispatch(
             &p.attention,
-            [c.heads as u32, n, 1],
+            [
+                k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32).1,
+                n,
+                1,
+            ],
             &[
                 p.rows.slice(..),
                 p.table.slice(..),

@@ -1,0 +1,171 @@
+//! include: batch_attention_io
+// Batched decode / paged KV attention, grouped-query (batch_attention with the query heads
+// of one key/value head in one workgroup): row r (rows[2r] = position p, rows[2r + 1] =
+// sequence slot s) attends causally to positions [0, p] of its own sequence, found through
+// the block table (position j of slot s lives in cache row
+// table[s * max_blocks + j / block] * block + j % block). Rows are independent: a row's
+// result does not depend on the other rows of the batch (batch invariance) — key tiles
+// start at position 0 and every reduction has a fixed order.
+// Dispatch [kv_heads * ceil(group / 4), n, 1] (`sluice_kernels::batch_attention_kernel`;
+// group = heads / kv_heads), workgroup 128: up to 4 query heads of one key/value head for
+// one row per workgroup, so each key and value is read once for the heads that share it
+// (grouped-query attention); the heads' values are lanes of one vec4 throughout (a head's
+// result does not depend on the others in its workgroup). Keys in tiles of 128, one key
+// per invocation for the scores (its row read 4 words at a time). Values: invocation
+// (g, kl) owns the 8 dims of group g = li % G (G = ceil(head_dim / 8)) for the keys kl,
+// kl + L, ... of each tile (L = 128 / G), so every invocation keeps several independent
+// loads in flight; the L partial sums of a dim are added in kl order at the end (head_dim
+// even, <= 256). Caches: f16 pairs in u32,
+// [kv_heads, capacity, head_dim]. q of row r at float r * q_stride + h * head_dim
+// (pre-scaled here by `scale`), out at r * o_stride + h * head_dim.
+
+const WG: u32 = 128u;
+const NH: u32 = 4u; // query heads per workgroup (vec4 lanes)
+const NEG: f32 = -3.0e38;
+
+var<workgroup> qs: array<vec4<f32>, 256>; // dim d: the NH heads' q[d]
+var<workgroup> ps: array<vec4<f32>, 128>;
+var<workgroup> slots: array<u32, 128>;
+var<workgroup> red: array<vec4<f32>, 128>;
+var<workgroup> part: array<vec4<f32>, 1024>; // L x head_dim partial outputs
+
+// Reduction over the workgroup of each lane (op 0: max, 1: sum): within each subgroup (the
+// device's fixed order), then the subgroup results in subgroup order; every invocation
+// gets the result. A row's workgroup holds only that row, so the order never depends on
+// the batch.
+fn reduce(sg: u32, lane: u32, nsg: u32, v: vec4<f32>, op: u32) -> vec4<f32> {
+    var s = vec4<f32>(0.0);
+    if (op == 0u) {
+        s = subgroupMax(v);
+    } else {
+        s = subgroupAdd(v);
+    }
+    workgroupBarrier(); // red free (previous use read by everyone)
+    if (lane == 0u) {
+        red[sg] = s;
+    }
+    workgroupBarrier();
+    var r = red[0];
+    for (var i = 1u; i < nsg; i++) {
+        if (op == 0u) {
+            r = max(r, red[i]);
+        } else {
+            r = r + red[i];
+        }
+    }
+    return r;
+}
+
+@compute @workgroup_size(128)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32,
+        @builtin(num_subgroups) nsg: u32) {
+    let group = pc.heads / pc.kv_heads;
+    let quads = (group + NH - 1u) / NH;
+    let kvh = wg.x / quads;
+    // This workgroup's heads: h0 .. h0 + nh - 1.
+    let h0 = kvh * group + (wg.x % quads) * NH;
+    let nh = min(NH, (kvh + 1u) * group - h0);
+    let r = wg.y;
+    let hd = pc.head_dim;
+    let pairs = hd / 2u;
+    let pos = rows.d[2u * r];
+    let seq = rows.d[2u * r + 1u];
+    // Keys [0, len): positions whose blocks exist in the table.
+    let len = min(pos + 1u, pc.max_blocks * pc.block);
+    let kv0 = kvh * pc.capacity;
+    // Value work split: dim group g (pairs 4g .. 4g + 3), key lane kl of nl.
+    let ng = (pairs + 3u) / 4u;
+    let nl = WG / ng;
+    let g = li % ng;
+    let kl = li / ng;
+
+    let qb = r * pc.q_stride + h0 * hd;
+    for (var e = li; e < hd; e += WG) {
+        var qv = vec4<f32>(0.0);
+        for (var i = 0u; i < nh; i++) {
+            qv[i] = q.d[qb + i * hd + e] * pc.scale;
+        }
+        qs[e] = qv;
+    }
+    var m = vec4<f32>(NEG);
+    var l = vec4<f32>(0.0);
+    var o: array<vec4<f32>, 8>;
+    for (var k = 0u; k < 8u; k++) {
+        o[k] = vec4<f32>(0.0);
+    }
+    for (var kb = 0u; kb < len; kb += WG) {
+        workgroupBarrier(); // qs written; ps and slots of the previous tile consumed
+        let j = kb + li;
+        var score = vec4<f32>(NEG);
+        var slot = 0u;
+        if (j < len) {
+            slot = min(table.d[seq * pc.max_blocks + j / pc.block] * pc.block + j % pc.block,
+                       pc.capacity - 1u);
+            let at = (kv0 + slot) * pairs;
+            var acc = vec4<f32>(0.0);
+            var p = 0u;
+            for (; p + 4u <= pairs; p += 4u) {
+                let k0 = unpack2x16float(kcache.d[at + p]);
+                let k1 = unpack2x16float(kcache.d[at + p + 1u]);
+                let k2 = unpack2x16float(kcache.d[at + p + 2u]);
+                let k3 = unpack2x16float(kcache.d[at + p + 3u]);
+                acc += qs[2u * p] * k0.x + qs[2u * p + 1u] * k0.y
+                     + qs[2u * p + 2u] * k1.x + qs[2u * p + 3u] * k1.y
+                     + qs[2u * p + 4u] * k2.x + qs[2u * p + 5u] * k2.y
+                     + qs[2u * p + 6u] * k3.x + qs[2u * p + 7u] * k3.y;
+            }
+            for (; p < pairs; p++) {
+                let kv = unpack2x16float(kcache.d[at + p]);
+                acc += qs[2u * p] * kv.x + qs[2u * p + 1u] * kv.y;
+            }
+            score = acc;
+        }
+        slots[li] = slot;
+        let mt = max(m, reduce(sg, lane, nsg, score, 0u));
+        let pj = select(vec4<f32>(0.0), exp(score - mt), j < len);
+        ps[li] = pj;
+        let alpha = exp(m - mt);
+        l = l * alpha + reduce(sg, lane, nsg, pj, 1u); // its barriers also publish ps and slots
+        for (var k = 0u; k < 8u; k++) {
+            o[k] *= alpha;
+        }
+        let nk = min(WG, len - kb);
+        if (kl < nl) {
+            for (var jj = kl; jj < nk; jj += nl) {
+                let at = (kv0 + slots[jj]) * pairs + 4u * g;
+                let pv = ps[jj];
+                for (var k = 0u; k < 4u; k++) {
+                    if (4u * g + k < pairs) {
+                        let v = unpack2x16float(vcache.d[at + k]);
+                        o[2u * k] += pv * v.x;
+                        o[2u * k + 1u] += pv * v.y;
+                    }
+                }
+            }
+        }
+        m = mt;
+    }
+    // Partial outputs of the key lanes, summed in lane order.
+    if (kl < nl) {
+        for (var k = 0u; k < 8u; k++) {
+            let d = 8u * g + k;
+            if (d < hd) {
+                part[kl * hd + d] = o[k];
+            }
+        }
+    }
+    workgroupBarrier();
+    let inv = 1.0 / l;
+    let ob = r * pc.o_stride + h0 * hd;
+    for (var d = li; d < hd; d += WG) {
+        var sum = vec4<f32>(0.0);
+        for (var k = 0u; k < nl; k++) {
+            sum += part[k * hd + d];
+        }
+        let v = sum * inv;
+        for (var i = 0u; i < nh; i++) {
+            out.d[ob + i * hd + d] = v[i];
+        }
+    }
+}

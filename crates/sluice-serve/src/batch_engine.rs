@@ -76,6 +76,8 @@ pub struct BatchEngine<'m> {
     prompts: PromptSteps,
     /// Prompt tokens per chunk step ([`PromptSteps::Chunks`]).
     chunk: usize,
+    /// The runner's rows per pass over the weights ([`BatchRunner::row_group`]).
+    group: usize,
 }
 
 /// A failure of a step shared by several sequences, as an error each can own.
@@ -87,12 +89,12 @@ impl<'m> BatchEngine<'m> {
     /// An engine over `runner` (a model loaded with a paged KV cache; argmax on the GPU,
     /// non-greedy requests sampled on the host) running prompts as `prompts` says.
     pub fn new(runner: BatchRunner<'m>, prompts: PromptSteps) -> BatchEngine<'m> {
-        let chunk = runner.max_prefill_rows().max(1);
         BatchEngine {
+            chunk: runner.max_prefill_rows().max(1),
+            group: runner.row_group(),
             runner,
             seqs: Vec::new(),
             prompts,
-            chunk,
         }
     }
 
@@ -153,16 +155,24 @@ impl<'m> BatchEngine<'m> {
         Some(id)
     }
 
-    /// One batched step: every sequence past its prompt advances by a token, and prompt
-    /// tokens of the others (oldest first) take [`mixed_prompt_rows`] rows.
-    fn mixed(&mut self, tokens: usize, out: &mut Vec<StepResult>) {
+    /// One batched step: every sequence past its prompt (but `skip`) advances by a token,
+    /// and with `prompt_tokens`, prompt tokens of the others (oldest first) take
+    /// [`mixed_prompt_rows`] rows.
+    fn batched(
+        &mut self,
+        prompt_tokens: Option<usize>,
+        skip: Option<SeqId>,
+        out: &mut Vec<StepResult>,
+    ) {
         let mut rows = Vec::new();
         // (sequence, row of its result, prompt tokens fed after this step); row `None`:
         // a prompt row whose logits nobody reads.
         let mut who: Vec<(SeqId, Option<usize>, usize)> = Vec::new();
         let mut failed = Vec::new();
         for s in &self.seqs {
-            let Some(last) = s.last else { continue };
+            let Some(last) = s.last.filter(|_| Some(s.id) != skip) else {
+                continue;
+            };
             match self.runner.reserve(s.slot, s.pos + 1) {
                 Ok(()) => {
                     who.push((s.id, Some(rows.len()), s.fed));
@@ -175,8 +185,9 @@ impl<'m> BatchEngine<'m> {
                 Err(e) => failed.push((s.id, e)),
             }
         }
-        let (group, max) = (self.runner.row_group(), self.runner.max_rows());
-        let end = rows.len() + mixed_prompt_rows(rows.len(), tokens, group, max);
+        let end = prompt_tokens.map_or(0, |t| {
+            rows.len() + mixed_prompt_rows(rows.len(), t, self.group, self.runner.max_rows())
+        });
         for s in &self.seqs {
             let room = end.saturating_sub(rows.len());
             if s.last.is_some() || room == 0 {
@@ -240,61 +251,6 @@ impl<'m> BatchEngine<'m> {
             self.runner.close(s.slot);
         }
     }
-
-    /// One batched step over every sequence past its prompt (but `skip`).
-    fn decode(&mut self, skip: Option<SeqId>, out: &mut Vec<StepResult>) {
-        let mut failed = Vec::new();
-        let mut rows = Vec::new();
-        let mut who = Vec::new();
-        for s in &self.seqs {
-            let Some(last) = s.last else { continue };
-            if Some(s.id) == skip {
-                continue;
-            }
-            match self.runner.reserve(s.slot, s.pos + 1) {
-                Ok(()) => {
-                    rows.push(BatchRow {
-                        token: last,
-                        pos: s.pos as u32,
-                        slot: s.slot,
-                    });
-                    who.push(s.id);
-                }
-                Err(e) => failed.push((s.id, e)),
-            }
-        }
-        for (id, e) in failed {
-            self.drop_seq(id);
-            out.push((id, Err(e.into())));
-        }
-        if rows.is_empty() {
-            return;
-        }
-        let res = match self.runner.step(&rows, false) {
-            Ok(res) => res,
-            Err(e) => {
-                for id in who {
-                    self.drop_seq(id);
-                    out.push((id, Err(shared(&e))));
-                }
-                return;
-            }
-        };
-        for (row, id) in who.into_iter().enumerate() {
-            let Some(s) = self.seqs.iter_mut().find(|s| s.id == id) else {
-                continue;
-            };
-            let r = Self::pick(&self.runner, s, &res[row], row, false);
-            match &r {
-                Ok(t) => {
-                    s.last = Some(*t);
-                    s.pos += 1;
-                }
-                Err(_) => self.drop_seq(id),
-            }
-            out.push((id, r));
-        }
-    }
 }
 
 impl Engine for BatchEngine<'_> {
@@ -343,10 +299,10 @@ impl Engine for BatchEngine<'_> {
     fn step(&mut self) -> Vec<StepResult> {
         let mut out = Vec::new();
         match self.prompts {
-            PromptSteps::Mixed { tokens } => self.mixed(tokens, &mut out),
+            PromptSteps::Mixed { tokens } => self.batched(Some(tokens), None, &mut out),
             PromptSteps::Chunks => {
                 let started = self.prefill_chunk(&mut out);
-                self.decode(started, &mut out);
+                self.batched(None, started, &mut out);
             }
         }
         out

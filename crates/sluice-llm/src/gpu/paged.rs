@@ -203,6 +203,8 @@ pub(crate) struct Paged {
     pub dp: Option<(Buffer, Buffer)>,
     pub rope: Arc<Pipeline>,
     pub attention: Arc<Pipeline>,
+    /// Workgroups of `attention` per row (`sluice_kernels::batch_attention_kernel`).
+    pub attention_groups: u32,
     pub argmax: Arc<Pipeline>,
 }
 
@@ -252,6 +254,7 @@ impl Paged {
         } else {
             None
         };
+        let attention = k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32);
         let table_words = (opts.sequences + 1) * opts.max_blocks();
         let table = device.create_buffer("kv.table", table_words as u64 * 4, g)?;
         table.write(0, &vec![0u32; table_words])?;
@@ -270,8 +273,8 @@ impl Paged {
                 ResourceClass::PersistentOutput,
             )?,
             rope: device.pipeline(&k::BATCH_ROPE)?,
-            attention: device
-                .pipeline(k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32).0)?,
+            attention: device.pipeline(attention.0)?,
+            attention_groups: attention.1,
             argmax: device.pipeline(&k::ARGMAX_ROWS)?,
             xh,
             cmt,
@@ -524,11 +527,7 @@ impl GpuModel {
         self.label(enc, shape, "attention", Some(i));
         enc.dispatch(
             &p.attention,
-            [
-                k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32).1,
-                n,
-                1,
-            ],
+            [p.attention_groups, n, 1],
             &[
                 p.rows.slice(..),
                 p.table.slice(..),

@@ -625,11 +625,30 @@ pub fn quantize(dt: WeightDtype, rows: usize, cols: usize, data: &[f32]) -> Vec<
         WeightDtype::F32 => data.iter().flat_map(|v| v.to_le_bytes()).collect(),
         _ => {
             let be = dt.block_elems();
-            let mut out = Vec::with_capacity(rows * cols / be * dt.block_bytes());
-            for blk in data.chunks_exact(be) {
-                quant_block(dt, blk, &mut out);
+            let blocks = |part: &[f32]| {
+                let mut out = Vec::with_capacity(part.len() / be * dt.block_bytes());
+                for blk in part.chunks_exact(be) {
+                    quant_block(dt, blk, &mut out);
+                }
+                out
+            };
+            // Large matrices on every core, in runs of whole rows (each block is
+            // quantized on its own: the bytes are the same as one thread's).
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if threads < 2 || data.len() < 1 << 20 {
+                return blocks(data);
             }
-            out
+            let run = rows.div_ceil(threads) * cols;
+            std::thread::scope(|s| {
+                let parts: Vec<_> = data
+                    .chunks(run)
+                    .map(|part| s.spawn(move || blocks(part)))
+                    .collect();
+                parts
+                    .into_iter()
+                    .flat_map(|p| p.join().expect("quantize: a worker panicked"))
+                    .collect()
+            })
         }
     }
 }
@@ -731,6 +750,21 @@ mod tests {
                 u * (1.0 + (i / 32 % 5) as f32) + if i / 64 % 3 == 0 { 0.7 } else { 0.0 }
             })
             .collect()
+    }
+
+    #[test]
+    fn large_matrices_quantize_on_every_core_to_the_same_bytes() {
+        // 2^20 elements and more go to worker threads in runs of rows; each half alone
+        // (below that size) is one thread's work: the bytes must be the concatenation.
+        let (rows, cols) = (4100, 256);
+        let d = data(rows * cols, 7);
+        for dt in [WeightDtype::Q4K, WeightDtype::Q8_0] {
+            let whole = quantize(dt, rows, cols, &d);
+            let half = rows / 2 * cols;
+            let mut parts = quantize(dt, rows / 2, cols, &d[..half]);
+            parts.extend(quantize(dt, rows / 2, cols, &d[half..]));
+            assert!(whole == parts, "{}: threaded bytes differ", dt.name());
+        }
     }
 
     #[test]

@@ -456,6 +456,32 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
             weights.insert(spec.name, v);
         }
         let mut cpu = CpuModel::new(&cfg, weights).unwrap();
+        if kind == QuantKind::Q4KM {
+            // Layers whose v is q6_k run q|k as one stacked matrix and v as another: one
+            // q|k|v dispatch more than the others, not two.
+            let split = (0..cfg.layers)
+                .filter(|i| {
+                    let t = |p: &str| {
+                        let name = format!("model.layers.{i}.self_attn.{p}.weight");
+                        let rows = cfg.heads * cfg.head_dim;
+                        target_dtype(Some(&request), &cfg, &name, rows, cfg.hidden, dt)
+                    };
+                    t("q_proj") != t("v_proj")
+                })
+                .count();
+            assert!(split > 0, "the mixture splits some layer's q|k|v");
+            let g = Decoder::graph(&loaded.model, GraphOptions::default()).unwrap();
+            let normed = g
+                .nodes()
+                .iter()
+                .filter(|n| n.pipeline.desc().name.starts_with("matvec_norm_"))
+                .count();
+            assert_eq!(
+                normed,
+                cfg.layers + split + 1,
+                "q|k|v and LM head dispatches"
+            );
+        }
         let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
         let (mut token, mut worst, mut agree) = (1u32, 0f32, 0);
         for pos in 0..32 {

@@ -143,10 +143,7 @@ impl GpuModel {
         match w {
             Weight::Qkv(i) => match &self.layers[i].qkv {
                 Qkv::Stacked(m) => vec![(m, 0)],
-                Qkv::Split([q, kk, v]) => {
-                    let (qa, ka, va) = qkv_offsets(&self.config);
-                    vec![(q, qa), (kk, ka), (v, va)]
-                }
+                Qkv::Split(ms) => ms.iter().map(|(m, first)| (m, *first)).collect(),
             },
             Weight::Layer(i, t) => {
                 let l = &self.layers[i];

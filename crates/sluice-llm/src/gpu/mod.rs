@@ -103,21 +103,25 @@ impl Default for GpuOptions {
 }
 
 /// The q, k and v projections of a layer: one stacked matrix when they share a format,
-/// else three (written to the same rows of the qkv activation).
+/// else one per run of consecutive parts in one format (written to their rows of the qkv
+/// activation).
 pub(crate) enum Qkv {
     /// `[q; k; v]` rows, each block padded to `QKV_ALIGN` rows.
     Stacked(Matrix),
-    /// Separate matrices (formats differ, as in some quantized files).
-    Split([Matrix; 3]),
+    /// Runs of parts in one format, stacked as above, each with the first qkv row it
+    /// writes (formats differ, as in llama.cpp's Q4_K_M mixture: q and k in Q4_K, v in
+    /// Q6_K in some layers: two dispatches instead of three).
+    Split(Vec<(Matrix, u64)>),
 }
 
 impl Qkv {
-    /// The matrices, in q, k, v order when split.
-    pub fn matrices(&self) -> std::slice::Iter<'_, Matrix> {
-        match self {
-            Qkv::Stacked(m) => std::slice::from_ref(m).iter(),
-            Qkv::Split(ms) => ms.iter(),
-        }
+    /// The matrices, in row order.
+    pub fn matrices(&self) -> impl Iterator<Item = &Matrix> {
+        let (stacked, runs) = match self {
+            Qkv::Stacked(m) => (Some(m), &[][..]),
+            Qkv::Split(ms) => (None, &ms[..]),
+        };
+        stacked.into_iter().chain(runs.iter().map(|(m, _)| m))
     }
 }
 

@@ -13,6 +13,17 @@ use crate::config::ModelConfig;
 use crate::error::LlmError;
 use crate::layer::{LayerTensor as T, ModelTensor};
 
+/// Consecutive q/k/v parts of one format stacked into one matrix at load.
+struct QkvRun {
+    dtype: WeightDtype,
+    bytes: Vec<u8>,
+    rows: usize,
+    /// First qkv activation row the run writes.
+    first: u64,
+    /// Names of the parts (for the buffer's label).
+    parts: Vec<&'static str>,
+}
+
 fn f32_bytes(v: &[f32]) -> &[u8] {
     // SAFETY: f32 has no padding and any byte is initialised; the slice borrows `v`.
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
@@ -179,32 +190,43 @@ impl GpuModel {
                 let (dt, bytes) = fetch(&t.hf_name(i), rows, h)?;
                 fetched.push((t, rows, dt, bytes));
             }
-            let qkv = if fetched.iter().all(|f| f.2 == fetched[0].2) {
-                let dt = fetched[0].2;
-                let row_bytes = fetched[0].3.len() / fetched[0].1;
-                let mut stacked = Vec::with_capacity(qkv_rows(c) * row_bytes);
-                for (_, rows, _, bytes) in &fetched {
-                    stacked.extend_from_slice(bytes);
-                    let pad = rows.next_multiple_of(QKV_ALIGN) - rows;
-                    stacked.resize(stacked.len() + pad * row_bytes, 0);
+            // Runs of consecutive parts in one format (all three, or e.g. q and k in Q4_K
+            // with v in Q6_K), each stacked with every part but its last padded to
+            // QKV_ALIGN rows, so it writes the qkv rows [first, first + rows).
+            let mut runs: Vec<QkvRun> = Vec::new();
+            let mut first = 0u64;
+            for (t, rows, dt, bytes) in &fetched {
+                let row_bytes = bytes.len() / rows;
+                match runs.last_mut().filter(|r| r.dtype == *dt) {
+                    Some(r) => {
+                        // Pad the run's previous part, then append this one.
+                        let pad = r.rows.next_multiple_of(QKV_ALIGN) - r.rows;
+                        r.bytes.resize(r.bytes.len() + pad * row_bytes, 0);
+                        r.bytes.extend_from_slice(bytes);
+                        r.rows += pad + rows;
+                        r.parts.push(t.hf_part());
+                    }
+                    None => runs.push(QkvRun {
+                        dtype: *dt,
+                        bytes: bytes.to_vec(),
+                        rows: *rows,
+                        first,
+                        parts: vec![t.hf_part()],
+                    }),
                 }
-                Qkv::Stacked(upload(
-                    &format!("model.layers.{i}.self_attn.qkv"),
-                    dt,
-                    &stacked,
-                    qkv_rows(c),
-                    h,
-                )?)
+                first += rows.next_multiple_of(QKV_ALIGN) as u64;
+            }
+            let qkv = if runs.len() == 1 {
+                let r = runs.pop().unwrap();
+                let name = format!("model.layers.{i}.self_attn.qkv");
+                Qkv::Stacked(upload(&name, r.dtype, &r.bytes, r.rows, h)?)
             } else {
-                let mut ms = fetched
-                    .into_iter()
-                    .map(|(t, rows, dt, bytes)| upload(&t.hf_name(i), dt, &bytes, rows, h));
-                let (q, kk, v) = (
-                    ms.next().unwrap()?,
-                    ms.next().unwrap()?,
-                    ms.next().unwrap()?,
-                );
-                Qkv::Split([q, kk, v])
+                let mut ms = Vec::with_capacity(runs.len());
+                for r in runs {
+                    let name = format!("model.layers.{i}.{}", r.parts.join("+"));
+                    ms.push((upload(&name, r.dtype, &r.bytes, r.rows, h)?, r.first));
+                }
+                Qkv::Split(ms)
             };
             let mut matrix = |t: T, rows: usize, cols: usize| -> Result<Matrix, LlmError> {
                 let name = t.hf_name(i);

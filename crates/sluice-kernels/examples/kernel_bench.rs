@@ -17,9 +17,10 @@
 //! With `batch`: the batched-decode matvecs (f16) at 1 / 8 / 32 / 64 tokens — act_f16 and
 //! matvec_batch_cm (matrix units, where the device has them) and matvec_batch — each alone.
 //!
-//! With `cmt`: matvec_batch_cmt (f16, operands staged through shared memory, K split over
-//! workgroups for matrices of few rows) against matvec_batch_cm, alone and in a chain,
-//! each checked against CPU dot products.
+//! With `cmt`: the staged batched matvecs (operands staged through shared memory, K split
+//! over workgroups for matrices of few rows; matvec_batch_cmt and its row-owning twin
+//! matvec_batch_cmr) against matvec_batch_cm, in a chain, each checked against CPU dot
+//! products.
 
 use sluice::{Buffer, Device, Options, ResourceClass, TimestampQueries};
 use sluice_kernels::*;
@@ -685,8 +686,8 @@ fn time_chain(d: &Device, reps: u32, mut record: impl FnMut(&mut sluice::Encoder
     best
 }
 
-/// The staged batched matvec (`matvec_batch_cmt[_silu]`) against the matrix-unit one it
-/// replaced (`matvec_batch_cm[_silu]`, block formats `matvec_batch_cmq[_silu]`) at decode
+/// The staged batched matvecs (`matvec_batch_cmt[_silu]`, `matvec_batch_cmr[_silu]`) against
+/// the matrix-unit one they replaced (`matvec_batch_cm[_silu]`, block formats `matvec_batch_cmq[_silu]`) at decode
 /// shapes: µs in a chain of `reps` dispatches over rotating weight copies, GB/s, and each
 /// one's largest error relative to the largest |y| against a CPU dot product (weights
 /// decoded and rounded to f16) at four (token, row) points. The gate shapes run gated
@@ -842,15 +843,27 @@ fn cmt_bench(d: &Device, reps: u32, only: Option<String>) {
                     .unwrap();
                 let (push, g) = MatvecBatchCmPush::new(dt, rows, cols, tokens);
                 chain!("cm", old, g, Vec::<sluice::BufferSlice>::new(), push);
-                // The staged kernel.
-                let k = d.pipeline(matvec_batch_cmt(dt, gated).unwrap()).unwrap();
-                let lay = matvec_batch_cmt_layout(rows, cols, tokens, gated);
-                let part = buffer(d, "part", lay.part_floats * 4, ResourceClass::TokenScratch);
-                let tick = buffer(d, "tick", lay.tickets * 4, ResourceClass::TokenScratch);
-                tick.write(0, &vec![0u32; lay.tickets as usize]).unwrap();
-                let push = push.staged(&lay);
-                let label = format!("cmt k{}", lay.ksplit);
-                chain!(label, k, lay.groups, [part.slice(..), tick.slice(..)], push);
+                // The staged kernels, both shapes (the model runs the one
+                // matvec_batch_cmt_layout picks).
+                for shape in [StagedShape::KSteps, StagedShape::Rows] {
+                    let lay = matvec_batch_staged_layout(shape, rows, cols, tokens, gated);
+                    let k = d.pipeline(lay.kernel(dt, gated).unwrap()).unwrap();
+                    let part = buffer(
+                        d,
+                        "part",
+                        lay.part_floats.max(1) * 4,
+                        ResourceClass::TokenScratch,
+                    );
+                    let tick = buffer(d, "tick", lay.tickets * 4, ResourceClass::TokenScratch);
+                    tick.write(0, &vec![0u32; lay.tickets as usize]).unwrap();
+                    let push = push.staged(&lay);
+                    let name = match shape {
+                        StagedShape::KSteps => "cmt",
+                        StagedShape::Rows => "cmr",
+                    };
+                    let label = format!("{name} k{}", lay.ksplit);
+                    chain!(label, k, lay.groups, [part.slice(..), tick.slice(..)], push);
+                }
                 println!("{line}");
             }
         }

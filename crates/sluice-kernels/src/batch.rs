@@ -455,7 +455,7 @@ impl MatvecBatchCmPush {
     }
 }
 
-/// Tokens per workgroup of [`matvec_batch_cmt`].
+/// Tokens per workgroup of [`matvec_batch_cmt`] and [`matvec_batch_cmr`].
 pub const MATVEC_BATCH_CMT_TOKENS: u32 = 64;
 /// Rows per workgroup of [`matvec_batch_cmt`]: two 16-row tiles (gated: 16 rows of the
 /// gate and the same 16 of the up matrix).
@@ -471,6 +471,33 @@ const CMT_PART: u64 = 2048;
 const CMT_SPLIT_BELOW: u32 = 128;
 /// Workgroups a split aims for (four per multiprocessor of a 132-SM GPU).
 const CMT_SPLIT_TARGET: u32 = 528;
+/// Rows per workgroup of [`matvec_batch_cmr`]: four subgroups of 16 (gated: 32 rows of
+/// the gate and the same 32 of the up matrix).
+const CMR_ROWS: u32 = 64;
+/// Columns per K chunk of [`matvec_batch_cmr`].
+const CMR_CHUNK: u32 = 32;
+/// Floats of one workgroup's partial sums of [`matvec_batch_cmr`] (64 rows x 64 tokens).
+const CMR_PART: u64 = 4096;
+/// Workgroups a split of [`matvec_batch_cmr`] aims for (two per multiprocessor of a
+/// 132-SM GPU; more lost on the H100 at every shape measured).
+const CMR_SPLIT_TARGET: u32 = 264;
+/// Weights (gated: of both matrices) from which the staged matvec runs row-owning
+/// workgroups ([`matvec_batch_cmr`]). H100, 32 tokens (BENCHMARKS.md, tenth session):
+/// qwen3-4b's 2560 x 9728 down 71.0 -> 63.4 µs (f16), 78.2 -> 63.5 (Q4_K), the 151936 x
+/// 1024 LM head 348 -> 224 (f16); qwen3-0.6b's 4096 x 1024 qkv 12.7 -> 22.2 (f16) the
+/// other way.
+pub const CMR_MIN_WEIGHTS: u64 = 1 << 23;
+
+/// How the staged cooperative-matrix batched matvec divides a matrix among workgroups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StagedShape {
+    /// [`matvec_batch_cmt`]: 32 rows per workgroup (gated: 16 of each matrix), its eight
+    /// subgroups sharing each 128-column chunk's K steps.
+    KSteps,
+    /// [`matvec_batch_cmr`]: 64 rows per workgroup (gated: 32 of each matrix), each of its
+    /// four subgroups owning 16 rows over 32-column chunks.
+    Rows,
+}
 
 /// The staged cooperative-matrix batched matvec for `dtype` weights (`silu`: the gated
 /// gate/up, both matrices of `dtype`): `matvec_batch_cmt[_silu]_<dtype>` for f16 and every
@@ -487,9 +514,22 @@ pub fn matvec_batch_cmt(dtype: WeightDtype, silu: bool) -> Option<&'static Kerne
     crate::variant(stem, dtype.name())
 }
 
-/// Work layout of [`matvec_batch_cmt`] for one matrix shape and token count.
+/// The row-owning twin of [`matvec_batch_cmt`] (same bindings and push constants; layout
+/// from [`matvec_batch_staged_layout`] with [`StagedShape::Rows`]).
+pub fn matvec_batch_cmr(dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
+    let stem = if silu {
+        "matvec_batch_cmr_silu"
+    } else {
+        "matvec_batch_cmr"
+    };
+    crate::variant(stem, dtype.name())
+}
+
+/// Work layout of the staged batched matvec for one matrix shape and token count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MatvecBatchCmtLayout {
+    /// Which kernel ([`MatvecBatchCmtLayout::kernel`]).
+    pub shape: StagedShape,
     /// Dispatch size.
     pub groups: [u32; 3],
     /// Push field `row_groups_x`.
@@ -505,28 +545,73 @@ pub struct MatvecBatchCmtLayout {
     pub tickets: u64,
 }
 
-/// The layout of [`matvec_batch_cmt`] for a `rows` x `cols` matrix (`gated`: the gate/up
-/// pair, `rows` each) and `tokens`: 32 rows (gated: 16) and 64 tokens per workgroup; a
-/// matrix of fewer than 128 row groups splits its K chunks (128 columns) into runs of at
-/// least two until the dispatch has about 528 workgroups. The split depends on the shape
-/// only, so a (row, token) result never depends on the batch around it.
+impl MatvecBatchCmtLayout {
+    /// The kernel this layout is for: [`matvec_batch_cmt`] or [`matvec_batch_cmr`].
+    pub fn kernel(&self, dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
+        match self.shape {
+            StagedShape::KSteps => matvec_batch_cmt(dtype, silu),
+            StagedShape::Rows => matvec_batch_cmr(dtype, silu),
+        }
+    }
+}
+
+/// The layout of the staged batched matvec for a `rows` x `cols` matrix (`gated`: the
+/// gate/up pair, `rows` each) and `tokens`: row-owning workgroups
+/// ([`StagedShape::Rows`]) from [`CMR_MIN_WEIGHTS`] weights, else
+/// [`StagedShape::KSteps`]. Both depend on the shape only, so a (row, token) result never
+/// depends on the batch around it.
 pub fn matvec_batch_cmt_layout(
     rows: u32,
     cols: u32,
     tokens: u32,
     gated: bool,
 ) -> MatvecBatchCmtLayout {
-    let per = if gated { CMT_ROWS_GATED } else { CMT_ROWS };
+    let weights = rows as u64 * cols as u64 * if gated { 2 } else { 1 };
+    let shape = if weights >= CMR_MIN_WEIGHTS {
+        StagedShape::Rows
+    } else {
+        StagedShape::KSteps
+    };
+    matvec_batch_staged_layout(shape, rows, cols, tokens, gated)
+}
+
+/// The layout of `shape` for a `rows` x `cols` matrix (`gated`: the gate/up pair, `rows`
+/// each) and `tokens`, 64 tokens per workgroup. [`StagedShape::KSteps`]: 32 rows (gated:
+/// 16) per workgroup; a matrix of fewer than 128 row groups splits its K chunks (128
+/// columns) into runs of at least two until the dispatch has about 528 workgroups.
+/// [`StagedShape::Rows`]: 64 rows (gated: 32), chunks of 32 columns, split until about
+/// 264 workgroups. The split depends on the shape only (batch invariance).
+pub fn matvec_batch_staged_layout(
+    shape: StagedShape,
+    rows: u32,
+    cols: u32,
+    tokens: u32,
+    gated: bool,
+) -> MatvecBatchCmtLayout {
+    let (per, chunk, part, split_below, target) = match shape {
+        StagedShape::KSteps => (
+            if gated { CMT_ROWS_GATED } else { CMT_ROWS },
+            CMT_CHUNK,
+            CMT_PART,
+            CMT_SPLIT_BELOW,
+            CMT_SPLIT_TARGET,
+        ),
+        StagedShape::Rows => (
+            if gated { CMR_ROWS / 2 } else { CMR_ROWS },
+            CMR_CHUNK,
+            CMR_PART,
+            CMR_SPLIT_TARGET,
+            CMR_SPLIT_TARGET,
+        ),
+    };
     let row_groups = rows.div_ceil(per).max(1);
-    let chunks = cols.div_ceil(CMT_CHUNK).max(1);
-    let want = if row_groups >= CMT_SPLIT_BELOW {
+    let chunks = cols.div_ceil(chunk).max(1);
+    let want = if row_groups >= split_below {
         1
     } else {
         // At least two chunks per run: a run of one has no load in flight behind its
         // multiplies.
-        CMT_SPLIT_TARGET
-            .div_ceil(row_groups)
-            .clamp(1, (chunks / 2).max(1))
+        target.div_ceil(row_groups).clamp(1, (chunks / 2).max(1))
     };
     let kchunks = chunks.div_ceil(want);
     let ksplit = chunks.div_ceil(kchunks);
@@ -534,12 +619,13 @@ pub fn matvec_batch_cmt_layout(
     let gx = row_groups.min(65535);
     let cells = row_groups as u64 * token_groups as u64;
     MatvecBatchCmtLayout {
+        shape,
         groups: [gx, token_groups * ksplit, row_groups.div_ceil(gx)],
         row_groups_x: gx,
         ksplit,
         kchunks,
         part_floats: if ksplit > 1 {
-            cells * ksplit as u64 * CMT_PART
+            cells * ksplit as u64 * part
         } else {
             0
         },

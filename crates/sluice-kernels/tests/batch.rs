@@ -451,12 +451,12 @@ fn matvec_batch_matches_reference_and_each_token_alone() {
 }
 
 /// act_f16 then the cooperative-matrix batched matvec over `tokens` tokens (bindings as
-/// the model's lowering makes them; `cmt`: matvec_batch_cmt, operands staged through
-/// shared memory, for every variant); returns y (tokens x y_stride).
+/// the model's lowering makes them; `staged`: the staged kernel of that shape,
+/// matvec_batch_cmt or matvec_batch_cmr, for every variant); returns y (tokens x y_stride).
 #[allow(clippy::too_many_arguments)]
 fn run_matvec_batch_cm(
     d: &Device,
-    cmt: bool,
+    staged: Option<StagedShape>,
     dt: WeightDtype,
     variant: MatmulVariant,
     p: &MatmulPush,
@@ -506,9 +506,9 @@ fn run_matvec_batch_cm(
         accumulate: p.accumulate,
         ..push
     };
-    if cmt {
+    if let Some(shape) = staged {
         let gated = variant.has_silu();
-        let lay = matvec_batch_cmt_layout(p.rows, p.cols, p.tokens, gated);
+        let lay = matvec_batch_staged_layout(shape, p.rows, p.cols, p.tokens, gated);
         let part = f32_buffer(
             d,
             "part",
@@ -521,7 +521,7 @@ fn run_matvec_batch_cm(
             &vec![0; lay.tickets as usize],
             ResourceClass::TokenScratch,
         );
-        let k = d.pipeline(matvec_batch_cmt(dt, gated).unwrap()).unwrap();
+        let k = d.pipeline(lay.kernel(dt, gated).unwrap()).unwrap();
         slices.extend([part.slice(..), tick.slice(..)]);
         enc.dispatch(&k, lay.groups, &slices, &push.staged(&lay))
             .unwrap();
@@ -671,16 +671,18 @@ fn matvec_batch_cm_matches_reference_and_each_token_alone() {
         (32, 512, 64),
         (32, 272, 70),
     ];
-    let failures = check_batch_cm(&d, false, WeightDtype::F16, &shapes, 78);
+    let failures = check_batch_cm(&d, None, WeightDtype::F16, &shapes, 78);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// matvec_batch_cmt (operands staged through shared memory) on the matrix units, as the
+/// The staged batched matvecs (operands staged through shared memory) on the matrix units,
+/// matvec_batch_cmt and matvec_batch_cmr (each shape run with both), as the
 /// matvec_batch_cm test, for f16 and every block format, plain and gated: vs the CPU
 /// reference, each token alone bit-identical, the tickets back at zero. Shapes: a partial
-/// last row group (2080 rows: 48 rows past the last 32, 2080 = 130 gated groups of 16), a
-/// partial last K chunk (272 or 1 block of 32 past 128-column chunks), K split 2, 3 and
-/// 16 ways (few row groups), two token groups (70 tokens).
+/// last row group (2080 rows: 48 rows past the last 32, 32 past the last 64; 2080 = 130
+/// gated groups of 16, 65 of 32), a partial last K chunk (272 or 1 block of 32 past
+/// 128-column chunks; 1040 = 32.5 chunks of 32), K split 2 to 64 ways (few row groups),
+/// two token groups (70 tokens), fewer rows than one row-owning workgroup (32, 48).
 #[test]
 fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
     let Some(d) = coopmat_device() else {
@@ -698,7 +700,19 @@ fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
         (32, 272, 70),
         (48, 4096, 33),
     ];
-    let mut failures = check_batch_cm(&d, true, WeightDtype::F16, &shapes, 79);
+    let both = [StagedShape::KSteps, StagedShape::Rows];
+    let rows = matvec_batch_staged_layout(StagedShape::Rows, 48, 4096, 33, false);
+    assert_eq!((rows.ksplit, rows.kchunks), (64, 2));
+    let mut failures = Vec::new();
+    for shape in both {
+        failures.extend(check_batch_cm(
+            &d,
+            Some(shape),
+            WeightDtype::F16,
+            &shapes,
+            79,
+        ));
+    }
     for (i, dt) in sluice_kernels::quant::QUANT_DTYPES.into_iter().enumerate() {
         let k = dt.block_elems() as u32;
         let shapes = [
@@ -709,7 +723,9 @@ fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
             (48, 4096, 33),
             (32, 256, 70),
         ];
-        failures.extend(check_batch_cm(&d, true, dt, &shapes, 120 + i as u64));
+        for shape in both {
+            failures.extend(check_batch_cm(&d, Some(shape), dt, &shapes, 120 + i as u64));
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -735,8 +751,25 @@ fn matvec_batch_cmt_layout_splits_k_only_for_few_row_groups() {
         assert_eq!(matvec_batch_cmt_layout(1024, 3072, t, false).ksplit, 12);
         assert_eq!(matvec_batch_cmt_layout(1024, 3072, t, false).kchunks, 2);
     }
+    assert_eq!(qkv.shape, StagedShape::KSteps);
+    // From 2^23 weights the row-owning kernel, 64 rows per workgroup: the LM head, K whole;
+    // qwen3-4b's down (2560 x 9728), split to ~264 workgroups.
     let head = matvec_batch_cmt_layout(151936, 1024, 64, false);
-    assert_eq!((head.ksplit, head.groups), (1, [4748, 1, 1]));
+    assert_eq!(
+        (head.shape, head.ksplit, head.groups),
+        (StagedShape::Rows, 1, [2374, 1, 1])
+    );
+    let down4b = matvec_batch_cmt_layout(2560, 9728, 32, false);
+    assert_eq!(
+        (down4b.shape, down4b.ksplit, down4b.kchunks),
+        (StagedShape::Rows, 7, 44)
+    );
+    assert_eq!(down4b.part_floats, 40 * 7 * 4096);
+    let gate4b = matvec_batch_cmt_layout(9728, 2560, 32, true);
+    assert_eq!(
+        (gate4b.shape, gate4b.ksplit, gate4b.groups),
+        (StagedShape::Rows, 1, [304, 1, 1])
+    );
     // Gated: 16 rows of each matrix per workgroup (0.6B gate/up: 192 groups, K whole).
     let gate = matvec_batch_cmt_layout(3072, 1024, 64, true);
     assert_eq!((gate.ksplit, gate.groups), (1, [192, 1, 1]));
@@ -769,7 +802,7 @@ fn matvec_batch_cm_block_formats_match_reference_and_each_token_alone() {
             (32, 2 * k, 64),
             (32, k, 70),
         ];
-        failures.extend(check_batch_cm(&d, false, dt, &shapes, 90 + i as u64));
+        failures.extend(check_batch_cm(&d, None, dt, &shapes, 90 + i as u64));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -778,7 +811,7 @@ fn matvec_batch_cm_block_formats_match_reference_and_each_token_alone() {
 /// cols, tokens): the failures (NMSE above 1e-5, a token alone not bit-identical).
 fn check_batch_cm(
     d: &Device,
-    cmt: bool,
+    staged: Option<StagedShape>,
     dt: WeightDtype,
     shapes: &[(u32, u32, u32)],
     seed: u64,
@@ -810,7 +843,8 @@ fn check_batch_cm(
                 weight_buffer(d, dt, r, c, &wb),
             );
             let nbuf = f32_buffer(d, "norm_w", &nw, ResourceClass::ReadOnlyWeight);
-            let got = run_matvec_batch_cm(d, cmt, dt, variant, &p, &wbuf, &wbbuf, &x, &nbuf, &y0);
+            let got =
+                run_matvec_batch_cm(d, staged, dt, variant, &p, &wbuf, &wbbuf, &x, &nbuf, &y0);
             // What the kernel multiplies: the decoded weights as f16.
             let round = |v: &[f32]| {
                 let deq = if dt.is_quantized() {
@@ -832,7 +866,11 @@ fn check_batch_cm(
             );
             let what = format!(
                 "matvec_batch_{} {} {variant:?} {rows}x{cols} tokens {tokens}",
-                if cmt { "cmt" } else { "cm" },
+                match staged {
+                    None => "cm",
+                    Some(StagedShape::KSteps) => "cmt",
+                    Some(StagedShape::Rows) => "cmr",
+                },
                 dt.name()
             );
             let e = nmse(&got, &want);
@@ -844,7 +882,7 @@ fn check_batch_cm(
                 let (xs, ys) = (x_stride as usize, p.y_stride as usize);
                 let alone = run_matvec_batch_cm(
                     d,
-                    cmt,
+                    staged,
                     dt,
                     variant,
                     &MatmulPush { tokens: 1, ..p },

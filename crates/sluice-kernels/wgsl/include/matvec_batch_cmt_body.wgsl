@@ -7,7 +7,9 @@
 // the block formats' dtype snippets swap for _q.wgsl):
 // `WRaw` (the registers holding 8 weights as loaded), `fetch_w(sel, r, c) -> WRaw` (row
 // r of the first matrix, or of the second with sel, 8 weights from column c; zeros past
-// cols or rows) and `put_w(o, v, c)` (those weights to stage[o ..] as f16).
+// cols or rows) and `put_w(o, v, c)` (those weights to stage[o ..] as f16), and what it
+// shares with matvec_batch_cmr (include/matvec_batch_staged_io.wgsl: push constants, staging
+// stores, activation and y accesses).
 //
 // A workgroup (SG = 8 subgroups) takes a token group of up to TT = 16 NTT tokens, two
 // 16-row weight tiles (plain: rows r0 .. r0 + 31; gated: rows r0 .. r0 + 15 of the gate
@@ -28,8 +30,6 @@
 // whatever the other tokens of the dispatch. Needs rows multiples of 16, f16 cols and
 // strides multiples of 8 halves (block formats: whole blocks). Dispatch [row groups (x,
 // then z past 65535), token groups x ksplit, ...].
-struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, accumulate: u32, row_groups_x: u32, ksplit: u32, kchunks: u32 }
-
 const SG: u32 = 8u;
 const TT: u32 = 16u * NTT; // tokens per workgroup (NTT tiles of 16, <= 4)
 const KC: u32 = 16u * SG; // columns per chunk
@@ -43,52 +43,6 @@ const SB: u32 = TT * LS;
 var<workgroup> stage: array<f16, (TT + 32u) * LS>;
 // 16 bytes, so the workgroup arrays after it stay 16-byte aligned for the matrix loads.
 var<workgroup> ticket_wg: vec4<u32>;
-
-struct WVec { d: array<vec4<u32>> }
-
-// vec4 i of the first matrix, or of the second (sel: gated kernels).
-fn wraw(sel: bool, i: u32) -> vec4<u32> {
-    if (sel) {
-        return wb_raw(i);
-    }
-    return w.d[i];
-}
-
-// Stores 8 halves at stage[o ..].
-fn put8(o: u32, a: vec4<f16>, b: vec4<f16>) {
-    stage[o + 0u] = a.x;
-    stage[o + 1u] = a.y;
-    stage[o + 2u] = a.z;
-    stage[o + 3u] = a.w;
-    stage[o + 4u] = b.x;
-    stage[o + 5u] = b.y;
-    stage[o + 6u] = b.z;
-    stage[o + 7u] = b.w;
-}
-
-// Stores the 8 halves packed in v (f16 pairs) at stage[o ..].
-fn put(o: u32, v: vec4<u32>) {
-    let a = vec4<f16>(vec2<f16>(unpack2x16float(v.x)), vec2<f16>(unpack2x16float(v.y)));
-    let b = vec4<f16>(vec2<f16>(unpack2x16float(v.z)), vec2<f16>(unpack2x16float(v.w)));
-    put8(o, a, b);
-}
-
-// Activation row `t` (a padded token), 8 halves from column c; zeros past cols.
-fn fetch_x(t: u32, c: u32) -> vec4<u32> {
-    if (c >= pc.cols) {
-        return vec4<u32>(0u);
-    }
-    return xv[(t * pc.x_stride + c) / 8u];
-}
-
-// y[o]: stored, or added to (residual).
-fn put_y(o: u32, v: f32) {
-    if (pc.accumulate != 0u) {
-        y[o] = y[o] + v;
-    } else {
-        y[o] = v;
-    }
-}
 
 // Writes (row r, token t) from the sums g (row r) and u (plain: row r + 16; gated: the up
 // matrix's row r): both stored or added, or SiLU(g) * u.

@@ -356,12 +356,14 @@ impl GpuModel {
                 ..push
             };
             // Operands staged through shared memory, K split over workgroups for matrices
-            // of few rows (matvec_batch_cmt): every projection but the f16 gate/up, which
-            // measured no faster staged (-2% to +3% on the engine; BENCHMARKS.md, fifth
-            // session) and stays on matvec_batch_cm_silu.
+            // of few rows (matvec_batch_cmt, or matvec_batch_cmr for large matrices): every
+            // projection but the small f16 gate/ups, which measured no faster staged than
+            // on matvec_batch_cm_silu (-2% to +3% on the engine; BENCHMARKS.md, fifth
+            // session; the row-owning kernel wins on the large ones, tenth session).
+            let lay = k::matvec_batch_cmt_layout(m.rows, cols, t.n, gated);
             let staged = self.batch_cmt().filter(|_| {
                 k::matvec_batch_cmt_fits(m.dtype, m.rows, cols)
-                    && (m.dtype.is_quantized() || !gated)
+                    && (m.dtype.is_quantized() || !gated || lay.shape == k::StagedShape::Rows)
             });
             let no_kernel = |what: &str| {
                 sluice::Error::InvalidUse(format!(
@@ -370,9 +372,9 @@ impl GpuModel {
                 ))
             };
             if let Some((part, tick)) = staged {
-                let desc =
-                    k::matvec_batch_cmt(m.dtype, gated).ok_or_else(|| no_kernel("staged"))?;
-                let lay = k::matvec_batch_cmt_layout(m.rows, cols, t.n, gated);
+                let desc = lay
+                    .kernel(m.dtype, gated)
+                    .ok_or_else(|| no_kernel("staged"))?;
                 let part_bytes = (lay.part_floats * 4).max(4);
                 bindings.extend([part.slice(0..part_bytes), tick.slice(0..lay.tickets * 4)]);
                 let pipeline = self.device.pipeline(desc)?;

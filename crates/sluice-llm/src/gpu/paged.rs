@@ -284,13 +284,16 @@ impl Paged {
     }
 }
 
-/// Floats of partial sums and u32 tickets that `matvec_batch_cmt` needs for any projection
-/// of `c` (fused or separate q/k/v, o, gate/up, down, the LM head) at up to `rows` tokens.
+/// Floats of partial sums and u32 tickets that the staged batched matvec
+/// (`sluice_kernels::matvec_batch_cmt_layout`) needs for any projection of `c` (fused,
+/// stacked in runs or separate q/k/v, o, gate/up, down, the LM head) at up to `rows` tokens.
 fn cmt_scratch(c: &ModelConfig, rows: usize) -> Result<(u64, u64), LlmError> {
     let q = c.heads * c.head_dim;
     let kv = c.kv_heads * c.head_dim;
     let shapes = [
         (q + 2 * kv, c.hidden, false),
+        (q + kv, c.hidden, false),
+        (2 * kv, c.hidden, false),
         (q, c.hidden, false),
         (kv, c.hidden, false),
         (c.hidden, q, false),

@@ -1,0 +1,218 @@
+// The row-owning staged cooperative-matrix batched matvec (matvec_batch_cmr[_silu]_<dtype>,
+// f16 and every block format): the same product, bindings, push constants, K split and
+// tickets as matvec_batch_cmt (include/matvec_batch_cmt_body.wgsl), with the work of a
+// workgroup cut the other way. The kernel file declares the bindings, NTT, SILU, SG
+// (subgroups) and KC (columns per K chunk), and includes the weight reader
+// (include/matvec_batch_cmt_f16.wgsl, swapped for _q.wgsl by the block formats).
+//
+// A workgroup takes BR = 16 SG weight rows (gated: BR / 2 rows of the gate and the same
+// rows of the up matrix), a token group of up to TT = 16 NTT tokens and one of `ksplit`
+// runs of K chunks. Per chunk every invocation stages WU weight units and XU activation
+// units (8 halves each) in shared memory, loaded one chunk ahead; subgroup s multiplies
+// its own 16 staged weight rows by every token tile over the chunk's KC / 16 K steps, so
+// no partials are summed across subgroups, and the activations are staged once per BR
+// rows (matvec_batch_cmt: once per 32). With SG = 4 and KC = 32 a workgroup is small
+// (128 invocations, ~15 KB of shared memory), which lets more of them share a
+// multiprocessor: on the H100 this runs matrices of 2^23+ weights 1.1-1.9x faster than
+// matvec_batch_cmt and smaller ones slower (BENCHMARKS.md, tenth session), so
+// `matvec_batch_cmt_layout` picks between the two by size.
+//
+// Batch invariance: as matvec_batch_cmt (ksplit from the shape alone; each (row, token)
+// sum runs over the K steps in one order whatever the other tokens). Needs rows multiples
+// of 16, f16 cols and strides multiples of 8 halves (block formats: whole blocks).
+// Dispatch [row groups (x, then z past 65535), token groups x ksplit, ...].
+const NI: u32 = SG * 32u; // invocations
+const TT: u32 = 16u * NTT; // tokens per workgroup
+const BR: u32 = 16u * SG; // staged weight rows
+const VPR: u32 = KC / 8u; // units (8 halves) per staged row
+const LS: u32 = KC + 8u; // halves per staged row (8 of padding against bank conflicts)
+const RPP: u32 = NI / VPR; // staged rows per pass of the workgroup
+const WU: u32 = BR / RPP; // weight units per invocation per chunk
+const XU: u32 = (TT + RPP - 1u) / RPP; // activation units per invocation per chunk
+const KS: u32 = KC / 16u; // K steps per chunk
+const PART: u32 = BR * TT; // floats of one workgroup's partial sums
+const SB: u32 = TT * LS;
+var<workgroup> stage: array<f16, (TT + BR) * LS>;
+// 16 bytes, so the workgroup arrays after it stay 16-byte aligned for the matrix loads.
+var<workgroup> ticket_wg: vec4<u32>;
+var<workgroup> cs: array<f32, SG * 256u>; // SG parked 16 x 16 tiles (the epilogue)
+
+// Element e (token e / 16, row e % 16) of staged row tile s, token tile tt: written.
+// Gated: g from the gate's tile s, u from the up's.
+fn emit(r0: u32, t0: u32, tt: u32, s: u32, e: u32, g: f32, u: f32) {
+    let t = t0 + tt * 16u + e / 16u;
+    let r = r0 + 16u * s + e % 16u;
+    if (t >= pc.tokens || r >= pc.rows) {
+        return;
+    }
+    let o = t * pc.y_stride + r;
+    if (SILU) {
+        y[o] = g / (1.0 + exp(-g)) * u;
+    } else {
+        put_y(o, g);
+    }
+}
+
+// Staged weight row j's matrix row (gated: the first BR / 2 are the gate's).
+fn w_row(r0: u32, j: u32) -> u32 {
+    if (SILU) {
+        return r0 + j % (BR / 2u);
+    }
+    return r0 + j;
+}
+
+// Token tile tt's sums (every subgroup's tile parked in cs): written (ksplit 1) or
+// parked in the partial at pbase.
+fn settle(li: u32, sg: u32, r0: u32, t0: u32, tt: u32, pbase: u32, c: coop_mat16x16<f32, C>) {
+    workgroupBarrier();
+    let v = c;
+    let p = &cs[sg * 256u];
+    coopStoreT(v, p, 16u);
+    workgroupBarrier();
+    let n = select(SG * 256u, SG * 128u, SILU);
+    for (var j = li; j < n; j += NI) {
+        let g = cs[j];
+        var u = 0.0;
+        if (SILU) {
+            u = cs[j + SG * 128u];
+        }
+        if (pc.ksplit == 1u) {
+            emit(r0, t0, tt, j / 256u, j % 256u, g, u);
+        } else {
+            part[pbase + tt * SG * 256u + j] = g;
+            if (SILU) {
+                part[pbase + tt * SG * 256u + j + SG * 128u] = u;
+            }
+        }
+    }
+}
+
+@compute @workgroup_size(SG * 32u)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_id) sg: u32) {
+    let rg = wg.x + wg.z * pc.row_groups_x;
+    let tg = wg.y / pc.ksplit;
+    let ks = wg.y % pc.ksplit;
+    let r0 = rg * select(BR, BR / 2u, SILU);
+    let t0 = tg * TT;
+    let left = pc.tokens - min(t0, pc.tokens);
+    let nt = min((left + 15u) / 16u, NTT);
+    for (var e = li; e < SG * 256u; e += NI) {
+        cs[e] = 0.0;
+    }
+    workgroupBarrier();
+    var c0 = coopLoadT<coop_mat16x16<f32, C>>(&cs[0], 16u);
+    var c1 = c0;
+    var c2 = c0;
+    var c3 = c0;
+    let pr = li / VPR;
+    let cv = li % VPR;
+    let chunks = (pc.cols + KC - 1u) / KC;
+    let ch0 = min(ks * pc.kchunks, chunks);
+    let ch1 = min(ch0 + pc.kchunks, chunks);
+    var k = ch0 * KC + cv * 8u;
+    // The chunk's registers, loaded here and again at the end of each chunk's staging
+    // (kept in this function: passing them to a helper by pointer measured ~2x slower
+    // together with a double-buffered stage, BENCHMARKS.md, tenth session).
+    var a: array<vec4<u32>, XU>;
+    var b: array<WRaw, WU>;
+    for (var i = 0u; i < XU; i++) {
+        if (pr + i * RPP < nt * 16u) {
+            a[i] = fetch_x(t0 + pr + i * RPP, k);
+        }
+    }
+    for (var i = 0u; i < WU; i++) {
+        let j = pr + i * RPP;
+        b[i] = fetch_w(SILU && j >= BR / 2u, w_row(r0, j), k);
+    }
+    let so = pr * LS + cv * 8u;
+    let wo = SB + sg * 16u * LS;
+    for (var ch = ch0; ch < ch1; ch++) {
+        for (var i = 0u; i < XU; i++) {
+            if (pr + i * RPP < nt * 16u) {
+                put(so + i * RPP * LS, a[i]);
+            }
+        }
+        for (var i = 0u; i < WU; i++) {
+            put_w(SB + so + i * RPP * LS, b[i], k);
+        }
+        workgroupBarrier();
+        if (ch + 1u < ch1) {
+            k += KC;
+            for (var i = 0u; i < XU; i++) {
+                if (pr + i * RPP < nt * 16u) {
+                    a[i] = fetch_x(t0 + pr + i * RPP, k);
+                }
+            }
+            for (var i = 0u; i < WU; i++) {
+                let j = pr + i * RPP;
+                b[i] = fetch_w(SILU && j >= BR / 2u, w_row(r0, j), k);
+            }
+        }
+        for (var s = 0u; s < KS; s++) {
+            let kk = s * 16u;
+            let wt = coopLoad<coop_mat16x16<f16, B>>(&stage[wo + kk], LS);
+            {
+                let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[kk], LS);
+                c0 = coopMultiplyAdd(x, wt, c0);
+            }
+            if (nt > 1u) {
+                let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[16u * LS + kk], LS);
+                c1 = coopMultiplyAdd(x, wt, c1);
+            }
+            if (nt > 2u) {
+                let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[32u * LS + kk], LS);
+                c2 = coopMultiplyAdd(x, wt, c2);
+            }
+            if (nt > 3u) {
+                let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[48u * LS + kk], LS);
+                c3 = coopMultiplyAdd(x, wt, c3);
+            }
+        }
+        workgroupBarrier();
+    }
+    let groups_t = (pc.tokens + TT - 1u) / TT;
+    let cell = rg * groups_t + tg;
+    let pbase = (cell * pc.ksplit + ks) * PART;
+    settle(li, sg, r0, t0, 0u, pbase, c0);
+    if (nt > 1u) {
+        settle(li, sg, r0, t0, 1u, pbase, c1);
+    }
+    if (nt > 2u) {
+        settle(li, sg, r0, t0, 2u, pbase, c2);
+    }
+    if (nt > 3u) {
+        settle(li, sg, r0, t0, 3u, pbase, c3);
+    }
+    if (pc.ksplit == 1u) {
+        return;
+    }
+    storageBarrier();
+    if (li == 0u) {
+        ticket_wg.x = atomicAdd(&tick[cell], 1u);
+    }
+    let ticket = workgroupUniformLoad(&ticket_wg).x;
+    if (ticket + 1u != pc.ksplit) {
+        return;
+    }
+    storageBarrier();
+    let first = cell * pc.ksplit * PART;
+    let n = select(SG * 256u, SG * 128u, SILU);
+    for (var tt = 0u; tt < nt; tt++) {
+        for (var j = li; j < n; j += NI) {
+            var g = 0.0;
+            var u = 0.0;
+            for (var s = 0u; s < pc.ksplit; s++) {
+                let o = first + s * PART + tt * SG * 256u + j;
+                g += part[o];
+                if (SILU) {
+                    u += part[o + SG * 128u];
+                }
+            }
+            emit(r0, t0, tt, j / 256u, j % 256u, g, u);
+        }
+    }
+    if (li == 0u) {
+        atomicStore(&tick[cell], 0u);
+    }
+}

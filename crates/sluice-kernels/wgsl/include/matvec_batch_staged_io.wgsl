@@ -1,0 +1,51 @@
+// What the staged cooperative-matrix batched matvecs share (include/matvec_batch_cmt_body.wgsl,
+// _cmr_body.wgsl): the push constants, the weight vec4s of either matrix, the staging
+// stores to `stage` (declared by the body) and the activation and y accesses. Needs `w`,
+// `wb_raw`, `xv`, `y` and `pc` from the kernel file.
+struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, accumulate: u32, row_groups_x: u32, ksplit: u32, kchunks: u32 }
+
+struct WVec { d: array<vec4<u32>> }
+
+// vec4 i of the first matrix, or of the second (sel: gated kernels).
+fn wraw(sel: bool, i: u32) -> vec4<u32> {
+    if (sel) {
+        return wb_raw(i);
+    }
+    return w.d[i];
+}
+
+// Stores 8 halves at stage[o ..].
+fn put8(o: u32, a: vec4<f16>, b: vec4<f16>) {
+    stage[o + 0u] = a.x;
+    stage[o + 1u] = a.y;
+    stage[o + 2u] = a.z;
+    stage[o + 3u] = a.w;
+    stage[o + 4u] = b.x;
+    stage[o + 5u] = b.y;
+    stage[o + 6u] = b.z;
+    stage[o + 7u] = b.w;
+}
+
+// Stores the 8 halves packed in v (f16 pairs) at stage[o ..].
+fn put(o: u32, v: vec4<u32>) {
+    let a = vec4<f16>(vec2<f16>(unpack2x16float(v.x)), vec2<f16>(unpack2x16float(v.y)));
+    let b = vec4<f16>(vec2<f16>(unpack2x16float(v.z)), vec2<f16>(unpack2x16float(v.w)));
+    put8(o, a, b);
+}
+
+// Activation row `t` (a padded token), 8 halves from column c; zeros past cols.
+fn fetch_x(t: u32, c: u32) -> vec4<u32> {
+    if (c >= pc.cols) {
+        return vec4<u32>(0u);
+    }
+    return xv[(t * pc.x_stride + c) / 8u];
+}
+
+// y[o]: stored, or added to (residual).
+fn put_y(o: u32, v: f32) {
+    if (pc.accumulate != 0u) {
+        y[o] = y[o] + v;
+    } else {
+        y[o] = v;
+    }
+}

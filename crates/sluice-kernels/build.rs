@@ -116,12 +116,13 @@ fn main() {
             .collect();
         writeln!(
             generated,
-            "/// Kernel `{name}` (wgsl/{name}.wgsl).\npub const {konst}: KernelDesc = KernelDesc {{\n    name: \"{name}\",\n    spirv: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{name}.spv\")),\n    entry: \"main\",\n    bindings: &[{}],\n    push_constant_bytes: {},\n    workgroup_size: [{}, {}, {}],\n}};\n",
+            "/// Kernel `{name}` (wgsl/{name}.wgsl).\npub const {konst}: KernelDesc = KernelDesc {{\n    name: \"{name}\",\n    spirv: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{name}.spv\")),\n    entry: \"main\",\n    bindings: &[{}],\n    push_constant_bytes: {},\n    workgroup_size: [{}, {}, {}],\n    workgroup_memory_bytes: {},\n}};\n",
             bindings.join(", "),
             desc.push_bytes,
             desc.workgroup[0],
             desc.workgroup[1],
-            desc.workgroup[2]
+            desc.workgroup[2],
+            desc.workgroup_bytes
         )
         .unwrap();
         all.push(konst);
@@ -177,6 +178,8 @@ struct Reflected {
     bindings: Vec<bool>,
     push_bytes: u32,
     workgroup: [u32; 3],
+    /// Workgroup-memory bytes, each variable rounded up to 16.
+    workgroup_bytes: u32,
 }
 
 fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
@@ -208,6 +211,7 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
 
     let mut bindings: Vec<(u32, bool)> = Vec::new();
     let mut push_bytes = 0;
+    let mut workgroup_bytes = 0u32;
     for (_, var) in module.global_variables.iter() {
         match var.space {
             naga::AddressSpace::Storage { access } => {
@@ -225,6 +229,10 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
             }
             naga::AddressSpace::Immediate => {
                 push_bytes = module.types[var.ty].inner.size(module.to_ctx());
+            }
+            naga::AddressSpace::WorkGroup => {
+                let size = module.types[var.ty].inner.size(module.to_ctx());
+                workgroup_bytes += size.next_multiple_of(16);
             }
             naga::AddressSpace::Uniform | naga::AddressSpace::Handle => {
                 return Err("only storage buffers and immediates are supported".into());
@@ -273,6 +281,7 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
         bindings: bindings.into_iter().map(|(_, w)| w).collect(),
         push_bytes,
         workgroup: entry.workgroup_size,
+        workgroup_bytes,
     })
 }
 

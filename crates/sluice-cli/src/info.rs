@@ -44,6 +44,14 @@ pub fn run(device: &Device, json: bool) -> Result<(), String> {
             format!("{} bytes", info.max_push_constant_bytes),
         ),
         (
+            "workgroup memory",
+            format!("{} bytes", info.max_workgroup_memory_bytes),
+        ),
+        (
+            "workgroup invocations",
+            info.max_workgroup_invocations.to_string(),
+        ),
+        (
             "storage offset alignment",
             format!("{} bytes", info.storage_offset_alignment),
         ),

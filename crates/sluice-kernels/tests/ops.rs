@@ -1016,3 +1016,40 @@ fn prefetch_touches_every_sector_and_writes_only_on_magic() {
         }
     }
 }
+
+/// A kernel whose workgroup memory or invocation count is over the device's limits is
+/// refused when its pipeline is made, with the numbers, and never dispatched (a driver may
+/// accept such a pipeline and never finish the dispatch). The crate's own kernels fit.
+#[test]
+fn kernels_over_the_device_workgroup_limits_are_refused() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let info = d.info().clone();
+    let shared = sluice::KernelDesc {
+        name: "too_much_shared",
+        workgroup_memory_bytes: info.max_workgroup_memory_bytes + 16,
+        ..ADD
+    };
+    let err = d.pipeline(&shared).expect_err("refused").to_string();
+    let want = format!(
+        "{} bytes of workgroup memory; the device allows {}",
+        info.max_workgroup_memory_bytes + 16,
+        info.max_workgroup_memory_bytes
+    );
+    assert!(
+        err.contains("too_much_shared") && err.contains(&want),
+        "{err}"
+    );
+    let wide = sluice::KernelDesc {
+        name: "too_wide",
+        workgroup_size: [info.max_workgroup_invocations + 1, 1, 1],
+        ..ADD
+    };
+    let err = d.pipeline(&wide).expect_err("refused").to_string();
+    assert!(
+        err.contains("too_wide") && err.contains("invocations"),
+        "{err}"
+    );
+    // The same kernel within the limits is made.
+    d.pipeline(&ADD).unwrap();
+}

@@ -85,6 +85,10 @@ pub struct DeviceInfo {
     pub storage_offset_alignment: u64,
     /// Largest workgroup count per dimension.
     pub max_workgroup_count: [u32; 3],
+    /// Largest workgroup (shared) memory of one compute workgroup, in bytes.
+    pub max_workgroup_memory_bytes: u32,
+    /// Most invocations in one compute workgroup.
+    pub max_workgroup_invocations: u32,
     /// Queue family used for compute.
     pub queue_family: u32,
     /// Cooperative-matrix shapes the device lists (VK_KHR_cooperative_matrix), as
@@ -667,6 +671,8 @@ impl Device {
                 max_push_constant_bytes: props.limits.max_push_constants_size,
                 storage_offset_alignment: props.limits.min_storage_buffer_offset_alignment,
                 max_workgroup_count: props.limits.max_compute_work_group_count,
+                max_workgroup_memory_bytes: props.limits.max_compute_shared_memory_size,
+                max_workgroup_invocations: props.limits.max_compute_work_group_invocations,
                 queue_family: family,
                 coopmat_shapes,
                 coopmat_f16_16x16: coopmat,
@@ -758,12 +764,30 @@ impl Device {
         if let Some(p) = map.get(&key) {
             return Ok(p.clone());
         }
-        if kernel.push_constant_bytes > self.handle.shared.info.max_push_constant_bytes {
+        let info = &self.handle.shared.info;
+        if kernel.push_constant_bytes > info.max_push_constant_bytes {
             return Err(Error::InvalidUse(format!(
                 "kernel {:?} takes {} push-constant bytes; the device allows {}",
-                kernel.name,
-                kernel.push_constant_bytes,
-                self.handle.shared.info.max_push_constant_bytes
+                kernel.name, kernel.push_constant_bytes, info.max_push_constant_bytes
+            )));
+        }
+        // A workgroup over the device's limits is refused here: drivers need not reject
+        // it, and one that runs it anyway may never finish the dispatch.
+        if kernel.workgroup_memory_bytes > info.max_workgroup_memory_bytes {
+            return Err(Error::InvalidUse(format!(
+                "kernel {:?} declares {} bytes of workgroup memory; the device allows {}",
+                kernel.name, kernel.workgroup_memory_bytes, info.max_workgroup_memory_bytes
+            )));
+        }
+        let invocations = kernel
+            .workgroup_size
+            .iter()
+            .map(|&n| n as u64)
+            .product::<u64>();
+        if invocations > info.max_workgroup_invocations as u64 {
+            return Err(Error::InvalidUse(format!(
+                "kernel {:?} has workgroups of {} invocations; the device allows {}",
+                kernel.name, invocations, info.max_workgroup_invocations
             )));
         }
         let p = Pipeline::create(

@@ -36,6 +36,9 @@ pub struct KernelDesc {
     pub push_constant_bytes: u32,
     /// Workgroup size from the shader.
     pub workgroup_size: [u32; 3],
+    /// Bytes of workgroup (shared) memory the shader declares, each variable rounded up
+    /// to 16 bytes.
+    pub workgroup_memory_bytes: u32,
 }
 
 /// Plain data that may be copied byte for byte into push constants and buffers:

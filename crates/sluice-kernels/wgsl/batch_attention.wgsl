@@ -7,11 +7,12 @@
 // start at position 0 and every reduction has a fixed order.
 // Dispatch [heads, n, 1], workgroup 128: one (head, row) per workgroup (batch_attention_gqa:
 // the query heads of one key/value head together, for models of 4+ per key/value head); keys in tiles of
-// 128, one key per invocation for the scores (its row read 4 words at a time). Values:
-// invocation (g, kl) owns the 8 dims of group g = li % G (G = ceil(head_dim / 8)) for the
-// keys kl, kl + L, ... of each tile (L = 128 / G), so every invocation keeps several
-// independent loads in flight; the L partial sums of a dim are added in kl order at the
-// end (head_dim even, <= 256). Caches: f16 pairs in u32,
+// 128, one key per invocation for the scores (its row loaded 16 words at a time, all in
+// flight before the products). Values: invocation (g, kl) owns the 8 dims of group g =
+// li % G (G = ceil(head_dim / 8)) for the keys kl, kl + L, ... of each tile (L = 128 / G),
+// four keys' words loaded together; the L partial sums of a dim are added in kl order at
+// the end (head_dim even, <= 256). Loads batched this way: qwen3-0.6b 32-row steps -5%,
+// qwen3-4b 1024-token contexts -16% (BENCHMARKS.md, tenth session). Caches: f16 pairs in u32,
 // [kv_heads, capacity, head_dim]. q of row r at float r * q_stride + h * head_dim
 // (pre-scaled here by `scale`), out at r * o_stride + h * head_dim.
 
@@ -90,6 +91,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             let at = (kv0 + slot) * pairs;
             var acc = 0.0;
             var p = 0u;
+            // 16 pairs loaded together, then summed 4 pairs at a time as the loop below
+            // does: the same order.
+            for (; p + 16u <= pairs; p += 16u) {
+                let kk = key_pairs16(at + p);
+                for (var i = 0u; i < 16u; i += 4u) {
+                    let e = 2u * (p + i);
+                    acc += qs[e] * kk[i].x + qs[e + 1u] * kk[i].y
+                         + qs[e + 2u] * kk[i + 1u].x + qs[e + 3u] * kk[i + 1u].y
+                         + qs[e + 4u] * kk[i + 2u].x + qs[e + 5u] * kk[i + 2u].y
+                         + qs[e + 6u] * kk[i + 3u].x + qs[e + 7u] * kk[i + 3u].y;
+                }
+            }
             for (; p + 4u <= pairs; p += 4u) {
                 let k0 = unpack2x16float(kcache.d[at + p]);
                 let k1 = unpack2x16float(kcache.d[at + p + 1u]);
@@ -117,7 +130,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         let nk = min(WG, len - kb);
         if (kl < nl) {
-            for (var jj = kl; jj < nk; jj += nl) {
+            var jj = kl;
+            // Four keys' values loaded together, then added key by key as the loop below
+            // does: the same order.
+            let full = 4u * g + 4u <= pairs;
+            for (; full && jj + 3u * nl < nk; jj += 4u * nl) {
+                let vv = value_pairs4x4(jj, nl, kv0, pairs, g);
+                for (var u = 0u; u < 4u; u++) {
+                    let pv = ps[jj + u * nl];
+                    for (var k = 0u; k < 4u; k++) {
+                        o[2u * k] += pv * vv[4u * u + k].x;
+                        o[2u * k + 1u] += pv * vv[4u * u + k].y;
+                    }
+                }
+            }
+            for (; jj < nk; jj += nl) {
                 let at = (kv0 + slots[jj]) * pairs + 4u * g;
                 let pv = ps[jj];
                 for (var k = 0u; k < 4u; k++) {

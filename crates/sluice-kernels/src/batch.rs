@@ -44,7 +44,7 @@ const _: () =
 
 /// Push constants of [`crate::BATCH_ATTENTION`] (causal attention of each row over its
 /// own sequence's paged keys). Bindings: 0 rows, 1 table, 2 q, 3 kcache, 4 vcache (read),
-/// 5 out (read-write). Dispatch `[heads, n, 1]`; [`crate::BATCH_ATTENTION_GQA`]:
+/// 5 out (read-write), 6 kcache and 7 vcache again (read as 16-byte words). Dispatch `[heads, n, 1]`; [`crate::BATCH_ATTENTION_GQA`]:
 /// `[kv_heads * ceil(heads / kv_heads / 4), n, 1]` (see [`batch_attention_kernel`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]

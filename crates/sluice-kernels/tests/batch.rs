@@ -74,6 +74,8 @@ fn run_attention(
             kc.slice(..),
             vc.slice(..),
             ob.slice(..),
+            kc.slice(..),
+            vc.slice(..),
         ],
         p,
     )

@@ -7,12 +7,14 @@
 // start at position 0 and every reduction has a fixed order.
 // Dispatch [heads, n, 1], workgroup 128: one (head, row) per workgroup (batch_attention_gqa:
 // the query heads of one key/value head together, for models of 4+ per key/value head); keys in tiles of
-// 128, one key per invocation for the scores (its row loaded 16 words at a time, all in
-// flight before the products). Values: invocation (g, kl) owns the 8 dims of group g =
-// li % G (G = ceil(head_dim / 8)) for the keys kl, kl + L, ... of each tile (L = 128 / G),
-// four keys' words loaded together; the L partial sums of a dim are added in kl order at
-// the end (head_dim even, <= 256). Loads batched this way: qwen3-0.6b 32-row steps -5%,
-// qwen3-4b 1024-token contexts -16% (BENCHMARKS.md, tenth session). Caches: f16 pairs in u32,
+// 128, one key per invocation for the scores (its row loaded 16 words at a time as four
+// 16-byte loads, all in flight before the products). Values: invocation (g, kl) owns the 8
+// dims of group g = li % G (G = ceil(head_dim / 8)) for the keys kl, kl + L, ... of each
+// tile (L = 128 / G), four keys' 16-byte words loaded together; the L partial sums of a
+// dim are added in kl order at the end (head_dim even, <= 256; the 16-byte loads where
+// head_dim is a multiple of 8, 4-byte ones otherwise). Loads batched this way:
+// qwen3-0.6b 32-row steps 4.07 -> 3.44 ms, 1024-token contexts 8.98 -> 5.19 ms
+// (BENCHMARKS.md, tenth session). Caches: f16 pairs in u32,
 // [kv_heads, capacity, head_dim]. q of row r at float r * q_stride + h * head_dim
 // (pre-scaled here by `scale`), out at r * o_stride + h * head_dim.
 
@@ -93,7 +95,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             var p = 0u;
             // 16 pairs loaded together, then summed 4 pairs at a time as the loop below
             // does: the same order.
-            for (; p + 16u <= pairs; p += 16u) {
+            for (; pairs % 4u == 0u && p + 16u <= pairs; p += 16u) {
                 let kk = key_pairs16(at + p);
                 for (var i = 0u; i < 16u; i += 4u) {
                     let e = 2u * (p + i);
@@ -133,7 +135,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             var jj = kl;
             // Four keys' values loaded together, then added key by key as the loop below
             // does: the same order.
-            let full = 4u * g + 4u <= pairs;
+            let full = pairs % 4u == 0u && 4u * g + 4u <= pairs;
             for (; full && jj + 3u * nl < nk; jj += 4u * nl) {
                 let vv = value_pairs4x4(jj, nl, kv0, pairs, g);
                 for (var u = 0u; u < 4u; u++) {

@@ -107,7 +107,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             var p = 0u;
             // 16 pairs loaded together, then summed 4 pairs at a time as the loop below
             // does: the same order.
-            for (; p + 16u <= pairs; p += 16u) {
+            for (; pairs % 4u == 0u && p + 16u <= pairs; p += 16u) {
                 let kk = key_pairs16(at + p);
                 for (var i = 0u; i < 16u; i += 4u) {
                     let e = 2u * (p + i);
@@ -147,7 +147,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             var jj = kl;
             // Four keys' values loaded together, then added key by key as the loop below
             // does: the same order.
-            let full = 4u * g + 4u <= pairs;
+            let full = pairs % 4u == 0u && 4u * g + 4u <= pairs;
             for (; full && jj + 3u * nl < nk; jj += 4u * nl) {
                 let vv = value_pairs4x4(jj, nl, kv0, pairs, g);
                 for (var u = 0u; u < 4u; u++) {

@@ -538,6 +538,8 @@ impl GpuModel {
                 l.k_cache.slice(..),
                 l.v_cache.slice(..),
                 s.attn.slice(..),
+                l.k_cache.slice(..),
+                l.v_cache.slice(..),
             ],
             &k::BatchAttnPush {
                 heads: c.heads as u32,

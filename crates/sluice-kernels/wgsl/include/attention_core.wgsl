@@ -1,7 +1,8 @@
 // The attention core shared by attention_split and attention_rope: given the scaled query
 // in `qs`, positions [start, start + n) of one kv head (first u32 at row0) and the output
-// slot obase, computes scores (16 lanes per position, coalesced key reads), the chunk's max
-// and exp-sum, and the weighted values (four value loads in flight per invocation), and
+// slot obase, computes scores (16 lanes per position, coalesced key reads, two positions'
+// words in flight per lane), the chunk's max and exp-sum, and the weighted values (eight
+// value loads in flight per invocation), and
 // writes partial[obase..] = (m, l, o[hd]). Expects bindings kcache, vcache, partial, attn.
 
 const SLICES: u32 = 16u;
@@ -13,22 +14,47 @@ var<workgroup> sc: array<f32, 256>;
 var<workgroup> ov: array<vec2<f32>, 256>;
 var<workgroup> red: array<f32, 256>;
 
+// Lane `slice`'s part of a key's score: the words w (pairs slice, slice + SLICES, ...)
+// times the query, summed in that order.
+fn key_dot(w: ptr<function, array<u32, 8>>, slice: u32, pairs: u32) -> f32 {
+    var acc = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+        let d = slice + i * SLICES;
+        if (d < pairs) {
+            acc += dot(qs[d], unpack2x16float((*w)[i]));
+        }
+    }
+    return acc;
+}
+
 // `alone`: this is the only split holding keys, so it also writes the normalised output to
 // attn[out..] itself (bit-identical to the combine of one partial: exp(m - m) = 1) and the
 // caller skips the ticket and the combine.
 fn attend(tid: u32, sg_id: u32, sg_lane: u32, nsg: u32, row0: u32, n: u32, obase: u32, pairs: u32,
           alone: bool, out: u32) {
-    // Scores.
+    // Scores. Two passes' key words (up to 8 per lane each) are loaded before any is used,
+    // so they are in flight together; each lane then sums its words in d order.
     let slice = tid % SLICES;
-    for (var pb = 0u; pb < n; pb += 256u / SLICES) {
-        let p = pb + tid / SLICES;
-        if (p < n) {
-            let row = row0 + p * pairs;
-            var acc = 0.0;
-            for (var d = slice; d < pairs; d += SLICES) {
-                acc += dot(qs[d], unpack2x16float(kcache.d[row + d]));
+    let step = 256u / SLICES;
+    for (var pb = 0u; pb < n; pb += 2u * step) {
+        let pa = pb + tid / SLICES;
+        let pz = pa + step;
+        var wa: array<u32, 8>;
+        var wz: array<u32, 8>;
+        for (var i = 0u; i < 8u; i++) {
+            let d = slice + i * SLICES;
+            if (d < pairs && pa < n) {
+                wa[i] = kcache.d[row0 + pa * pairs + d];
             }
-            part[p * SLICES + slice] = acc;
+            if (d < pairs && pz < n) {
+                wz[i] = kcache.d[row0 + pz * pairs + d];
+            }
+        }
+        if (pa < n) {
+            part[pa * SLICES + slice] = key_dot(&wa, slice, pairs);
+        }
+        if (pz < n) {
+            part[pz * SLICES + slice] = key_dot(&wz, slice, pairs);
         }
     }
     workgroupBarrier();
@@ -75,6 +101,21 @@ fn attend(tid: u32, sg_id: u32, sg_lane: u32, nsg: u32, row0: u32, n: u32, obase
     var o3 = vec2<f32>(0.0);
     if (grp < groups) {
         var p = grp;
+        // Eight value words loaded before any is used, then added as the loop below does.
+        for (; p + 7u * groups < n; p += 8u * groups) {
+            var v: array<u32, 8>;
+            for (var i = 0u; i < 8u; i++) {
+                v[i] = vcache.d[row0 + (p + i * groups) * pairs + col];
+            }
+            o0 += sc[p] * unpack2x16float(v[0]);
+            o1 += sc[p + groups] * unpack2x16float(v[1]);
+            o2 += sc[p + 2u * groups] * unpack2x16float(v[2]);
+            o3 += sc[p + 3u * groups] * unpack2x16float(v[3]);
+            o0 += sc[p + 4u * groups] * unpack2x16float(v[4]);
+            o1 += sc[p + 5u * groups] * unpack2x16float(v[5]);
+            o2 += sc[p + 6u * groups] * unpack2x16float(v[6]);
+            o3 += sc[p + 7u * groups] * unpack2x16float(v[7]);
+        }
         for (; p + 3u * groups < n; p += 4u * groups) {
             let v0 = vcache.d[row0 + p * pairs + col];
             let v1 = vcache.d[row0 + (p + groups) * pairs + col];

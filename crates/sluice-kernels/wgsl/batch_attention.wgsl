@@ -7,13 +7,13 @@
 // start at position 0 and every reduction has a fixed order.
 // Dispatch [heads, n, 1], workgroup 128: one (head, row) per workgroup (batch_attention_gqa:
 // the query heads of one key/value head together, for models of 4+ per key/value head); keys in tiles of
-// 128, one key per invocation for the scores (its row loaded 16 words at a time as four
+// 128, one key per invocation for the scores (its row loaded 32 words at a time as eight
 // 16-byte loads, all in flight before the products). Values: invocation (g, kl) owns the 8
 // dims of group g = li % G (G = ceil(head_dim / 8)) for the keys kl, kl + L, ... of each
-// tile (L = 128 / G), four keys' 16-byte words loaded together; the L partial sums of a
+// tile (L = 128 / G), eight keys' 16-byte words loaded together; the L partial sums of a
 // dim are added in kl order at the end (head_dim even, <= 256; the 16-byte loads where
 // head_dim is a multiple of 8, 4-byte ones otherwise). Loads batched this way:
-// qwen3-0.6b 32-row steps 4.07 -> 3.44 ms, 1024-token contexts 8.98 -> 5.19 ms
+// qwen3-0.6b 32-row steps 4.07 -> 3.38 ms, 1024-token contexts 8.98 -> 4.89 ms
 // (BENCHMARKS.md, tenth session). Caches: f16 pairs in u32,
 // [kv_heads, capacity, head_dim]. q of row r at float r * q_stride + h * head_dim
 // (pre-scaled here by `scale`), out at r * o_stride + h * head_dim.
@@ -93,8 +93,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             let at = (kv0 + slot) * pairs;
             var acc = 0.0;
             var p = 0u;
-            // 16 pairs loaded together, then summed 4 pairs at a time as the loop below
-            // does: the same order.
+            // 32 (then 16) pairs loaded together, then summed 4 pairs at a time as the
+            // loop below does: the same order.
+            for (; pairs % 4u == 0u && p + 32u <= pairs; p += 32u) {
+                let ka = key_pairs16(at + p);
+                let kz = key_pairs16(at + p + 16u);
+                for (var i = 0u; i < 32u; i += 4u) {
+                    let e = 2u * (p + i);
+                    let j = i % 16u;
+                    var k4 = array<vec2<f32>, 4>(ka[j], ka[j + 1u], ka[j + 2u], ka[j + 3u]);
+                    if (i >= 16u) {
+                        k4 = array<vec2<f32>, 4>(kz[j], kz[j + 1u], kz[j + 2u], kz[j + 3u]);
+                    }
+                    acc += qs[e] * k4[0].x + qs[e + 1u] * k4[0].y
+                         + qs[e + 2u] * k4[1].x + qs[e + 3u] * k4[1].y
+                         + qs[e + 4u] * k4[2].x + qs[e + 5u] * k4[2].y
+                         + qs[e + 6u] * k4[3].x + qs[e + 7u] * k4[3].y;
+                }
+            }
             for (; pairs % 4u == 0u && p + 16u <= pairs; p += 16u) {
                 let kk = key_pairs16(at + p);
                 for (var i = 0u; i < 16u; i += 4u) {
@@ -133,9 +149,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let nk = min(WG, len - kb);
         if (kl < nl) {
             var jj = kl;
-            // Four keys' values loaded together, then added key by key as the loop below
-            // does: the same order.
+            // Eight (then four) keys' values loaded together, then added key by key as the
+            // loop below does: the same order.
             let full = pairs % 4u == 0u && 4u * g + 4u <= pairs;
+            for (; full && jj + 7u * nl < nk; jj += 8u * nl) {
+                let va = value_pairs4x4(jj, nl, kv0, pairs, g);
+                let vz = value_pairs4x4(jj + 4u * nl, nl, kv0, pairs, g);
+                for (var u = 0u; u < 8u; u++) {
+                    let pv = ps[jj + u * nl];
+                    for (var k = 0u; k < 4u; k++) {
+                        var v = va[4u * (u % 4u) + k];
+                        if (u >= 4u) {
+                            v = vz[4u * (u % 4u) + k];
+                        }
+                        o[2u * k] += pv * v.x;
+                        o[2u * k + 1u] += pv * v.y;
+                    }
+                }
+            }
             for (; full && jj + 3u * nl < nk; jj += 4u * nl) {
                 let vv = value_pairs4x4(jj, nl, kv0, pairs, g);
                 for (var u = 0u; u < 4u; u++) {

@@ -105,8 +105,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             let at = (kv0 + slot) * pairs;
             var acc = vec4<f32>(0.0);
             var p = 0u;
-            // 16 pairs loaded together, then summed 4 pairs at a time as the loop below
-            // does: the same order.
+            // 32 (then 16) pairs loaded together, then summed 4 pairs at a time as the
+            // loop below does: the same order.
+            for (; pairs % 4u == 0u && p + 32u <= pairs; p += 32u) {
+                let ka = key_pairs16(at + p);
+                let kz = key_pairs16(at + p + 16u);
+                for (var i = 0u; i < 32u; i += 4u) {
+                    let e = 2u * (p + i);
+                    let j = i % 16u;
+                    var k4 = array<vec2<f32>, 4>(ka[j], ka[j + 1u], ka[j + 2u], ka[j + 3u]);
+                    if (i >= 16u) {
+                        k4 = array<vec2<f32>, 4>(kz[j], kz[j + 1u], kz[j + 2u], kz[j + 3u]);
+                    }
+                    acc += qs[e] * k4[0].x + qs[e + 1u] * k4[0].y
+                         + qs[e + 2u] * k4[1].x + qs[e + 3u] * k4[1].y
+                         + qs[e + 4u] * k4[2].x + qs[e + 5u] * k4[2].y
+                         + qs[e + 6u] * k4[3].x + qs[e + 7u] * k4[3].y;
+                }
+            }
             for (; pairs % 4u == 0u && p + 16u <= pairs; p += 16u) {
                 let kk = key_pairs16(at + p);
                 for (var i = 0u; i < 16u; i += 4u) {
@@ -145,9 +161,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let nk = min(WG, len - kb);
         if (kl < nl) {
             var jj = kl;
-            // Four keys' values loaded together, then added key by key as the loop below
-            // does: the same order.
+            // Eight (then four) keys' values loaded together, then added key by key as the
+            // loop below does: the same order.
             let full = pairs % 4u == 0u && 4u * g + 4u <= pairs;
+            for (; full && jj + 7u * nl < nk; jj += 8u * nl) {
+                let va = value_pairs4x4(jj, nl, kv0, pairs, g);
+                let vz = value_pairs4x4(jj + 4u * nl, nl, kv0, pairs, g);
+                for (var u = 0u; u < 8u; u++) {
+                    let pv = ps[jj + u * nl];
+                    for (var k = 0u; k < 4u; k++) {
+                        var v = va[4u * (u % 4u) + k];
+                        if (u >= 4u) {
+                            v = vz[4u * (u % 4u) + k];
+                        }
+                        o[2u * k] += pv * v.x;
+                        o[2u * k + 1u] += pv * v.y;
+                    }
+                }
+            }
             for (; full && jj + 3u * nl < nk; jj += 4u * nl) {
                 let vv = value_pairs4x4(jj, nl, kv0, pairs, g);
                 for (var u = 0u; u < 4u; u++) {

@@ -19,10 +19,11 @@
 // (pre-scaled here by `scale`), out at r * o_stride + h * head_dim.
 
 const WG: u32 = 128u;
+alias Lane = f32; // one query head (include/batch_attention_io.wgsl)
 const NEG: f32 = -3.0e38;
 
-var<workgroup> qs: array<f32, 256>;
-var<workgroup> ps: array<f32, 128>;
+var<workgroup> qs: array<Lane, 256>;
+var<workgroup> ps: array<Lane, 128>;
 var<workgroup> slots: array<u32, 128>;
 var<workgroup> red: array<f32, 128>;
 var<workgroup> part: array<f32, 1024>; // L x head_dim partial outputs
@@ -78,7 +79,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     var m = NEG;
     var l = 0.0;
-    var o: array<f32, 8>;
+    var o: array<Lane, 8>;
     for (var k = 0u; k < 8u; k++) {
         o[k] = 0.0;
     }
@@ -90,52 +91,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         if (j < len) {
             slot = min(table.d[seq * pc.max_blocks + j / pc.block] * pc.block + j % pc.block,
                        pc.capacity - 1u);
-            let at = (kv0 + slot) * pairs;
-            var acc = 0.0;
-            var p = 0u;
-            // 32 (then 16) pairs loaded together, then summed 4 pairs at a time as the
-            // loop below does: the same order.
-            for (; pairs % 4u == 0u && p + 32u <= pairs; p += 32u) {
-                let ka = key_pairs16(at + p);
-                let kz = key_pairs16(at + p + 16u);
-                for (var i = 0u; i < 32u; i += 4u) {
-                    let e = 2u * (p + i);
-                    let j = i % 16u;
-                    var k4 = array<vec2<f32>, 4>(ka[j], ka[j + 1u], ka[j + 2u], ka[j + 3u]);
-                    if (i >= 16u) {
-                        k4 = array<vec2<f32>, 4>(kz[j], kz[j + 1u], kz[j + 2u], kz[j + 3u]);
-                    }
-                    acc += qs[e] * k4[0].x + qs[e + 1u] * k4[0].y
-                         + qs[e + 2u] * k4[1].x + qs[e + 3u] * k4[1].y
-                         + qs[e + 4u] * k4[2].x + qs[e + 5u] * k4[2].y
-                         + qs[e + 6u] * k4[3].x + qs[e + 7u] * k4[3].y;
-                }
-            }
-            for (; pairs % 4u == 0u && p + 16u <= pairs; p += 16u) {
-                let kk = key_pairs16(at + p);
-                for (var i = 0u; i < 16u; i += 4u) {
-                    let e = 2u * (p + i);
-                    acc += qs[e] * kk[i].x + qs[e + 1u] * kk[i].y
-                         + qs[e + 2u] * kk[i + 1u].x + qs[e + 3u] * kk[i + 1u].y
-                         + qs[e + 4u] * kk[i + 2u].x + qs[e + 5u] * kk[i + 2u].y
-                         + qs[e + 6u] * kk[i + 3u].x + qs[e + 7u] * kk[i + 3u].y;
-                }
-            }
-            for (; p + 4u <= pairs; p += 4u) {
-                let k0 = unpack2x16float(kcache.d[at + p]);
-                let k1 = unpack2x16float(kcache.d[at + p + 1u]);
-                let k2 = unpack2x16float(kcache.d[at + p + 2u]);
-                let k3 = unpack2x16float(kcache.d[at + p + 3u]);
-                acc += qs[2u * p] * k0.x + qs[2u * p + 1u] * k0.y
-                     + qs[2u * p + 2u] * k1.x + qs[2u * p + 3u] * k1.y
-                     + qs[2u * p + 4u] * k2.x + qs[2u * p + 5u] * k2.y
-                     + qs[2u * p + 6u] * k3.x + qs[2u * p + 7u] * k3.y;
-            }
-            for (; p < pairs; p++) {
-                let kv = unpack2x16float(kcache.d[at + p]);
-                acc += qs[2u * p] * kv.x + qs[2u * p + 1u] * kv.y;
-            }
-            score = acc;
+            score = key_score((kv0 + slot) * pairs, pairs);
         }
         slots[li] = slot;
         let mt = max(m, reduce(sg, lane, nsg, score, 0u));
@@ -148,46 +104,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         let nk = min(WG, len - kb);
         if (kl < nl) {
-            var jj = kl;
-            // Eight (then four) keys' values loaded together, then added key by key as the
-            // loop below does: the same order.
-            let full = pairs % 4u == 0u && 4u * g + 4u <= pairs;
-            for (; full && jj + 7u * nl < nk; jj += 8u * nl) {
-                let va = value_pairs4x4(jj, nl, kv0, pairs, g);
-                let vz = value_pairs4x4(jj + 4u * nl, nl, kv0, pairs, g);
-                for (var u = 0u; u < 8u; u++) {
-                    let pv = ps[jj + u * nl];
-                    for (var k = 0u; k < 4u; k++) {
-                        var v = va[4u * (u % 4u) + k];
-                        if (u >= 4u) {
-                            v = vz[4u * (u % 4u) + k];
-                        }
-                        o[2u * k] += pv * v.x;
-                        o[2u * k + 1u] += pv * v.y;
-                    }
-                }
-            }
-            for (; full && jj + 3u * nl < nk; jj += 4u * nl) {
-                let vv = value_pairs4x4(jj, nl, kv0, pairs, g);
-                for (var u = 0u; u < 4u; u++) {
-                    let pv = ps[jj + u * nl];
-                    for (var k = 0u; k < 4u; k++) {
-                        o[2u * k] += pv * vv[4u * u + k].x;
-                        o[2u * k + 1u] += pv * vv[4u * u + k].y;
-                    }
-                }
-            }
-            for (; jj < nk; jj += nl) {
-                let at = (kv0 + slots[jj]) * pairs + 4u * g;
-                let pv = ps[jj];
-                for (var k = 0u; k < 4u; k++) {
-                    if (4u * g + k < pairs) {
-                        let v = unpack2x16float(vcache.d[at + k]);
-                        o[2u * k] += pv * v.x;
-                        o[2u * k + 1u] += pv * v.y;
-                    }
-                }
-            }
+            o = add_values(o, kl, nl, nk, kv0, pairs, g);
         }
         m = mt;
     }

@@ -1,6 +1,8 @@
 // Bindings and push constants of the batched paged attention kernels (batch_attention,
-// batch_attention_gqa; `sluice_kernels::BatchAttnPush`), and their cache loads in batches
-// (the kernel declares `slots`).
+// batch_attention_gqa; `sluice_kernels::BatchAttnPush`), and the score and value loops
+// both run. The kernel declares `alias Lane` (f32: one query head; vec4<f32>: up to four
+// heads as lanes) and the workgroup arrays `qs` (the scaled query, a Lane per dim), `ps`
+// (a tile's weights, a Lane per key) and `slots` (a tile's cache rows).
 struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
 struct U32x4s { d: array<vec4<u32>> }
@@ -43,8 +45,52 @@ fn key_pairs16(at: u32) -> array<vec2<f32>, 16> {
     return kk;
 }
 
-// Value pairs 4g .. 4g + 3 of the tile's keys jj + u nl (u = 0..3; cache rows from the
-// kernel's `slots`; pairs a multiple of 4), loaded together: [4u + k] = key u's pair 4g + k.
+// acc plus the query times key pairs p .. p + 15 (kk), added 4 pairs at a time.
+fn key_sum16(acc: Lane, kk: array<vec2<f32>, 16>, p: u32) -> Lane {
+    var a = acc;
+    for (var i = 0u; i < 16u; i += 4u) {
+        let e = 2u * (p + i);
+        a += qs[e] * kk[i].x + qs[e + 1u] * kk[i].y
+           + qs[e + 2u] * kk[i + 1u].x + qs[e + 3u] * kk[i + 1u].y
+           + qs[e + 4u] * kk[i + 2u].x + qs[e + 5u] * kk[i + 2u].y
+           + qs[e + 6u] * kk[i + 3u].x + qs[e + 7u] * kk[i + 3u].y;
+    }
+    return a;
+}
+
+// The score of the key whose words start at `at`: the query times its pairs, added 4 at a
+// time in pair order (one order whatever the batch). With head_dim a multiple of 8 the
+// pairs are read as 16-byte words, 32 (then 16) pairs in flight together.
+fn key_score(at: u32, pairs: u32) -> Lane {
+    var acc = Lane(0.0);
+    var p = 0u;
+    for (; pairs % 4u == 0u && p + 32u <= pairs; p += 32u) {
+        let ka = key_pairs16(at + p);
+        let kz = key_pairs16(at + p + 16u);
+        acc = key_sum16(key_sum16(acc, ka, p), kz, p + 16u);
+    }
+    for (; pairs % 4u == 0u && p + 16u <= pairs; p += 16u) {
+        acc = key_sum16(acc, key_pairs16(at + p), p);
+    }
+    for (; p + 4u <= pairs; p += 4u) {
+        let k0 = unpack2x16float(kcache.d[at + p]);
+        let k1 = unpack2x16float(kcache.d[at + p + 1u]);
+        let k2 = unpack2x16float(kcache.d[at + p + 2u]);
+        let k3 = unpack2x16float(kcache.d[at + p + 3u]);
+        acc += qs[2u * p] * k0.x + qs[2u * p + 1u] * k0.y
+             + qs[2u * p + 2u] * k1.x + qs[2u * p + 3u] * k1.y
+             + qs[2u * p + 4u] * k2.x + qs[2u * p + 5u] * k2.y
+             + qs[2u * p + 6u] * k3.x + qs[2u * p + 7u] * k3.y;
+    }
+    for (; p < pairs; p++) {
+        let kv = unpack2x16float(kcache.d[at + p]);
+        acc += qs[2u * p] * kv.x + qs[2u * p + 1u] * kv.y;
+    }
+    return acc;
+}
+
+// Value pairs 4g .. 4g + 3 of the tile's keys jj + u nl (u = 0..3; pairs a multiple of 4),
+// loaded together: [4u + k] = key u's pair 4g + k.
 fn value_pairs4x4(jj: u32, nl: u32, kv0: u32, pairs: u32, g: u32) -> array<vec2<f32>, 16> {
     var vv: array<vec2<f32>, 16>;
     for (var u = 0u; u < 4u; u++) {
@@ -55,4 +101,46 @@ fn value_pairs4x4(jj: u32, nl: u32, kv0: u32, pairs: u32, g: u32) -> array<vec2<
         vv[4u * u + 3u] = unpack2x16float(v.w);
     }
     return vv;
+}
+
+// o plus the weighted values vv of keys jj + u nl (u = 0..3), key by key.
+fn add_values4(o: array<Lane, 8>, vv: array<vec2<f32>, 16>, jj: u32, nl: u32) -> array<Lane, 8> {
+    var r = o;
+    for (var u = 0u; u < 4u; u++) {
+        let pv = ps[jj + u * nl];
+        for (var k = 0u; k < 4u; k++) {
+            r[2u * k] += pv * vv[4u * u + k].x;
+            r[2u * k + 1u] += pv * vv[4u * u + k].y;
+        }
+    }
+    return r;
+}
+
+// o (dims 8g .. 8g + 7) plus the tile's keys kl, kl + nl, ... below nk, each weighted by
+// its ps, added key by key (one order whatever the batch). With head_dim a multiple of 8
+// the values are read as 16-byte words, eight (then four) keys' in flight together.
+fn add_values(o: array<Lane, 8>, kl: u32, nl: u32, nk: u32, kv0: u32, pairs: u32, g: u32) -> array<Lane, 8> {
+    var r = o;
+    var jj = kl;
+    let vec_ok = pairs % 4u == 0u;
+    for (; vec_ok && jj + 7u * nl < nk; jj += 8u * nl) {
+        let va = value_pairs4x4(jj, nl, kv0, pairs, g);
+        let vz = value_pairs4x4(jj + 4u * nl, nl, kv0, pairs, g);
+        r = add_values4(add_values4(r, va, jj, nl), vz, jj + 4u * nl, nl);
+    }
+    for (; vec_ok && jj + 3u * nl < nk; jj += 4u * nl) {
+        r = add_values4(r, value_pairs4x4(jj, nl, kv0, pairs, g), jj, nl);
+    }
+    for (; jj < nk; jj += nl) {
+        let at = (kv0 + slots[jj]) * pairs + 4u * g;
+        let pv = ps[jj];
+        for (var k = 0u; k < 4u; k++) {
+            if (4u * g + k < pairs) {
+                let v = unpack2x16float(vcache.d[at + k]);
+                r[2u * k] += pv * v.x;
+                r[2u * k + 1u] += pv * v.y;
+            }
+        }
+    }
+    return r;
 }

@@ -33,8 +33,6 @@ const KS: u32 = KC / 16u; // K steps per chunk
 const PART: u32 = BR * TT; // floats of one workgroup's partial sums
 const SB: u32 = TT * LS;
 var<workgroup> stage: array<f16, (TT + BR) * LS>;
-// 16 bytes, so the workgroup arrays after it stay 16-byte aligned for the matrix loads.
-var<workgroup> ticket_wg: vec4<u32>;
 var<workgroup> cs: array<f32, SG * 256u>; // SG parked 16 x 16 tiles (the epilogue)
 
 // Element e (token e / 16, row e % 16) of staged row tile s, token tile tt: written.
@@ -187,15 +185,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (pc.ksplit == 1u) {
         return;
     }
-    storageBarrier();
-    if (li == 0u) {
-        ticket_wg.x = atomicAdd(&tick[cell], 1u);
-    }
-    let ticket = workgroupUniformLoad(&ticket_wg).x;
-    if (ticket + 1u != pc.ksplit) {
+    if (!last_split(li, cell)) {
         return;
     }
-    storageBarrier();
     let first = cell * pc.ksplit * PART;
     let n = select(SG * 256u, SG * 128u, SILU);
     for (var tt = 0u; tt < nt; tt++) {

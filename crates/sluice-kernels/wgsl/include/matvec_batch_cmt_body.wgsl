@@ -41,8 +41,6 @@ const PART: u32 = 2048u; // floats of one workgroup's partial: 2 tiles x TT toke
 // The staged chunk: TT activation rows, then (from SB) the two 16-row weight tiles.
 const SB: u32 = TT * LS;
 var<workgroup> stage: array<f16, (TT + 32u) * LS>;
-// 16 bytes, so the workgroup arrays after it stay 16-byte aligned for the matrix loads.
-var<workgroup> ticket_wg: vec4<u32>;
 
 // Writes (row r, token t) from the sums g (row r) and u (plain: row r + 16; gated: the up
 // matrix's row r): both stored or added, or SiLU(g) * u.
@@ -198,17 +196,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (pc.ksplit == 1u) {
         return;
     }
-    // Release: this workgroup's partial reaches device scope before its ticket.
-    storageBarrier();
-    if (li == 0u) {
-        ticket_wg.x = atomicAdd(&tick[cell], 1u);
-    }
-    let ticket = workgroupUniformLoad(&ticket_wg).x;
-    if (ticket + 1u != pc.ksplit) {
+    if (!last_split(li, cell)) {
         return;
     }
-    // Acquire: the other splits' partials (written before their tickets).
-    storageBarrier();
     let first = cell * pc.ksplit * PART;
     for (var tt = 0u; tt < nt; tt++) {
         var g = 0.0; // rows r0 ..

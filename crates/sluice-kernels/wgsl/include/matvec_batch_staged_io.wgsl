@@ -1,7 +1,7 @@
 // What the staged cooperative-matrix batched matvecs share (include/matvec_batch_cmt_body.wgsl,
 // _cmr_body.wgsl): the push constants, the weight vec4s of either matrix, the staging
-// stores to `stage` (declared by the body) and the activation and y accesses. Needs `w`,
-// `wb_raw`, `xv`, `y` and `pc` from the kernel file.
+// stores to `stage` (declared by the body), the activation and y accesses and the K
+// split's ticket. Needs `w`, `wb_raw`, `xv`, `y`, `tick` and `pc` from the kernel file.
 struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, accumulate: u32, row_groups_x: u32, ksplit: u32, kchunks: u32 }
 
 struct WVec { d: array<vec4<u32>> }
@@ -48,4 +48,25 @@ fn put_y(o: u32, v: f32) {
     } else {
         y[o] = v;
     }
+}
+
+// 16 bytes, so workgroup arrays declared after it stay 16-byte aligned for the matrix loads.
+var<workgroup> ticket_wg: vec4<u32>;
+
+// After this workgroup's partial sums of (row group, token group) `cell` are written:
+// whether it drew the last of the cell's `ksplit` tickets, and so must add the partials.
+// Release: the partial reaches device scope before the ticket; acquire (for the last):
+// the other splits' partials, written before their tickets, are visible after it. Every
+// invocation calls it (it holds barriers).
+fn last_split(li: u32, cell: u32) -> bool {
+    storageBarrier();
+    if (li == 0u) {
+        ticket_wg.x = atomicAdd(&tick[cell], 1u);
+    }
+    let ticket = workgroupUniformLoad(&ticket_wg).x;
+    if (ticket + 1u != pc.ksplit) {
+        return false;
+    }
+    storageBarrier();
+    return true;
 }

@@ -1,13 +1,97 @@
-//! `sluice info`: the chosen device as a table or JSON.
+//! `sluice info`: the chosen device as a table or JSON; with `--kernels`, the driver's
+//! compile statistics of the kernels.
 
-use sluice::{Device, DeviceInfo};
+use clap::Args;
+use sluice::{Device, DeviceInfo, KernelStatistic};
+
+/// `sluice info` options.
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    /// Print JSON instead of a table
+    #[arg(long)]
+    json: bool,
+    /// Instead of the device, the driver's compile statistics (registers, instructions,
+    /// spills: what it reports through VK_KHR_pipeline_executable_properties) of every
+    /// kernel whose name contains FILTER (all without one). Compiles each kernel.
+    #[arg(long, value_name = "FILTER", num_args = 0..=1, default_missing_value = "")]
+    pub kernels: Option<String>,
+}
+
+/// One kernel's row of `sluice info --kernels`.
+#[derive(serde::Serialize)]
+struct KernelRow {
+    kernel: &'static str,
+    workgroup_size: [u32; 3],
+    workgroup_memory_bytes: u32,
+    statistics: Vec<KernelStatistic>,
+    /// Why there are no statistics (the kernel needs a feature this device lacks, ...).
+    error: Option<String>,
+}
+
+/// Prints the compile statistics of the kernels whose names contain `filter`.
+fn kernels(device: &Device, filter: &str, json: bool) -> Result<(), String> {
+    if !device.info().kernel_statistics {
+        return Err(format!(
+            "{} does not report kernel statistics (no VK_KHR_pipeline_executable_properties)",
+            device.info().name
+        ));
+    }
+    let mut rows = Vec::new();
+    for k in sluice_kernels::ALL
+        .iter()
+        .filter(|k| k.name.contains(filter))
+    {
+        let (statistics, error) = match device.kernel_statistics(k) {
+            Ok(s) => (s, None),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        };
+        rows.push(KernelRow {
+            kernel: k.name,
+            workgroup_size: k.workgroup_size,
+            workgroup_memory_bytes: k.workgroup_memory_bytes,
+            statistics,
+            error,
+        });
+    }
+    if rows.is_empty() {
+        return Err(format!("no kernel name contains {filter:?}"));
+    }
+    if json {
+        return outln!(
+            "{}",
+            serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?
+        );
+    }
+    for r in &rows {
+        let [x, y, z] = r.workgroup_size;
+        let mut line = format!(
+            "{:<34} wg {x}x{y}x{z}, shared {} B",
+            r.kernel, r.workgroup_memory_bytes
+        );
+        match &r.error {
+            Some(e) => line.push_str(&format!(": {e}")),
+            None => {
+                for s in &r.statistics {
+                    line.push_str(&format!(", {} {}", s.name, s.value));
+                }
+            }
+        }
+        outln!("{line}")?;
+    }
+    Ok(())
+}
 
 fn gib(b: u64) -> String {
     format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
 }
 
-/// Prints the device's [`DeviceInfo`] with current heap budgets.
-pub fn run(device: &Device, json: bool) -> Result<(), String> {
+/// Prints the device's [`DeviceInfo`] with current heap budgets, or with `--kernels` the
+/// kernels' compile statistics.
+pub fn run(device: &Device, args: &InfoArgs) -> Result<(), String> {
+    let json = args.json;
+    if let Some(filter) = &args.kernels {
+        return kernels(device, filter, json);
+    }
     let mut info: DeviceInfo = device.info().clone();
     info.heaps = device.heaps();
     if json {

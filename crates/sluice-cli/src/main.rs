@@ -59,8 +59,9 @@ struct Common {
 /// The subcommands. New ones (tokenize, chat, serve, inspect) go here, each with its module.
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// The chosen Vulkan device: name, driver, API, UMA, heaps with budgets, subgroup size
-    Info(JsonArg),
+    /// The chosen Vulkan device: name, driver, API, UMA, heaps with budgets, subgroup size;
+    /// with --kernels, the driver's compile statistics of the kernels (registers, ...)
+    Info(info::InfoArgs),
     /// 100 small dispatches in Auto and Serial barrier mode, checked against the CPU
     Demo(JsonArg),
     /// GPU µs per tiny dispatch (dependent vs independent) or host wait costs
@@ -266,7 +267,10 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Loadgen(a) => return serve::loadgen(a),
         _ => {}
     }
-    let opts = options(&cli.common);
+    let mut opts = options(&cli.common);
+    if let Command::Info(a) = &cli.command {
+        opts.kernel_statistics = a.kernels.is_some();
+    }
     let validate = cli.common.validate;
     let device = Device::new(opts).map_err(|e| e.to_string())?;
     log::debug!(
@@ -276,7 +280,7 @@ fn run(cli: Cli) -> Result<(), String> {
         device.options().barriers
     );
     let result = match &cli.command {
-        Command::Info(a) => info::run(&device, a.json),
+        Command::Info(a) => info::run(&device, a),
         Command::Demo(a) => demo(&device, a.json),
         Command::Microbench(a) => microbench(&device, a),
         Command::Generate(a) => llm::generate(a, &device),

@@ -38,6 +38,34 @@ fn info_json_describes_the_device() {
     assert!(v["heaps"].as_array().is_some_and(|h| !h.is_empty()));
 }
 
+/// `info --kernels FILTER`: the driver's compile statistics of the matching kernels as
+/// JSON where the device reports them (NVIDIA), else a clear error naming the extension
+/// (lavapipe); a filter matching no kernel is an error either way.
+#[test]
+fn info_kernels_reports_statistics_or_says_why_not() {
+    let (ok, stdout, stderr) =
+        sluice(&["info", "--kernels", "matvec_q4_k", "--json", "--validate"]);
+    if ok {
+        let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let rows = v.as_array().unwrap();
+        assert!(rows.len() >= 2, "{stdout}");
+        for r in rows {
+            assert!(r["kernel"].as_str().unwrap().contains("matvec_q4_k"));
+            let stats = r["statistics"].as_array().unwrap();
+            assert!(!stats.is_empty() || r["error"].is_string(), "{r}");
+        }
+        let (ok, _, stderr) = sluice(&["info", "--kernels", "no_such_kernel"]);
+        assert!(!ok);
+        assert!(stderr.contains("no kernel name contains"), "{stderr}");
+    } else {
+        assert!(
+            stderr.contains("does not report kernel statistics")
+                && stderr.contains("VK_KHR_pipeline_executable_properties"),
+            "{stderr}"
+        );
+    }
+}
+
 #[test]
 fn bad_usage_is_a_clear_error() {
     let (ok, _, stderr) = sluice(&["info", "--jsn"]);

@@ -1053,3 +1053,38 @@ fn kernels_over_the_device_workgroup_limits_are_refused() {
     // The same kernel within the limits is made.
     d.pipeline(&ADD).unwrap();
 }
+
+/// The features a kernel needs are read from its SPIR-V, and a kernel needing one the
+/// device did not enable is refused when its pipeline is made (named, with the feature),
+/// never handed to the driver. Kernel statistics need `Options::kernel_statistics`.
+#[test]
+fn kernels_needing_features_the_device_lacks_are_refused() {
+    use sluice::KernelFeature;
+    assert_eq!(ADD.features().unwrap(), Vec::<KernelFeature>::new());
+    let cm = MATVEC_BATCH_CM.features().unwrap();
+    assert!(cm.contains(&KernelFeature::CooperativeMatrix), "{cm:?}");
+    assert!(cm.contains(&KernelFeature::Float16), "{cm:?}");
+    let dp = MATVEC_Q4_K_DP.features().unwrap();
+    assert_eq!(dp, vec![KernelFeature::IntegerDotProduct]);
+
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let info = d.info().clone();
+    let made = d.pipeline(&MATVEC_BATCH_CM);
+    if info.coopmat_f16_16x16 {
+        made.unwrap();
+    } else {
+        let err = made.expect_err("refused").to_string();
+        assert!(
+            err.contains("\"matvec_batch_cm\"") && err.contains("cooperative matrices"),
+            "{err}"
+        );
+    }
+    assert_eq!(d.pipeline(&MATVEC_Q4_K_DP).is_ok(), info.int_dot);
+    assert!(!info.kernel_statistics);
+    let err = d
+        .kernel_statistics(&ADD)
+        .expect_err("not asked for")
+        .to_string();
+    assert!(err.contains("Options::kernel_statistics"), "{err}");
+}

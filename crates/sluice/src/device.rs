@@ -4,7 +4,8 @@
 //! shared state alive; when the last `Device` handle goes, the runtime waits for the
 //! queue, releases what queued work still held, and the Vulkan objects go with the last
 //! buffer. Extensions used: `VK_KHR_push_descriptor` (required), `VK_EXT_memory_budget`
-//! (when present). Vulkan 1.3 is required (synchronization2, timeline semaphores).
+//! (when present), `VK_KHR_pipeline_executable_properties` (with
+//! `Options::kernel_statistics`). Vulkan 1.3 is required (synchronization2, timeline semaphores).
 
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -17,7 +18,7 @@ use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
 
 use crate::counters::{AtomicCounters, Counters};
 use crate::error::{Error, Result, VkResultExt};
-use crate::kernel::{KernelDesc, Pipeline};
+use crate::kernel::{KernelDesc, KernelFeature, KernelStatistic, Pipeline};
 use crate::options::{Options, Validation};
 use crate::queue::QueueState;
 use crate::validation::{self, ValidationLog, ValidationMessage};
@@ -111,6 +112,10 @@ pub struct DeviceInfo {
     /// The device reports the signed 4x8-bit packed dot product as accelerated (one
     /// instruction, not an emulation); informational.
     pub int_dot_accelerated: bool,
+    /// Pipelines carry the driver's compile statistics ([`Device::kernel_statistics`]):
+    /// `Options::kernel_statistics` was set and the device has
+    /// VK_KHR_pipeline_executable_properties.
+    pub kernel_statistics: bool,
 }
 
 pub(crate) struct Extensions {
@@ -121,6 +126,8 @@ pub(crate) struct Extensions {
     /// Device-level debug-utils functions (command-buffer labels), when the extension is on.
     pub labels: Option<ash::ext::debug_utils::Device>,
     pub messenger: vk::DebugUtilsMessengerEXT,
+    /// VK_KHR_pipeline_executable_properties, when `Options::kernel_statistics` asked for it.
+    pub exec_props: Option<ash::khr::pipeline_executable_properties::Device>,
 }
 
 /// State shared by every handle of one device.
@@ -472,6 +479,8 @@ impl Device {
             let coopmat_ext = has_extension(&dev_exts, ash::khr::cooperative_matrix::NAME);
             let pageable_ext = has_extension(&dev_exts, ash::ext::memory_priority::NAME)
                 && has_extension(&dev_exts, ash::ext::pageable_device_local_memory::NAME);
+            let exec_props_ext = options.kernel_statistics
+                && has_extension(&dev_exts, ash::khr::pipeline_executable_properties::NAME);
             let mut enabled_exts = vec![ash::khr::push_descriptor::NAME.as_ptr()];
             if memory_budget_ext {
                 enabled_exts.push(ash::ext::memory_budget::NAME.as_ptr());
@@ -484,6 +493,7 @@ impl Device {
             let mut fprio = vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default();
             let mut fpage = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default();
             let mut fcoop = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
+            let mut fexec = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
             let mut f2 = vk::PhysicalDeviceFeatures2::default()
                 .push_next(&mut f11)
                 .push_next(&mut f12)
@@ -494,8 +504,17 @@ impl Device {
             if coopmat_ext {
                 f2 = f2.push_next(&mut fcoop);
             }
+            if exec_props_ext {
+                f2 = f2.push_next(&mut fexec);
+            }
             instance.get_physical_device_features2(physical, &mut f2);
+            let mut eexec = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
+                .pipeline_executable_info(true);
             let shader_int64 = f2.features.shader_int64;
+            let exec_props = exec_props_ext && fexec.pipeline_executable_info != 0;
+            if exec_props {
+                enabled_exts.push(ash::khr::pipeline_executable_properties::NAME.as_ptr());
+            }
             let pageable_ext = pageable_ext
                 && fprio.memory_priority != 0
                 && fpage.pageable_device_local_memory != 0;
@@ -604,6 +623,11 @@ impl Device {
             } else {
                 device_info
             };
+            let device_info = if exec_props {
+                device_info.push_next(&mut eexec)
+            } else {
+                device_info
+            };
             let raw = instance
                 .create_device(physical, &device_info, None)
                 .vk("vkCreateDevice")?;
@@ -680,6 +704,7 @@ impl Device {
                 compute_units,
                 int_dot_accelerated: int_dot
                     && dotp.integer_dot_product4x8_bit_packed_signed_accelerated != 0,
+                kernel_statistics: exec_props,
             };
 
             let raw = Guard::new(raw, |d: &mut ash::Device| d.destroy_device(None));
@@ -709,6 +734,9 @@ impl Device {
                         .map(|_| ash::ext::debug_utils::Device::new(instance, &raw)),
                     debug_utils: messenger.0,
                     messenger: messenger.1,
+                    exec_props: exec_props.then(|| {
+                        ash::khr::pipeline_executable_properties::Device::new(instance, &raw)
+                    }),
                 },
                 |e: &mut Extensions| destroy_messenger(e),
             );
@@ -790,14 +818,51 @@ impl Device {
                 kernel.name, invocations, info.max_workgroup_invocations
             )));
         }
+        // A kernel whose SPIR-V needs a feature this device did not enable is refused
+        // here too: some drivers accept the module and fail (or crash) later.
+        for feature in kernel.features()? {
+            let enabled = match feature {
+                KernelFeature::Float16 => info.shader_f16,
+                KernelFeature::IntegerDotProduct => info.int_dot,
+                KernelFeature::CooperativeMatrix => info.coopmat_f16_16x16,
+            };
+            if !enabled {
+                return Err(Error::MissingFeature {
+                    device: info.name.clone(),
+                    missing: format!("{} for kernel {:?}", feature.name(), kernel.name),
+                });
+            }
+        }
         let p = Pipeline::create(
             &self.handle.shared.raw,
             self.handle.shared.pipeline_cache,
             kernel,
             self.handle.shared.id,
+            info.kernel_statistics,
         )?;
         map.insert(key, p.clone());
         Ok(p)
+    }
+
+    /// The driver's compile statistics for `kernel` (registers, instructions, spills: what
+    /// the driver chooses to report), making its pipeline first if needed. Needs
+    /// `Options::kernel_statistics` and a device with VK_KHR_pipeline_executable_properties
+    /// ([`DeviceInfo::kernel_statistics`]).
+    pub fn kernel_statistics(&self, kernel: &KernelDesc) -> Result<Vec<KernelStatistic>> {
+        let shared = &self.handle.shared;
+        let Some(ext) = shared.ext.exec_props.as_ref() else {
+            return Err(Error::MissingFeature {
+                device: shared.info.name.clone(),
+                missing: if shared.options.kernel_statistics {
+                    "VK_KHR_pipeline_executable_properties (kernel statistics)".into()
+                } else {
+                    "kernel statistics: the device was made without Options::kernel_statistics"
+                        .into()
+                },
+            });
+        };
+        let pipeline = self.pipeline(kernel)?;
+        crate::kernel::pipeline_statistics(ext, &pipeline)
     }
 
     /// Device-wide counters since the device was made.

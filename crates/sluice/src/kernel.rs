@@ -74,24 +74,16 @@ impl Pipeline {
         &self.desc
     }
 
+    /// Makes the pipeline; `capture_statistics` asks the driver to keep its compile
+    /// statistics (VK_KHR_pipeline_executable_properties must be enabled).
     pub(crate) fn create(
         device: &ash::Device,
         cache: vk::PipelineCache,
         desc: &KernelDesc,
         device_id: u64,
+        capture_statistics: bool,
     ) -> Result<Arc<Pipeline>> {
-        if !desc.spirv.len().is_multiple_of(4) || desc.spirv.is_empty() {
-            return Err(crate::Error::InvalidUse(format!(
-                "kernel {:?}: SPIR-V length {} is not a positive multiple of 4",
-                desc.name,
-                desc.spirv.len()
-            )));
-        }
-        let words: Vec<u32> = desc
-            .spirv
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
+        let words = spirv_words(desc)?;
         let bindings: Vec<vk::DescriptorSetLayoutBinding> = (0..desc.bindings.len() as u32)
             .map(|i| {
                 vk::DescriptorSetLayoutBinding::default()
@@ -145,9 +137,12 @@ impl Pipeline {
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(module)
                 .name(&entry);
-            let info = vk::ComputePipelineCreateInfo::default()
+            let mut info = vk::ComputePipelineCreateInfo::default()
                 .stage(stage)
                 .layout(layout);
+            if capture_statistics {
+                info = info.flags(vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR);
+            }
             let result = device.create_compute_pipelines(cache, &[info], None);
             device.destroy_shader_module(module, None);
             let pipeline = match result {
@@ -168,6 +163,11 @@ impl Pipeline {
         }
     }
 
+    /// The raw pipeline handle (for the device's statistics query).
+    pub(crate) fn raw(&self) -> vk::Pipeline {
+        self.pipeline
+    }
+
     /// Destroys the Vulkan objects. Called once by the device when it is dropped.
     pub(crate) fn destroy(&self, device: &ash::Device) {
         // SAFETY: the device is idle when pipelines are destroyed (device drop).
@@ -177,4 +177,169 @@ impl Pipeline {
             device.destroy_descriptor_set_layout(self.set_layout, None);
         }
     }
+}
+
+/// The SPIR-V of `desc` as words, or an error when its length is not a positive
+/// multiple of 4.
+fn spirv_words(desc: &KernelDesc) -> Result<Vec<u32>> {
+    if !desc.spirv.len().is_multiple_of(4) || desc.spirv.is_empty() {
+        return Err(crate::Error::InvalidUse(format!(
+            "kernel {:?}: SPIR-V length {} is not a positive multiple of 4",
+            desc.name,
+            desc.spirv.len()
+        )));
+    }
+    Ok(desc
+        .spirv
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// A device feature some kernels need, found from the capabilities their SPIR-V declares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelFeature {
+    /// 16-bit floats (SPIR-V `Float16`).
+    Float16,
+    /// Packed integer dot products (`DotProduct`, `DotProductInput4x8BitPacked`).
+    IntegerDotProduct,
+    /// Cooperative matrices (`CooperativeMatrixKHR`).
+    CooperativeMatrix,
+}
+
+impl KernelFeature {
+    /// What to call it in an error message.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelFeature::Float16 => "16-bit floats (shaderFloat16)",
+            KernelFeature::IntegerDotProduct => "integer dot products (shaderIntegerDotProduct)",
+            KernelFeature::CooperativeMatrix => "cooperative matrices (VK_KHR_cooperative_matrix)",
+        }
+    }
+}
+
+impl KernelDesc {
+    /// The device features this kernel's SPIR-V declares it needs (its `OpCapability`
+    /// instructions), each once.
+    pub fn features(&self) -> Result<Vec<KernelFeature>> {
+        const OP_CAPABILITY: u32 = 17;
+        let words = spirv_words(self)?;
+        let mut out = Vec::new();
+        // Instructions start after the five header words; the capabilities come first.
+        let mut i = 5;
+        while i < words.len() {
+            let count = (words[i] >> 16) as usize;
+            let opcode = words[i] & 0xFFFF;
+            if count == 0 {
+                break;
+            }
+            if opcode == OP_CAPABILITY && count >= 2 && i + 1 < words.len() {
+                let feature = match words[i + 1] {
+                    9 => Some(KernelFeature::Float16),
+                    6018 | 6019 => Some(KernelFeature::IntegerDotProduct),
+                    6022 => Some(KernelFeature::CooperativeMatrix),
+                    _ => None,
+                };
+                if let Some(f) = feature.filter(|f| !out.contains(f)) {
+                    out.push(f);
+                }
+            } else if opcode != OP_CAPABILITY {
+                break;
+            }
+            i += count;
+        }
+        Ok(out)
+    }
+}
+
+/// One compile statistic the driver reports for a kernel's pipeline.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct KernelStatistic {
+    /// The pipeline executable it belongs to (a compute pipeline usually has one).
+    pub executable: String,
+    /// The driver's name for it, e.g. "Register Count".
+    pub name: String,
+    /// The driver's description.
+    pub description: String,
+    /// Its value.
+    pub value: StatisticValue,
+}
+
+/// The value of a [`KernelStatistic`].
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub enum StatisticValue {
+    /// A yes / no statistic.
+    Bool(bool),
+    /// A signed count.
+    Int(i64),
+    /// An unsigned count.
+    Uint(u64),
+    /// A real number.
+    Float(f64),
+}
+
+impl std::fmt::Display for StatisticValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatisticValue::Bool(b) => write!(f, "{b}"),
+            StatisticValue::Int(v) => write!(f, "{v}"),
+            StatisticValue::Uint(v) => write!(f, "{v}"),
+            StatisticValue::Float(v) => write!(f, "{v:.3}"),
+        }
+    }
+}
+
+/// The compile statistics of `pipeline`, one entry per (executable, statistic).
+pub(crate) fn pipeline_statistics(
+    ext: &ash::khr::pipeline_executable_properties::Device,
+    pipeline: &Pipeline,
+) -> Result<Vec<KernelStatistic>> {
+    let text = |c: &[std::ffi::c_char]| -> String {
+        // The driver writes NUL-terminated strings into fixed arrays.
+        let bytes: Vec<u8> = c
+            .iter()
+            .take_while(|&&b| b != 0)
+            .map(|&b| b as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    let mut out = Vec::new();
+    // SAFETY: the pipeline was made on this device with CAPTURE_STATISTICS and is alive
+    // (the caller holds its Arc); the info structs live across each call.
+    unsafe {
+        let info = vk::PipelineInfoKHR::default().pipeline(pipeline.raw());
+        let executables = ext
+            .get_pipeline_executable_properties(&info)
+            .vk("vkGetPipelineExecutablePropertiesKHR")?;
+        for (index, exe) in executables.iter().enumerate() {
+            let exe_name = text(&exe.name);
+            let einfo = vk::PipelineExecutableInfoKHR::default()
+                .pipeline(pipeline.raw())
+                .executable_index(index as u32);
+            let stats = ext
+                .get_pipeline_executable_statistics(&einfo)
+                .vk("vkGetPipelineExecutableStatisticsKHR")?;
+            for s in &stats {
+                let value = match s.format {
+                    vk::PipelineExecutableStatisticFormatKHR::BOOL32 => {
+                        StatisticValue::Bool(s.value.b32 != 0)
+                    }
+                    vk::PipelineExecutableStatisticFormatKHR::INT64 => {
+                        StatisticValue::Int(s.value.i64)
+                    }
+                    vk::PipelineExecutableStatisticFormatKHR::FLOAT64 => {
+                        StatisticValue::Float(s.value.f64)
+                    }
+                    _ => StatisticValue::Uint(s.value.u64),
+                };
+                out.push(KernelStatistic {
+                    executable: exe_name.clone(),
+                    name: text(&s.name),
+                    description: text(&s.description),
+                    value,
+                });
+            }
+        }
+    }
+    Ok(out)
 }

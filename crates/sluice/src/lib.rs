@@ -34,7 +34,9 @@ pub use counters::Counters;
 pub use device::{Device, DeviceInfo, HeapInfo};
 pub use encoder::Encoder;
 pub use error::{Error, Result};
-pub use kernel::{BindingAccess, KernelDesc, Pipeline, Pod};
+pub use kernel::{
+    BindingAccess, KernelDesc, KernelFeature, KernelStatistic, Pipeline, Pod, StatisticValue,
+};
 pub use memory::{Buffer, BufferSlice};
 pub use options::{BarrierMode, Options, Validation};
 pub use profile::TimestampQueries;

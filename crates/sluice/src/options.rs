@@ -52,6 +52,11 @@ pub struct Options {
     /// Do not enable integer dot products (shaderIntegerDotProduct) even where the device
     /// has them: the block-format matvecs run on their f32 decoders. Default false.
     pub no_int_dot: bool,
+    /// Ask the driver for every pipeline's compile statistics (registers, instructions,
+    /// spills: VK_KHR_pipeline_executable_properties) so that
+    /// [`crate::Device::kernel_statistics`] can report them. Default false: capturing
+    /// them may slow pipeline creation, and the runtime does not need them.
+    pub kernel_statistics: bool,
 }
 
 impl Default for Options {
@@ -66,6 +71,7 @@ impl Default for Options {
             wait_timeout: Duration::from_secs(60),
             no_coopmat: false,
             no_int_dot: false,
+            kernel_statistics: false,
         }
     }
 }

@@ -331,36 +331,144 @@ pub struct ProfileArgs {
     sequences: Option<u32>,
 }
 
-/// The device's memory bandwidth in GB/s (bytes read + written), from timed copies
-/// between two buffers (256 MiB on a GPU, 16 MiB on a CPU driver).
-fn copy_bandwidth(device: &Device) -> Result<f64, String> {
-    let bytes: u64 = if device.info().device_type == "cpu" {
-        16 << 20
-    } else {
-        256 << 20
-    };
-    let class = sluice::ResourceClass::TokenScratch;
-    let a = device
-        .create_buffer("bandwidth.a", bytes, class)
-        .map_err(err)?;
-    let b = device
-        .create_buffer("bandwidth.b", bytes, class)
-        .map_err(err)?;
-    let run = |reps: usize| -> Result<f64, String> {
+/// Two buffers copied into each other: warms the GPU up (clocks idle low after a load; a
+/// profile of a few steps would otherwise run, and measure, at a fraction of the speed)
+/// and measures the device's read bandwidth with a kernel streaming one of them.
+struct CopyProbe {
+    device: Device,
+    a: sluice::Buffer,
+    b: sluice::Buffer,
+    /// The streaming kernel's anchor (read) and sink (written only on a magic xor).
+    small: [sluice::Buffer; 2],
+    bytes: u64,
+}
+
+impl CopyProbe {
+    /// 256 MiB buffers on a GPU, 16 MiB on a CPU driver.
+    fn new(device: &Device) -> Result<CopyProbe, String> {
+        let bytes: u64 = if device.info().device_type == "cpu" {
+            16 << 20
+        } else {
+            256 << 20
+        };
+        let class = sluice::ResourceClass::TokenScratch;
+        Ok(CopyProbe {
+            device: device.clone(),
+            a: device
+                .create_buffer("bandwidth.a", bytes, class)
+                .map_err(err)?,
+            b: device
+                .create_buffer("bandwidth.b", bytes, class)
+                .map_err(err)?,
+            small: [
+                device
+                    .create_buffer("bandwidth.anchor", 256, class)
+                    .map_err(err)?,
+                device
+                    .create_buffer("bandwidth.sink", 256, class)
+                    .map_err(err)?,
+            ],
+            bytes,
+        })
+    }
+
+    /// Seconds `reps` copies (`stream`: reads of buffer a by `sluice_kernels::PREFETCH`,
+    /// every 32-byte sector once) take: GPU timestamps around them where the device has
+    /// them (host timing would add the submit and wait, several times the work's own time
+    /// on a fast GPU), else the host's clock.
+    fn run(&self, reps: u32, stream: bool) -> Result<f64, String> {
+        let queries = if self.device.info().timestamps {
+            Some(sluice::TimestampQueries::new(&self.device, 2).map_err(err)?)
+        } else {
+            None
+        };
+        let reader = if stream {
+            Some(
+                self.device
+                    .pipeline(&sluice_kernels::PREFETCH)
+                    .map_err(err)?,
+            )
+        } else {
+            None
+        };
+        let sectors = u32::try_from(self.bytes / 32).map_err(err)?;
+        // About eight sectors per invocation.
+        let threads = (sectors / 8).next_multiple_of(256);
+        let push = sluice_kernels::PrefetchPush {
+            sectors,
+            threads,
+            magic: 0x9E37_79B9,
+        };
         let t = Instant::now();
-        let mut enc = device.encoder().map_err(err)?;
+        let mut enc = self.device.encoder().map_err(err)?;
+        if let Some(q) = &queries {
+            enc.write_timestamp(q, 0).map_err(err)?;
+        }
         for i in 0..reps {
-            let (src, dst) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
-            enc.copy(src.slice(..), dst.slice(..)).map_err(err)?;
+            match &reader {
+                Some(k) => enc
+                    .dispatch(
+                        k,
+                        [threads / 256, 1, 1],
+                        &[
+                            self.a.slice(..),
+                            self.small[0].slice(..),
+                            self.small[1].slice(..),
+                        ],
+                        &push,
+                    )
+                    .map_err(err)?,
+                None => {
+                    let (src, dst) = if i % 2 == 0 {
+                        (&self.a, &self.b)
+                    } else {
+                        (&self.b, &self.a)
+                    };
+                    enc.copy(src.slice(..), dst.slice(..)).map_err(err)?;
+                }
+            }
+        }
+        if let Some(q) = &queries {
+            enc.write_timestamp(q, 1).map_err(err)?;
         }
         enc.submit().map_err(err)?.wait().map_err(err)?;
-        Ok(t.elapsed().as_secs_f64())
-    };
-    run(1)?; // warm-up: memory committed, clocks up
-    let reps = 8;
-    let secs = run(reps)?;
-    Ok(2.0 * bytes as f64 * reps as f64 / secs / 1e9)
+        let host = t.elapsed().as_secs_f64();
+        match &queries {
+            Some(q) => {
+                let ns = q.read_ns().map_err(err)?;
+                Ok((ns[1] - ns[0]) / 1e9)
+            }
+            None => Ok(host),
+        }
+    }
+
+    /// Copies until `secs` of wall time have passed.
+    fn warm_up(&self, secs: f64) -> Result<(), String> {
+        let t = Instant::now();
+        while t.elapsed().as_secs_f64() < secs {
+            self.run(4, false)?;
+        }
+        Ok(())
+    }
+
+    /// The device's read bandwidth in GB/s: the best of three runs of eight streams over
+    /// buffer a. (A copy measures less: on the H100 a vkCmdCopyBuffer moves ~850 GB/s of
+    /// reads + writes where kernels read ~3 TB/s.)
+    fn bandwidth(&self) -> Result<f64, String> {
+        let reps = 8;
+        let mut secs = f64::INFINITY;
+        for _ in 0..3 {
+            secs = secs.min(self.run(reps, true)?);
+        }
+        if secs <= 0.0 {
+            return Err(format!("the read bandwidth timing read {secs} s"));
+        }
+        Ok(self.bytes as f64 * reps as f64 / secs / 1e9)
+    }
 }
+
+/// Wall time `sluice profile` keeps the GPU busy with copies before the profiled steps.
+const PROFILE_WARM_UP_SECS: f64 = 0.5;
 
 pub(crate) fn progress(quiet: bool) -> impl FnMut(u64, u64) {
     use std::io::IsTerminal;
@@ -700,6 +808,14 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
     if args.sequences.is_none() {
         model.set_params(1, 0).map_err(err)?;
     }
+    // Clocks up before the profiled steps (a CPU driver has none: a token warm-up there).
+    let probe = CopyProbe::new(device)?;
+    let warm_secs = if device.info().device_type == "cpu" {
+        0.02
+    } else {
+        PROFILE_WARM_UP_SECS
+    };
+    probe.warm_up(warm_secs)?;
     let mut timings = Vec::new();
     for _ in 0..n.max(1) {
         let s0 = Instant::now();
@@ -719,18 +835,26 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
         timings = replay.timings().map_err(err)?;
     }
     // Bytes: weights a dispatch reads (matvec and embedding ops). The embedding binds the
-    // whole table but reads one row of it.
+    // whole table but reads one row of it per token (per sequence in a batched step).
     let nodes = graph.nodes();
     let vocab = model.config().vocab as u64;
+    let tokens = args.sequences.unwrap_or(1) as u64;
     let bytes = |i: usize| -> Option<u64> {
-        let embed = nodes[i].label.split(' ').next() == Some("embed");
+        let op = nodes[i].label.split(' ').next().unwrap_or("");
+        let embed = op == "embed" || op == "batch.embed";
         let w: u64 = nodes[i]
             .bindings
             .iter()
             .filter(|(b, _, _)| {
                 b.class() == sluice::ResourceClass::ReadOnlyWeight && b.size() > 1 << 16
             })
-            .map(|(_, _, l)| if embed { *l / vocab.max(1) } else { *l })
+            .map(|(_, _, l)| {
+                if embed {
+                    *l / vocab.max(1) * tokens
+                } else {
+                    *l
+                }
+            })
             .sum();
         (w > 0).then_some(w)
     };
@@ -759,13 +883,14 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
         timeline_svg(&title, &timings, &ops),
     )
     .map_err(err)?;
-    let bandwidth = copy_bandwidth(device)?;
+    let bandwidth = probe.bandwidth()?;
     let mut table = String::new();
     table += &format!(
-        "{title}: one token (last of {n}), profiled replay (timestamps around every dispatch)\n\n"
+        "{title}: one token (last of {n}, after {warm_secs} s of copies to bring the clocks up), profiled replay (timestamps around every dispatch)\n\n"
     );
     table += &format!(
-        "floor = the op's weight bytes / the device's measured copy bandwidth ({bandwidth:.2} GB/s, read + write): the time it could take if it only streamed its weights\n\n"
+        "floor = the op's weight bytes / the device's measured read bandwidth ({bandwidth:.2} GB/s: a kernel streaming {} MiB): the time it could take if it only streamed its weights\n\n",
+        probe.bytes >> 20
     );
     table += "| op | count/token | GPU µs/token | share | weight GB/s | floor µs | above floor µs |\n|---|---|---|---|---|---|---|\n";
     for o in &ops {

@@ -1,5 +1,5 @@
 //! `sluice profile` writes a per-op table whose floor column is the op's weight bytes over
-//! the measured copy bandwidth.
+//! the measured read bandwidth.
 
 use std::process::Command;
 
@@ -21,9 +21,10 @@ fn profile_table_has_a_floor_per_weight_op() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let table = std::fs::read_to_string(out.join("table.md")).unwrap();
     let _ = std::fs::remove_dir_all(&out);
-    assert!(table.contains("measured copy bandwidth"), "{table}");
+    assert!(table.contains("measured read bandwidth"), "{table}");
+    assert!(table.contains("to bring the clocks up"), "{table}");
     let gbs: f64 = table
-        .split("copy bandwidth (")
+        .split("read bandwidth (")
         .nth(1)
         .and_then(|r| r.split(' ').next())
         .and_then(|v| v.parse().ok())
@@ -45,4 +46,37 @@ fn profile_table_has_a_floor_per_weight_op() {
         "{row}: floor {floor} vs {want}"
     );
     assert!((gpu_us - floor - above).abs() < 0.2, "{row}");
+}
+
+/// The batched step's embedding reads one row per sequence, not the table it binds: its
+/// floor is those rows' bytes.
+#[test]
+fn batched_profile_counts_the_embedding_rows_it_reads() {
+    let out = std::env::temp_dir().join(format!("sluice-profile-embed-{}", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "profile",
+            "--model",
+            "synthetic:tiny-256",
+            "--sequences",
+            "2",
+            "-n",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run sluice");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ops: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("ops.json")).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    let embed = ops
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["op"] == "batch.embed")
+        .expect("batch.embed op");
+    // Two rows of 256 f16.
+    assert_eq!(embed["bytes"], 2 * 256 * 2, "{embed}");
 }

@@ -34,8 +34,24 @@ fn buffer(d: &Device, name: &str, bytes: u64, class: ResourceClass) -> Buffer {
     d.create_buffer(name, bytes.max(16), class).unwrap()
 }
 
-/// Times `reps` dispatches recorded by `record(enc, i)`; returns per-dispatch µs (median).
+/// Runs the dispatches of `record` untimed until 100 ms have passed: the GPU's clocks drop
+/// while the host uploads weights (the H100 idles at 345 MHz), and a measurement right after
+/// an upload would run at a fraction of the speed.
+fn warm_up(d: &Device, reps: u32, record: &mut impl FnMut(&mut sluice::Encoder, u32)) {
+    let t = std::time::Instant::now();
+    while t.elapsed().as_secs_f64() < 0.1 {
+        let mut enc = d.encoder().unwrap();
+        for i in 0..reps {
+            record(&mut enc, i);
+        }
+        enc.submit().unwrap().wait().unwrap();
+    }
+}
+
+/// Times `reps` dispatches recorded by `record(enc, i)` after a warm-up; returns
+/// per-dispatch µs (median).
 fn time(d: &Device, reps: u32, mut record: impl FnMut(&mut sluice::Encoder, u32)) -> f64 {
+    warm_up(d, reps, &mut record);
     let q = TimestampQueries::new(d, reps + 1).unwrap();
     let mut enc = d.encoder().unwrap();
     enc.write_timestamp(&q, 0).unwrap();
@@ -670,6 +686,7 @@ fn prefetch_bench(d: &Device, reps: u32) {
 
 /// Per-dispatch µs of `reps` dispatches in a chain (one timestamp pair around them all).
 fn time_chain(d: &Device, reps: u32, mut record: impl FnMut(&mut sluice::Encoder, u32)) -> f64 {
+    warm_up(d, reps, &mut record);
     let mut best = f64::MAX;
     for _ in 0..3 {
         let q = TimestampQueries::new(d, 2).unwrap();

@@ -485,8 +485,25 @@ const CMR_SPLIT_TARGET: u32 = 264;
 /// workgroups ([`matvec_batch_cmr`]). H100, 32 tokens (BENCHMARKS.md, tenth session):
 /// qwen3-4b's 2560 x 9728 down 71.0 -> 63.4 µs (f16), 78.2 -> 63.5 (Q4_K), the 151936 x
 /// 1024 LM head 348 -> 224 (f16); qwen3-0.6b's 4096 x 1024 qkv 12.7 -> 22.2 (f16) the
-/// other way.
-pub const CMR_MIN_WEIGHTS: u64 = 1 << 23;
+/// other way. Eleventh session (kernel_bench with warm clocks): qwen3-4b's 2560 x 4096 o
+/// projection (10.5 M weights) is faster on [`matvec_batch_cmt`] (f16 at 32 / 64 tokens
+/// 33.6 / 42.5 µs vs 36.8 / 53.4, Q4_K 37.9 / 45.9 vs 36.9 / 53.9), its 6144 x 2560 qkv
+/// (15.7 M) on the row-owning kernel (f16 42.3 vs 45.4 at 32), hence 12 Mi for f16: the
+/// 4B f16 engine +2.6% at 32 rows, +6.8% at 64. Block formats keep 2^23 (the same move
+/// cost the 4B Q4_K_M engine 1.4% at 32 rows and 3.9% at 8; [`cmr_min_weights`]).
+pub const CMR_MIN_WEIGHTS: u64 = 12 << 20;
+/// [`CMR_MIN_WEIGHTS`] for block formats.
+pub const CMR_MIN_WEIGHTS_BLOCKS: u64 = 1 << 23;
+
+/// Weights from which `dtype` matrices run the row-owning staged matvec
+/// ([`CMR_MIN_WEIGHTS`], [`CMR_MIN_WEIGHTS_BLOCKS`]).
+pub fn cmr_min_weights(dtype: WeightDtype) -> u64 {
+    if dtype.is_quantized() {
+        CMR_MIN_WEIGHTS_BLOCKS
+    } else {
+        CMR_MIN_WEIGHTS
+    }
+}
 
 /// How the staged cooperative-matrix batched matvec divides a matrix among workgroups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -555,19 +572,20 @@ impl MatvecBatchCmtLayout {
     }
 }
 
-/// The layout of the staged batched matvec for a `rows` x `cols` matrix (`gated`: the
-/// gate/up pair, `rows` each) and `tokens`: row-owning workgroups
-/// ([`StagedShape::Rows`]) from [`CMR_MIN_WEIGHTS`] weights, else
-/// [`StagedShape::KSteps`]. Both depend on the shape only, so a (row, token) result never
+/// The layout of the staged batched matvec for a `rows` x `cols` matrix of `dtype`
+/// (`gated`: the gate/up pair, `rows` each) and `tokens`: row-owning workgroups
+/// ([`StagedShape::Rows`]) from [`cmr_min_weights`] weights, else
+/// [`StagedShape::KSteps`]. Both depend on the matrix only, so a (row, token) result never
 /// depends on the batch around it.
 pub fn matvec_batch_cmt_layout(
+    dtype: WeightDtype,
     rows: u32,
     cols: u32,
     tokens: u32,
     gated: bool,
 ) -> MatvecBatchCmtLayout {
     let weights = rows as u64 * cols as u64 * if gated { 2 } else { 1 };
-    let shape = if weights >= CMR_MIN_WEIGHTS {
+    let shape = if weights >= cmr_min_weights(dtype) {
         StagedShape::Rows
     } else {
         StagedShape::KSteps

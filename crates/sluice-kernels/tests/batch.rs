@@ -690,10 +690,22 @@ fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
     let Some(d) = coopmat_device() else {
         return;
     };
-    assert_eq!(matvec_batch_cmt_layout(64, 1040, 5, false).ksplit, 3);
-    assert_eq!(matvec_batch_cmt_layout(32, 512, 64, false).ksplit, 2);
-    assert_eq!(matvec_batch_cmt_layout(48, 4096, 33, false).ksplit, 16);
-    assert_eq!(matvec_batch_cmt_layout(48, 4096, 33, true).ksplit, 16);
+    assert_eq!(
+        matvec_batch_cmt_layout(WeightDtype::F16, 64, 1040, 5, false).ksplit,
+        3
+    );
+    assert_eq!(
+        matvec_batch_cmt_layout(WeightDtype::F16, 32, 512, 64, false).ksplit,
+        2
+    );
+    assert_eq!(
+        matvec_batch_cmt_layout(WeightDtype::F16, 48, 4096, 33, false).ksplit,
+        16
+    );
+    assert_eq!(
+        matvec_batch_cmt_layout(WeightDtype::F16, 48, 4096, 33, true).ksplit,
+        16
+    );
     let shapes = [
         (96u32, 256u32, 1u32),
         (2080, 64, 3),
@@ -735,45 +747,65 @@ fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
 #[test]
 fn matvec_batch_cmt_layout_splits_k_only_for_few_row_groups() {
     // Qwen3-0.6B: qkv keeps K whole (128 row groups), o and down split it.
-    let qkv = matvec_batch_cmt_layout(4096, 1024, 32, false);
+    let qkv = matvec_batch_cmt_layout(WeightDtype::F16, 4096, 1024, 32, false);
     assert_eq!(
         (qkv.ksplit, qkv.groups, qkv.part_floats),
         (1, [128, 1, 1], 0)
     );
-    let o = matvec_batch_cmt_layout(1024, 2048, 32, false);
+    let o = matvec_batch_cmt_layout(WeightDtype::F16, 1024, 2048, 32, false);
     assert_eq!((o.ksplit, o.kchunks, o.groups), (8, 2, [32, 8, 1]));
     assert_eq!(o.part_floats, 32 * 8 * 2048);
-    let down = matvec_batch_cmt_layout(1024, 3072, 70, false);
+    let down = matvec_batch_cmt_layout(WeightDtype::F16, 1024, 3072, 70, false);
     assert_eq!(
         (down.ksplit, down.groups, down.tickets),
         (12, [32, 24, 1], 64)
     );
     // The split depends on the shape, never on the tokens (batch invariance).
     for t in [1, 8, 64, 65, 512] {
-        assert_eq!(matvec_batch_cmt_layout(1024, 3072, t, false).ksplit, 12);
-        assert_eq!(matvec_batch_cmt_layout(1024, 3072, t, false).kchunks, 2);
+        assert_eq!(
+            matvec_batch_cmt_layout(WeightDtype::F16, 1024, 3072, t, false).ksplit,
+            12
+        );
+        assert_eq!(
+            matvec_batch_cmt_layout(WeightDtype::F16, 1024, 3072, t, false).kchunks,
+            2
+        );
     }
     assert_eq!(qkv.shape, StagedShape::KSteps);
-    // From 2^23 weights the row-owning kernel, 64 rows per workgroup: the LM head, K whole;
-    // qwen3-4b's down (2560 x 9728), split to ~264 workgroups.
-    let head = matvec_batch_cmt_layout(151936, 1024, 64, false);
+    // From 12 Mi f16 weights (2^23 of block formats) the row-owning kernel, 64 rows per
+    // workgroup: the LM head, K whole; qwen3-4b's down (2560 x 9728), split to ~264
+    // workgroups, and its qkv (6144 x 2560); its o projection (2560 x 4096, 10.5 M) only
+    // in a block format.
+    assert_eq!(
+        matvec_batch_cmt_layout(WeightDtype::Q4K, 2560, 4096, 32, false).shape,
+        StagedShape::Rows
+    );
+    assert_eq!(
+        matvec_batch_cmt_layout(WeightDtype::F16, 2560, 4096, 32, false).shape,
+        StagedShape::KSteps
+    );
+    assert_eq!(
+        matvec_batch_cmt_layout(WeightDtype::F16, 6144, 2560, 32, false).shape,
+        StagedShape::Rows
+    );
+    let head = matvec_batch_cmt_layout(WeightDtype::F16, 151936, 1024, 64, false);
     assert_eq!(
         (head.shape, head.ksplit, head.groups),
         (StagedShape::Rows, 1, [2374, 1, 1])
     );
-    let down4b = matvec_batch_cmt_layout(2560, 9728, 32, false);
+    let down4b = matvec_batch_cmt_layout(WeightDtype::F16, 2560, 9728, 32, false);
     assert_eq!(
         (down4b.shape, down4b.ksplit, down4b.kchunks),
         (StagedShape::Rows, 7, 44)
     );
     assert_eq!(down4b.part_floats, 40 * 7 * 4096);
-    let gate4b = matvec_batch_cmt_layout(9728, 2560, 32, true);
+    let gate4b = matvec_batch_cmt_layout(WeightDtype::F16, 9728, 2560, 32, true);
     assert_eq!(
         (gate4b.shape, gate4b.ksplit, gate4b.groups),
         (StagedShape::Rows, 1, [304, 1, 1])
     );
     // Gated: 16 rows of each matrix per workgroup (0.6B gate/up: 192 groups, K whole).
-    let gate = matvec_batch_cmt_layout(3072, 1024, 64, true);
+    let gate = matvec_batch_cmt_layout(WeightDtype::F16, 3072, 1024, 64, true);
     assert_eq!((gate.ksplit, gate.groups), (1, [192, 1, 1]));
     let f16 = WeightDtype::F16;
     assert!(matvec_batch_cmt_fits(f16, 1024, 3072));

@@ -15,7 +15,8 @@
 // (128 invocations, ~15 KB of shared memory), which lets more of them share a
 // multiprocessor: on the H100 this runs matrices of 2^23+ weights 1.1-1.9x faster than
 // matvec_batch_cmt and smaller ones slower (BENCHMARKS.md, tenth session), so
-// `matvec_batch_cmt_layout` picks between the two by size.
+// `matvec_batch_cmt_layout` picks between the two by size (f16: from 12 Mi weights,
+// eleventh session).
 //
 // Batch invariance: as matvec_batch_cmt (ksplit from the shape alone; each (row, token)
 // sum runs over the K steps in one order whatever the other tokens). Needs rows multiples

@@ -360,7 +360,7 @@ impl GpuModel {
             // projection but the small f16 gate/ups, which measured no faster staged than
             // on matvec_batch_cm_silu (-2% to +3% on the engine; BENCHMARKS.md, fifth
             // session; the row-owning kernel wins on the large ones, tenth session).
-            let lay = k::matvec_batch_cmt_layout(m.rows, cols, t.n, gated);
+            let lay = k::matvec_batch_cmt_layout(m.dtype, m.rows, cols, t.n, gated);
             let staged = self.batch_cmt().filter(|_| {
                 k::matvec_batch_cmt_fits(m.dtype, m.rows, cols)
                     && (m.dtype.is_quantized() || !gated || lay.shape == k::StagedShape::Rows)

@@ -494,14 +494,20 @@ const CMR_SPLIT_TARGET: u32 = 264;
 pub const CMR_MIN_WEIGHTS: u64 = 12 << 20;
 /// [`CMR_MIN_WEIGHTS`] for block formats.
 pub const CMR_MIN_WEIGHTS_BLOCKS: u64 = 1 << 23;
+/// [`CMR_MIN_WEIGHTS`] for gated block-format gate/ups (both matrices counted): qwen3-0.6b's
+/// 3072 x 1024 pair (6.3 M) runs row-owning, its Q4_K_M engine +12-16% at 32 rows, +9-10%
+/// at 64, +4-9% at 8 (H100, eleventh session). The f16 pair stays on
+/// `matvec_batch_cm_silu` (row-owning: -1.1% at 32 rows, -1.4% at 64).
+pub const CMR_MIN_WEIGHTS_GATED_BLOCKS: u64 = 1 << 22;
 
-/// Weights from which `dtype` matrices run the row-owning staged matvec
-/// ([`CMR_MIN_WEIGHTS`], [`CMR_MIN_WEIGHTS_BLOCKS`]).
-pub fn cmr_min_weights(dtype: WeightDtype) -> u64 {
-    if dtype.is_quantized() {
-        CMR_MIN_WEIGHTS_BLOCKS
-    } else {
-        CMR_MIN_WEIGHTS
+/// Weights from which `dtype` matrices (`gated`: a gate/up pair, both counted) run the
+/// row-owning staged matvec ([`CMR_MIN_WEIGHTS`], [`CMR_MIN_WEIGHTS_BLOCKS`],
+/// [`CMR_MIN_WEIGHTS_GATED_BLOCKS`]).
+pub fn cmr_min_weights(dtype: WeightDtype, gated: bool) -> u64 {
+    match (dtype.is_quantized(), gated) {
+        (true, true) => CMR_MIN_WEIGHTS_GATED_BLOCKS,
+        (true, false) => CMR_MIN_WEIGHTS_BLOCKS,
+        (false, _) => CMR_MIN_WEIGHTS,
     }
 }
 
@@ -585,7 +591,7 @@ pub fn matvec_batch_cmt_layout(
     gated: bool,
 ) -> MatvecBatchCmtLayout {
     let weights = rows as u64 * cols as u64 * if gated { 2 } else { 1 };
-    let shape = if weights >= cmr_min_weights(dtype) {
+    let shape = if weights >= cmr_min_weights(dtype, gated) {
         StagedShape::Rows
     } else {
         StagedShape::KSteps

@@ -807,6 +807,16 @@ fn matvec_batch_cmt_layout_splits_k_only_for_few_row_groups() {
     // Gated: 16 rows of each matrix per workgroup (0.6B gate/up: 192 groups, K whole).
     let gate = matvec_batch_cmt_layout(WeightDtype::F16, 3072, 1024, 64, true);
     assert_eq!((gate.ksplit, gate.groups), (1, [192, 1, 1]));
+    // A block-format 0.6B gate/up pair (6.3 M weights) runs row-owning (from 2^22 gated
+    // weights), its plain 4096 x 1024 qkv (4.2 M) does not.
+    assert_eq!(
+        matvec_batch_cmt_layout(WeightDtype::Q4K, 3072, 1024, 32, true).shape,
+        StagedShape::Rows
+    );
+    assert_eq!(
+        matvec_batch_cmt_layout(WeightDtype::Q4K, 4096, 1024, 32, false).shape,
+        StagedShape::KSteps
+    );
     let f16 = WeightDtype::F16;
     assert!(matvec_batch_cmt_fits(f16, 1024, 3072));
     assert!(!matvec_batch_cmt_fits(f16, 1000, 3072));

@@ -334,7 +334,7 @@ pub struct ProfileArgs {
 /// Two buffers copied into each other: warms the GPU up (clocks idle low after a load; a
 /// profile of a few steps would otherwise run, and measure, at a fraction of the speed)
 /// and measures the device's read bandwidth with a kernel streaming one of them.
-struct CopyProbe {
+struct BandwidthProbe {
     device: Device,
     a: sluice::Buffer,
     b: sluice::Buffer,
@@ -343,16 +343,16 @@ struct CopyProbe {
     bytes: u64,
 }
 
-impl CopyProbe {
+impl BandwidthProbe {
     /// 256 MiB buffers on a GPU, 16 MiB on a CPU driver.
-    fn new(device: &Device) -> Result<CopyProbe, String> {
+    fn new(device: &Device) -> Result<BandwidthProbe, String> {
         let bytes: u64 = if device.info().device_type == "cpu" {
             16 << 20
         } else {
             256 << 20
         };
         let class = sluice::ResourceClass::TokenScratch;
-        Ok(CopyProbe {
+        Ok(BandwidthProbe {
             device: device.clone(),
             a: device
                 .create_buffer("bandwidth.a", bytes, class)
@@ -809,7 +809,7 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
         model.set_params(1, 0).map_err(err)?;
     }
     // Clocks up before the profiled steps (a CPU driver has none: a token warm-up there).
-    let probe = CopyProbe::new(device)?;
+    let probe = BandwidthProbe::new(device)?;
     let warm_secs = if device.info().device_type == "cpu" {
         0.02
     } else {

@@ -3,24 +3,26 @@
 
 use std::process::Command;
 
-#[test]
-fn profile_table_has_a_floor_per_weight_op() {
-    let out = std::env::temp_dir().join(format!("sluice-profile-floor-{}", std::process::id()));
+/// `sluice profile --model synthetic:tiny-256 -n 2 EXTRA...`: the contents of `file` in
+/// its output directory (removed afterwards).
+fn profile(tag: &str, extra: &[&str], file: &str) -> String {
+    let out = std::env::temp_dir().join(format!("sluice-profile-{tag}-{}", std::process::id()));
     let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "profile",
-            "--model",
-            "synthetic:tiny-256",
-            "-n",
-            "2",
-            "--out",
-        ])
+        .args(["profile", "--model", "synthetic:tiny-256", "-n", "2"])
+        .args(extra)
+        .arg("--out")
         .arg(&out)
         .output()
         .expect("run sluice");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let table = std::fs::read_to_string(out.join("table.md")).unwrap();
+    let text = std::fs::read_to_string(out.join(file)).unwrap();
     let _ = std::fs::remove_dir_all(&out);
+    text
+}
+
+#[test]
+fn profile_table_has_a_floor_per_weight_op() {
+    let table = profile("floor", &[], "table.md");
     assert!(table.contains("measured read bandwidth"), "{table}");
     assert!(table.contains("to bring the clocks up"), "{table}");
     let gbs: f64 = table
@@ -52,25 +54,8 @@ fn profile_table_has_a_floor_per_weight_op() {
 /// floor is those rows' bytes.
 #[test]
 fn batched_profile_counts_the_embedding_rows_it_reads() {
-    let out = std::env::temp_dir().join(format!("sluice-profile-embed-{}", std::process::id()));
-    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "profile",
-            "--model",
-            "synthetic:tiny-256",
-            "--sequences",
-            "2",
-            "-n",
-            "2",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .expect("run sluice");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let ops: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("ops.json")).unwrap()).unwrap();
-    let _ = std::fs::remove_dir_all(&out);
+        serde_json::from_str(&profile("embed", &["--sequences", "2"], "ops.json")).unwrap();
     let embed = ops
         .as_array()
         .unwrap()

@@ -772,22 +772,24 @@ fn matvec_batch_cmt_layout_splits_k_only_for_few_row_groups() {
         );
     }
     assert_eq!(qkv.shape, StagedShape::KSteps);
-    // From 12 Mi f16 weights (2^23 of block formats) the row-owning kernel, 64 rows per
-    // workgroup: the LM head, K whole; qwen3-4b's down (2560 x 9728), split to ~264
-    // workgroups, and its qkv (6144 x 2560); its o projection (2560 x 4096, 10.5 M) only
-    // in a block format.
-    assert_eq!(
-        matvec_batch_cmt_layout(WeightDtype::Q4K, 2560, 4096, 32, false).shape,
-        StagedShape::Rows
-    );
-    assert_eq!(
-        matvec_batch_cmt_layout(WeightDtype::F16, 2560, 4096, 32, false).shape,
-        StagedShape::KSteps
-    );
-    assert_eq!(
-        matvec_batch_cmt_layout(WeightDtype::F16, 6144, 2560, 32, false).shape,
-        StagedShape::Rows
-    );
+    // From 12 Mi f16 weights (2^23 of block formats, 2^22 of a block-format gate/up pair)
+    // the row-owning kernel, 64 rows per workgroup: the LM head, K whole; qwen3-4b's down
+    // (2560 x 9728), split to ~264 workgroups, and its qkv (6144 x 2560); its o projection
+    // (2560 x 4096, 10.5 M) only in a block format; qwen3-0.6b's gate/up pair (6.3 M) only
+    // in a block format, its qkv (4096 x 1024, 4.2 M) never.
+    use StagedShape::{KSteps, Rows};
+    let (f16, q4k) = (WeightDtype::F16, WeightDtype::Q4K);
+    for (dt, rows, cols, gated, want) in [
+        (q4k, 2560, 4096, false, Rows),
+        (f16, 2560, 4096, false, KSteps),
+        (f16, 6144, 2560, false, Rows),
+        (q4k, 3072, 1024, true, Rows),
+        (f16, 3072, 1024, true, KSteps),
+        (q4k, 4096, 1024, false, KSteps),
+    ] {
+        let got = matvec_batch_cmt_layout(dt, rows, cols, 32, gated).shape;
+        assert_eq!(got, want, "{} {rows} x {cols} gated {gated}", dt.name());
+    }
     let head = matvec_batch_cmt_layout(WeightDtype::F16, 151936, 1024, 64, false);
     assert_eq!(
         (head.shape, head.ksplit, head.groups),
@@ -807,17 +809,6 @@ fn matvec_batch_cmt_layout_splits_k_only_for_few_row_groups() {
     // Gated: 16 rows of each matrix per workgroup (0.6B gate/up: 192 groups, K whole).
     let gate = matvec_batch_cmt_layout(WeightDtype::F16, 3072, 1024, 64, true);
     assert_eq!((gate.ksplit, gate.groups), (1, [192, 1, 1]));
-    // A block-format 0.6B gate/up pair (6.3 M weights) runs row-owning (from 2^22 gated
-    // weights), its plain 4096 x 1024 qkv (4.2 M) does not.
-    assert_eq!(
-        matvec_batch_cmt_layout(WeightDtype::Q4K, 3072, 1024, 32, true).shape,
-        StagedShape::Rows
-    );
-    assert_eq!(
-        matvec_batch_cmt_layout(WeightDtype::Q4K, 4096, 1024, 32, false).shape,
-        StagedShape::KSteps
-    );
-    let f16 = WeightDtype::F16;
     assert!(matvec_batch_cmt_fits(f16, 1024, 3072));
     assert!(!matvec_batch_cmt_fits(f16, 1000, 3072));
     assert!(!matvec_batch_cmt_fits(f16, 1024, 200));

@@ -265,8 +265,9 @@ pub struct KernelStatistic {
     pub value: StatisticValue,
 }
 
-/// The value of a [`KernelStatistic`].
+/// The value of a [`KernelStatistic`] (JSON: the bare boolean or number).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[serde(untagged)]
 pub enum StatisticValue {
     /// A yes / no statistic.
     Bool(bool),
@@ -342,4 +343,59 @@ pub(crate) fn pipeline_statistics(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Statistic values serialize as bare JSON values; SPIR-V capabilities map to features.
+    #[test]
+    fn statistic_values_are_bare_json_and_capabilities_map_to_features() {
+        let json = serde_json::to_string(&[
+            StatisticValue::Bool(true),
+            StatisticValue::Int(-3),
+            StatisticValue::Uint(58),
+            StatisticValue::Float(0.5),
+        ])
+        .unwrap();
+        assert_eq!(json, "[true,-3,58,0.5]");
+        // Header, then OpCapability Shader (1), Float16 (9), DotProduct (6019), then an
+        // OpExtension that ends the capability section.
+        let words: Vec<u32> = vec![
+            0x0723_0203,
+            0x0001_0000,
+            0,
+            10,
+            0,
+            (2 << 16) | 17,
+            1,
+            (2 << 16) | 17,
+            9,
+            (2 << 16) | 17,
+            6019,
+            (2 << 16) | 10,
+            0,
+        ];
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let spirv: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        let desc = KernelDesc {
+            name: "caps",
+            spirv,
+            entry: "main",
+            bindings: &[],
+            push_constant_bytes: 0,
+            workgroup_size: [1, 1, 1],
+            workgroup_memory_bytes: 0,
+        };
+        assert_eq!(
+            desc.features().unwrap(),
+            vec![KernelFeature::Float16, KernelFeature::IntegerDotProduct]
+        );
+        let bad = KernelDesc {
+            spirv: &[1, 2, 3],
+            ..desc
+        };
+        assert!(bad.features().is_err());
+    }
 }

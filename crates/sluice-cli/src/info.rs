@@ -37,10 +37,17 @@ fn kernels(device: &Device, filter: &str, json: bool) -> Result<(), String> {
         ));
     }
     let mut rows = Vec::new();
-    for k in sluice_kernels::ALL
+    let chosen: Vec<_> = sluice_kernels::ALL
         .iter()
         .filter(|k| k.name.contains(filter))
-    {
+        .collect();
+    // Compiling every kernel takes tens of seconds on some drivers: a live count on a
+    // terminal.
+    let live = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    for (i, k) in chosen.iter().enumerate() {
+        if live {
+            eprint!("\rcompiling kernel {}/{}", i + 1, chosen.len());
+        }
         let (statistics, error) = match device.kernel_statistics(k) {
             Ok(s) => (s, None),
             Err(e) => (Vec::new(), Some(e.to_string())),
@@ -52,6 +59,9 @@ fn kernels(device: &Device, filter: &str, json: bool) -> Result<(), String> {
             statistics,
             error,
         });
+    }
+    if live && !rows.is_empty() {
+        eprintln!();
     }
     if rows.is_empty() {
         return Err(format!("no kernel name contains {filter:?}"));

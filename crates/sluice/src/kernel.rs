@@ -227,24 +227,19 @@ impl KernelDesc {
         let mut out = Vec::new();
         // Instructions start after the five header words; the capabilities come first.
         let mut i = 5;
-        while i < words.len() {
-            let count = (words[i] >> 16) as usize;
-            let opcode = words[i] & 0xFFFF;
-            if count == 0 {
+        while let Some(&word) = words.get(i) {
+            let count = (word >> 16) as usize;
+            if word & 0xFFFF != OP_CAPABILITY || count < 2 {
                 break;
             }
-            if opcode == OP_CAPABILITY && count >= 2 && i + 1 < words.len() {
-                let feature = match words[i + 1] {
-                    9 => Some(KernelFeature::Float16),
-                    6018 | 6019 => Some(KernelFeature::IntegerDotProduct),
-                    6022 => Some(KernelFeature::CooperativeMatrix),
-                    _ => None,
-                };
-                if let Some(f) = feature.filter(|f| !out.contains(f)) {
-                    out.push(f);
-                }
-            } else if opcode != OP_CAPABILITY {
-                break;
+            let feature = match words.get(i + 1) {
+                Some(9) => Some(KernelFeature::Float16),
+                Some(6018 | 6019) => Some(KernelFeature::IntegerDotProduct),
+                Some(6022) => Some(KernelFeature::CooperativeMatrix),
+                _ => None,
+            };
+            if let Some(f) = feature.filter(|f| !out.contains(f)) {
+                out.push(f);
             }
             i += count;
         }

@@ -33,7 +33,9 @@ const XU: u32 = (TT + RPP - 1u) / RPP; // activation units per invocation per ch
 const KS: u32 = KC / 16u; // K steps per chunk
 const PART: u32 = BR * TT; // floats of one workgroup's partial sums
 const SB: u32 = TT * LS;
-var<workgroup> stage: array<f16, (TT + BR) * LS>;
+// Four halves per element (stored 8 bytes at a time); the matrix loads count offsets and
+// strides in elements.
+var<workgroup> stage: array<vec4<f16>, (TT + BR) * LS / 4u>;
 var<workgroup> cs: array<f32, SG * 256u>; // SG parked 16 x 16 tiles (the epilogue)
 
 // Element e (token e / 16, row e % 16) of staged row tile s, token tile tt: written.
@@ -150,21 +152,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         for (var s = 0u; s < KS; s++) {
             let kk = s * 16u;
-            let wt = coopLoad<coop_mat16x16<f16, B>>(&stage[wo + kk], LS);
+            let wt = coopLoad<coop_mat16x16<f16, B>>(&stage[(wo + kk) / 4u], LS / 4u);
             {
-                let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[kk], LS);
+                let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[kk / 4u], LS / 4u);
                 c0 = coopMultiplyAdd(x, wt, c0);
             }
             if (nt > 1u) {
-                let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[16u * LS + kk], LS);
+                let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[(16u * LS + kk) / 4u], LS / 4u);
                 c1 = coopMultiplyAdd(x, wt, c1);
             }
             if (nt > 2u) {
-                let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[32u * LS + kk], LS);
+                let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[(32u * LS + kk) / 4u], LS / 4u);
                 c2 = coopMultiplyAdd(x, wt, c2);
             }
             if (nt > 3u) {
-                let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[48u * LS + kk], LS);
+                let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[(48u * LS + kk) / 4u], LS / 4u);
                 c3 = coopMultiplyAdd(x, wt, c3);
             }
         }

@@ -40,7 +40,9 @@ const PART: u32 = 2048u; // floats of one workgroup's partial: 2 tiles x TT toke
 
 // The staged chunk: TT activation rows, then (from SB) the two 16-row weight tiles.
 const SB: u32 = TT * LS;
-var<workgroup> stage: array<f16, (TT + 32u) * LS>;
+// Four halves per element (stored 8 bytes at a time); the matrix loads count offsets and
+// strides in elements.
+var<workgroup> stage: array<vec4<f16>, (TT + 32u) * LS / 4u>;
 
 // Writes (row r, token t) from the sums g (row r) and u (plain: row r + 16; gated: the up
 // matrix's row r): both stored or added, or SiLU(g) * u.
@@ -156,25 +158,25 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             b0 = fetch_w(false, r0 + pr, k);
             b1 = fetch_w(SILU, r1, k);
         }
-        let w0 = coopLoad<coop_mat16x16<f16, B>>(&stage[SB + kk], LS);
-        let w1 = coopLoad<coop_mat16x16<f16, B>>(&stage[SB + 16u * LS + kk], LS);
+        let w0 = coopLoad<coop_mat16x16<f16, B>>(&stage[(SB + kk) / 4u], LS / 4u);
+        let w1 = coopLoad<coop_mat16x16<f16, B>>(&stage[(SB + 16u * LS + kk) / 4u], LS / 4u);
         {
-            let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[kk], LS);
+            let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[kk / 4u], LS / 4u);
             c00 = coopMultiplyAdd(x, w0, c00);
             c01 = coopMultiplyAdd(x, w1, c01);
         }
         if (nt > 1u) {
-            let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[16u * LS + kk], LS);
+            let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[(16u * LS + kk) / 4u], LS / 4u);
             c10 = coopMultiplyAdd(x, w0, c10);
             c11 = coopMultiplyAdd(x, w1, c11);
         }
         if (nt > 2u) {
-            let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[32u * LS + kk], LS);
+            let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[(32u * LS + kk) / 4u], LS / 4u);
             c20 = coopMultiplyAdd(x, w0, c20);
             c21 = coopMultiplyAdd(x, w1, c21);
         }
         if (nt > 3u) {
-            let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[48u * LS + kk], LS);
+            let x = coopLoadT<coop_mat16x16<f16, A>>(&stage[(48u * LS + kk) / 4u], LS / 4u);
             c30 = coopMultiplyAdd(x, w0, c30);
             c31 = coopMultiplyAdd(x, w1, c31);
         }

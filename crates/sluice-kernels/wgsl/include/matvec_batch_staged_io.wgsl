@@ -14,19 +14,14 @@ fn wraw(sel: bool, i: u32) -> vec4<u32> {
     return w.d[i];
 }
 
-// Stores 8 halves at stage[o ..].
+// Stores 8 halves at half o (a multiple of 8) of the stage: two 8-byte stores (eight
+// 2-byte ones measured slower, BENCHMARKS.md, twelfth session).
 fn put8(o: u32, a: vec4<f16>, b: vec4<f16>) {
-    stage[o + 0u] = a.x;
-    stage[o + 1u] = a.y;
-    stage[o + 2u] = a.z;
-    stage[o + 3u] = a.w;
-    stage[o + 4u] = b.x;
-    stage[o + 5u] = b.y;
-    stage[o + 6u] = b.z;
-    stage[o + 7u] = b.w;
+    stage[o / 4u] = a;
+    stage[o / 4u + 1u] = b;
 }
 
-// Stores the 8 halves packed in v (f16 pairs) at stage[o ..].
+// Stores the 8 halves packed in v (f16 pairs) at half o of the stage.
 fn put(o: u32, v: vec4<u32>) {
     let a = vec4<f16>(vec2<f16>(unpack2x16float(v.x)), vec2<f16>(unpack2x16float(v.y)));
     let b = vec4<f16>(vec2<f16>(unpack2x16float(v.z)), vec2<f16>(unpack2x16float(v.w)));

@@ -341,6 +341,8 @@ struct BandwidthProbe {
     /// The streaming kernel's anchor (read) and sink (written only on a magic xor).
     small: [sluice::Buffer; 2],
     bytes: u64,
+    /// Two timestamps around each run, where the device has them (reset by each encoder).
+    queries: Option<sluice::TimestampQueries>,
 }
 
 impl BandwidthProbe {
@@ -369,6 +371,11 @@ impl BandwidthProbe {
                     .map_err(err)?,
             ],
             bytes,
+            queries: if device.info().timestamps {
+                Some(sluice::TimestampQueries::new(device, 2).map_err(err)?)
+            } else {
+                None
+            },
         })
     }
 
@@ -377,11 +384,7 @@ impl BandwidthProbe {
     /// them (host timing would add the submit and wait, several times the work's own time
     /// on a fast GPU), else the host's clock.
     fn run(&self, reps: u32, stream: bool) -> Result<f64, String> {
-        let queries = if self.device.info().timestamps {
-            Some(sluice::TimestampQueries::new(&self.device, 2).map_err(err)?)
-        } else {
-            None
-        };
+        let queries = &self.queries;
         let reader = if stream {
             Some(
                 self.device
@@ -401,7 +404,7 @@ impl BandwidthProbe {
         };
         let t = Instant::now();
         let mut enc = self.device.encoder().map_err(err)?;
-        if let Some(q) = &queries {
+        if let Some(q) = queries {
             enc.write_timestamp(q, 0).map_err(err)?;
         }
         for i in 0..reps {
@@ -428,12 +431,12 @@ impl BandwidthProbe {
                 }
             }
         }
-        if let Some(q) = &queries {
+        if let Some(q) = queries {
             enc.write_timestamp(q, 1).map_err(err)?;
         }
         enc.submit().map_err(err)?.wait().map_err(err)?;
         let host = t.elapsed().as_secs_f64();
-        match &queries {
+        match queries {
             Some(q) => {
                 let ns = q.read_ns().map_err(err)?;
                 Ok((ns[1] - ns[0]) / 1e9)

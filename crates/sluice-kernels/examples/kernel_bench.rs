@@ -729,6 +729,11 @@ fn cmt_bench(d: &Device, reps: u32, only: Option<String>) {
         WeightDtype::Q4K,
         WeightDtype::Q6K,
         WeightDtype::Q8_0,
+        WeightDtype::Q4_0,
+        WeightDtype::Q4_1,
+        WeightDtype::Q5_0,
+        WeightDtype::Q5_1,
+        WeightDtype::Q5K,
         WeightDtype::F16,
     ];
     let wanted = |dt: &WeightDtype| {
@@ -863,7 +868,7 @@ fn cmt_bench(d: &Device, reps: u32, only: Option<String>) {
                 // The staged kernels, both shapes (the model runs the one
                 // matvec_batch_cmt_layout picks).
                 for shape in [StagedShape::KSteps, StagedShape::Rows] {
-                    let lay = matvec_batch_staged_layout(shape, rows, cols, tokens, gated);
+                    let lay = matvec_batch_staged_layout(shape, dt, rows, cols, tokens, gated);
                     let k = d.pipeline(lay.kernel(dt, gated).unwrap()).unwrap();
                     let part = buffer(
                         d,

@@ -474,8 +474,16 @@ const CMT_SPLIT_TARGET: u32 = 528;
 /// Rows per workgroup of [`matvec_batch_cmr`]: four subgroups of 16 (gated: 32 rows of
 /// the gate and the same 32 of the up matrix).
 const CMR_ROWS: u32 = 64;
-/// Columns per K chunk of [`matvec_batch_cmr`].
-const CMR_CHUNK: u32 = 32;
+/// Columns per K chunk of [`matvec_batch_cmr`]: 64 for Q5_K and Q6_K (32 weights fetched
+/// and decoded at a time: 1.1-1.6x faster on the H100), 32 for f16 (64 measured 17%
+/// slower) and the other block formats (8 weights at a time; 32-weight groups over 64
+/// columns measured up to 1.3x slower). BENCHMARKS.md, twelfth and thirteenth sessions.
+fn cmr_chunk(dtype: WeightDtype) -> u32 {
+    match dtype {
+        WeightDtype::Q5K | WeightDtype::Q6K => 64,
+        _ => 32,
+    }
+}
 /// Floats of one workgroup's partial sums of [`matvec_batch_cmr`] (64 rows x 64 tokens).
 const CMR_PART: u64 = 4096;
 /// Workgroups a split of [`matvec_batch_cmr`] aims for (two per multiprocessor of a
@@ -596,17 +604,19 @@ pub fn matvec_batch_cmt_layout(
     } else {
         StagedShape::KSteps
     };
-    matvec_batch_staged_layout(shape, rows, cols, tokens, gated)
+    matvec_batch_staged_layout(shape, dtype, rows, cols, tokens, gated)
 }
 
-/// The layout of `shape` for a `rows` x `cols` matrix (`gated`: the gate/up pair, `rows`
-/// each) and `tokens`, 64 tokens per workgroup. [`StagedShape::KSteps`]: 32 rows (gated:
-/// 16) per workgroup; a matrix of fewer than 128 row groups splits its K chunks (128
-/// columns) into runs of at least two until the dispatch has about 528 workgroups.
-/// [`StagedShape::Rows`]: 64 rows (gated: 32), chunks of 32 columns, split until about
-/// 264 workgroups. The split depends on the shape only (batch invariance).
+/// The layout of `shape` for a `rows` x `cols` matrix of `dtype` (`gated`: the gate/up
+/// pair, `rows` each) and `tokens`, 64 tokens per workgroup. [`StagedShape::KSteps`]: 32
+/// rows (gated: 16) per workgroup; a matrix of fewer than 128 row groups splits its K
+/// chunks (128 columns) into runs of at least two until the dispatch has about 528
+/// workgroups. [`StagedShape::Rows`]: 64 rows (gated: 32), chunks of [`cmr_chunk`]
+/// columns, split until about 264 workgroups. The split depends on the shape only
+/// (batch invariance).
 pub fn matvec_batch_staged_layout(
     shape: StagedShape,
+    dtype: WeightDtype,
     rows: u32,
     cols: u32,
     tokens: u32,
@@ -622,7 +632,7 @@ pub fn matvec_batch_staged_layout(
         ),
         StagedShape::Rows => (
             if gated { CMR_ROWS / 2 } else { CMR_ROWS },
-            CMR_CHUNK,
+            cmr_chunk(dtype),
             CMR_PART,
             CMR_SPLIT_TARGET,
             CMR_SPLIT_TARGET,

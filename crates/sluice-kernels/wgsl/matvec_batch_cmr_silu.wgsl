@@ -1,6 +1,6 @@
 //! variants: f16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k
 //! include: matvec_batch_cmr_body
-//! include: matvec_batch_cmt_f16
+//! include: matvec_batch_cmr_f16
 //! include: matvec_batch_staged_io
 enable f16;
 enable wgpu_cooperative_matrix;
@@ -16,7 +16,6 @@ enable wgpu_cooperative_matrix;
 var<immediate> pc: Push;
 const NTT: u32 = 4u;
 const SG: u32 = 4u;
-const KC: u32 = 32u;
 const SILU: bool = true;
 fn wb_raw(i: u32) -> vec4<u32> {
     return w_b.d[i];

@@ -1,22 +1,27 @@
 // The row-owning staged cooperative-matrix batched matvec (matvec_batch_cmr[_silu]_<dtype>,
 // f16 and every block format): the same product, bindings, push constants, K split and
 // tickets as matvec_batch_cmt (include/matvec_batch_cmt_body.wgsl), with the work of a
-// workgroup cut the other way. The kernel file declares the bindings, NTT, SILU, SG
-// (subgroups) and KC (columns per K chunk), and includes the weight reader
-// (include/matvec_batch_cmt_f16.wgsl, swapped for _q.wgsl by the block formats).
+// workgroup cut the other way. The kernel file declares the bindings, NTT, SILU and SG
+// (subgroups), and includes the weight reader (include/matvec_batch_cmr_f16.wgsl, swapped
+// for _q.wgsl, or _qg.wgsl for Q5_K / Q6_K, by the block formats): KC (columns per K
+// chunk), WR (runs of 8 weights per fetch), `WRaw`, `fetch_wg(sel, r, ch, g)` (group g
+// of chunk ch of row r: WR runs), `put_wg(o, raw, ch, g)` (those runs to stage[o ..] as
+// f16) and `run_col(ch, p)` (the column of stage run p of chunk ch; the activations are
+// staged in the same order).
 //
 // A workgroup takes BR = 16 SG weight rows (gated: BR / 2 rows of the gate and the same
 // rows of the up matrix), a token group of up to TT = 16 NTT tokens and one of `ksplit`
-// runs of K chunks. Per chunk every invocation stages WU weight units and XU activation
-// units (8 halves each) in shared memory, loaded one chunk ahead; subgroup s multiplies
+// runs of K chunks. Per chunk every invocation stages WU weight groups and XU activation
+// runs (8 halves each) in shared memory, loaded one chunk ahead; subgroup s multiplies
 // its own 16 staged weight rows by every token tile over the chunk's KC / 16 K steps, so
 // no partials are summed across subgroups, and the activations are staged once per BR
-// rows (matvec_batch_cmt: once per 32). With SG = 4 and KC = 32 a workgroup is small
-// (128 invocations, ~15 KB of shared memory), which lets more of them share a
+// rows (matvec_batch_cmt: once per 32). With SG = 4 a workgroup is small (128
+// invocations, 10-23 KB of shared memory), which lets more of them share a
 // multiprocessor: on the H100 this runs matrices of 2^23+ weights 1.1-1.9x faster than
 // matvec_batch_cmt and smaller ones slower (BENCHMARKS.md, tenth session), so
 // `matvec_batch_cmt_layout` picks between the two by size (f16: from 12 Mi weights,
-// eleventh session).
+// eleventh session). Q5_K and Q6_K fetch and decode 32 weights at a time over 64-column
+// chunks (thirteenth session); f16 and the other block formats 8 over 32-column chunks.
 //
 // Batch invariance: as matvec_batch_cmt (ksplit from the shape alone; each (row, token)
 // sum runs over the K steps in one order whatever the other tokens). Needs rows multiples
@@ -25,11 +30,13 @@
 const NI: u32 = SG * 32u; // invocations
 const TT: u32 = 16u * NTT; // tokens per workgroup
 const BR: u32 = 16u * SG; // staged weight rows
-const VPR: u32 = KC / 8u; // units (8 halves) per staged row
 const LS: u32 = KC + 8u; // halves per staged row (8 of padding against bank conflicts)
-const RPP: u32 = NI / VPR; // staged rows per pass of the workgroup
-const WU: u32 = BR / RPP; // weight units per invocation per chunk
-const XU: u32 = (TT + RPP - 1u) / RPP; // activation units per invocation per chunk
+const GPR: u32 = KC / (8u * WR); // weight groups per staged row
+const RPW: u32 = NI / GPR; // staged weight rows per pass of the workgroup
+const WU: u32 = BR / RPW; // weight groups per invocation per chunk
+const VPR: u32 = KC / 8u; // activation runs (8 halves) per staged row
+const RPP: u32 = NI / VPR; // staged activation rows per pass
+const XU: u32 = (TT + RPP - 1u) / RPP; // activation runs per invocation per chunk
 const KS: u32 = KC / 16u; // K steps per chunk
 const PART: u32 = BR * TT; // floats of one workgroup's partial sums
 const SB: u32 = TT * LS;
@@ -106,27 +113,32 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var c1 = c0;
     var c2 = c0;
     var c3 = c0;
+    // This invocation's activation row (within a pass) and run, and its weight row and
+    // group.
     let pr = li / VPR;
     let cv = li % VPR;
+    let pw = li / GPR;
+    let gw = li % GPR;
     let chunks = (pc.cols + KC - 1u) / KC;
     let ch0 = min(ks * pc.kchunks, chunks);
     let ch1 = min(ch0 + pc.kchunks, chunks);
-    var k = ch0 * KC + cv * 8u;
     // The chunk's registers, loaded here and again at the end of each chunk's staging
     // (kept in this function: passing them to a helper by pointer measured ~2x slower
     // together with a double-buffered stage, BENCHMARKS.md, tenth session).
     var a: array<vec4<u32>, XU>;
     var b: array<WRaw, WU>;
+    var kx = run_col(ch0, cv);
     for (var i = 0u; i < XU; i++) {
         if (pr + i * RPP < nt * 16u) {
-            a[i] = fetch_x(t0 + pr + i * RPP, k);
+            a[i] = fetch_x(t0 + pr + i * RPP, kx);
         }
     }
     for (var i = 0u; i < WU; i++) {
-        let j = pr + i * RPP;
-        b[i] = fetch_w(SILU && j >= BR / 2u, w_row(r0, j), k);
+        let j = pw + i * RPW;
+        b[i] = fetch_wg(SILU && j >= BR / 2u, w_row(r0, j), ch0, gw);
     }
     let so = pr * LS + cv * 8u;
+    let sw = SB + pw * LS + gw * 8u * WR;
     let wo = SB + sg * 16u * LS;
     for (var ch = ch0; ch < ch1; ch++) {
         for (var i = 0u; i < XU; i++) {
@@ -135,19 +147,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
         for (var i = 0u; i < WU; i++) {
-            put_w(SB + so + i * RPP * LS, b[i], k);
+            put_wg(sw + i * RPW * LS, b[i], ch, gw);
         }
         workgroupBarrier();
         if (ch + 1u < ch1) {
-            k += KC;
+            kx = run_col(ch + 1u, cv);
             for (var i = 0u; i < XU; i++) {
                 if (pr + i * RPP < nt * 16u) {
-                    a[i] = fetch_x(t0 + pr + i * RPP, k);
+                    a[i] = fetch_x(t0 + pr + i * RPP, kx);
                 }
             }
             for (var i = 0u; i < WU; i++) {
-                let j = pr + i * RPP;
-                b[i] = fetch_w(SILU && j >= BR / 2u, w_row(r0, j), k);
+                let j = pw + i * RPW;
+                b[i] = fetch_wg(SILU && j >= BR / 2u, w_row(r0, j), ch + 1u, gw);
             }
         }
         for (var s = 0u; s < KS; s++) {

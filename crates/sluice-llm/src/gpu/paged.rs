@@ -310,10 +310,13 @@ fn cmt_scratch(c: &ModelConfig, rows: usize) -> Result<(u64, u64), LlmError> {
             u32::try_from(r).map_err(|_| too_big())?,
             u32::try_from(k).map_err(|_| too_big())?,
         );
-        // Either staged kernel may run a shape (the choice depends on the format).
+        // Either staged kernel may run a shape (the choice depends on the format), and
+        // the row-owning one chunks Q5_K / Q6_K differently (64 columns, else 32).
         for shape in [k::StagedShape::KSteps, k::StagedShape::Rows] {
-            let lay = k::matvec_batch_staged_layout(shape, r, k, rows, gated);
-            need = (need.0.max(lay.part_floats), need.1.max(lay.tickets));
+            for dt in [k::WeightDtype::F16, k::WeightDtype::Q6K] {
+                let lay = k::matvec_batch_staged_layout(shape, dt, r, k, rows, gated);
+                need = (need.0.max(lay.part_floats), need.1.max(lay.tickets));
+            }
         }
     }
     Ok(need)

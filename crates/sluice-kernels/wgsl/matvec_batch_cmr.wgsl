@@ -1,6 +1,7 @@
 //! variants: f16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k
 //! include: matvec_batch_cmr_body
-//! include: matvec_batch_cmr_f16
+//! include: matvec_batch_cmt_f16
+//! include: matvec_batch_cmr_runs
 //! include: matvec_batch_staged_io
 enable f16;
 enable wgpu_cooperative_matrix;

@@ -3,7 +3,6 @@
 //! replaces: matvec_body matvec_q_body
 //! replaces: matmul_load_float matmul_load_q
 //! replaces: matvec_batch_cmt_f16 matvec_batch_cmt_q
-//! replaces: matvec_batch_cmr_f16 matvec_batch_cmr_q
 //! include: quant_common
 const QBLOCK: u32 = 32u;
 const QUNIT: u32 = 32u;

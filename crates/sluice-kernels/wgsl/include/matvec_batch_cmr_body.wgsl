@@ -2,12 +2,13 @@
 // f16 and every block format): the same product, bindings, push constants, K split and
 // tickets as matvec_batch_cmt (include/matvec_batch_cmt_body.wgsl), with the work of a
 // workgroup cut the other way. The kernel file declares the bindings, NTT, SILU and SG
-// (subgroups), and includes the weight reader (include/matvec_batch_cmr_f16.wgsl, swapped
-// for _q.wgsl, or _qg.wgsl for Q5_K / Q6_K, by the block formats): KC (columns per K
-// chunk), WR (runs of 8 weights per fetch), `WRaw`, `fetch_wg(sel, r, ch, g)` (group g
-// of chunk ch of row r: WR runs), `put_wg(o, raw, ch, g)` (those runs to stage[o ..] as
-// f16) and `run_col(ch, p)` (the column of stage run p of chunk ch; the activations are
-// staged in the same order).
+// (subgroups), and includes the staged kernels' 8-weight reader
+// (include/matvec_batch_cmt_f16.wgsl, swapped for _cmt_q.wgsl by the block formats: `WRaw`,
+// `fetch_w`, `put_w`) and the weight groups (include/matvec_batch_cmr_runs.wgsl, swapped for
+// _qg.wgsl by Q5_K / Q6_K): KC (columns per K chunk), WR (runs of 8 weights per group),
+// `fetch_wg(sel, r, ch, g)` (group g of chunk ch of row r: WR runs), `put_wg(o, raw, ch,
+// g)` (those runs to stage[o ..] as f16) and `run_col(ch, p)` (the column of stage run p
+// of chunk ch; the activations are staged in the same order).
 //
 // A workgroup takes BR = 16 SG weight rows (gated: BR / 2 rows of the gate and the same
 // rows of the up matrix), a token group of up to TT = 16 NTT tokens and one of `ksplit`

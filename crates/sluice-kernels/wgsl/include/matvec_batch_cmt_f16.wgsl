@@ -1,4 +1,5 @@
-// f16 weights in matvec_batch_cmt (include/matvec_batch_cmt_body.wgsl): 8 weights are
+// f16 weights in matvec_batch_cmt (include/matvec_batch_cmt_body.wgsl; matvec_batch_cmr
+// reads its groups of 8 through it, include/matvec_batch_cmr_runs.wgsl): 8 weights are
 // one 16-byte load, staged as they are. Push field `w_stride`: halves between rows.
 alias WRaw = vec4<u32>;
 

@@ -96,7 +96,9 @@ pub fn batch_attention_kernel(heads: u32, kv_heads: u32) -> (&'static KernelDesc
 
 /// Push constants of [`crate::ARGMAX_ROWS`]: bindings 0 logits (read, row r at float
 /// `r * stride`), 1 result (read-write, four u32 per row as [`crate::TokenResult`] with
-/// `first_bad` 0). Dispatch `[n, 1, 1]`.
+/// `first_bad` 0), 2 scratch ([`argmax_rows_scratch_words`] u32, zero before the dispatch
+/// and left zero after it). Dispatch `[crate::argmax_groups(vocab), n, 1]` (any group count
+/// from 1 to 1024 gives the same picks).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct ArgmaxRowsPush {
@@ -108,6 +110,12 @@ pub struct ArgmaxRowsPush {
 const _: () = assert!(
     std::mem::size_of::<ArgmaxRowsPush>() == crate::ARGMAX_ROWS.push_constant_bytes as usize
 );
+
+/// u32 words of the [`crate::ARGMAX_ROWS`] scratch buffer for `rows` rows scanned by
+/// `groups` workgroups each: per row, its ticket and three words per workgroup.
+pub const fn argmax_rows_scratch_words(rows: u32, groups: u32) -> u64 {
+    rows as u64 * crate::argmax_scratch_words(groups) as u64
+}
 
 /// Cache row of position `pos` of sequence slot `seq` (`None`: outside table or pool).
 pub fn paged_slot(

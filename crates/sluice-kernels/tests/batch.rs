@@ -283,44 +283,66 @@ fn argmax_rows_picks_per_row_with_ties_and_nonfinite() {
     let _guard = ValidationGuard::new(&d);
     let k = d.pipeline(&ARGMAX_ROWS).unwrap();
     let mut rng = Rng::new(9);
-    let (vocab, stride) = (1000u32, 1003u32);
-    let mut logits = rng.vec(5 * stride as usize, 4.0);
-    let at = |r: usize, i: usize| r * stride as usize + i;
-    // Row 1: a tie between 700 and 3 (lowest index wins); row 2: NaN and inf around;
-    // row 3: all NaN; row 4: the max in the last element.
-    logits[at(1, 700)] = 9.0;
-    logits[at(1, 3)] = 9.0;
-    logits[at(2, 10)] = f32::NAN;
-    logits[at(2, 11)] = f32::INFINITY;
-    for i in 0..vocab as usize {
-        logits[at(3, i)] = f32::NAN;
-    }
-    logits[at(4, 999)] = 50.0;
-    let lb = f32_buffer(&d, "logits", &logits, ResourceClass::TokenScratch);
-    let rb = u32_buffer(&d, "result", &[7; 20], ResourceClass::PersistentOutput);
-    let mut enc = d.encoder().unwrap();
-    enc.dispatch(
-        &k,
-        [5, 1, 1],
-        &[lb.slice(..), rb.slice(..)],
-        &ArgmaxRowsPush { vocab, stride },
-    )
-    .unwrap();
-    enc.submit().unwrap().wait().unwrap();
-    let got: Vec<u32> = rb.read(0, 20).unwrap();
-    for r in 0..5 {
-        let row = &logits[at(r, 0)..at(r, vocab as usize)];
-        let bad = row.iter().filter(|v| !v.is_finite()).count() as u32;
-        let mut best = None::<(usize, f32)>;
-        for (i, &v) in row.iter().enumerate() {
-            if !v.is_nan() && best.is_none_or(|(_, b)| v > b) {
-                best = Some((i, v));
-            }
+    // One workgroup per row (1000 logits), several (the default for 9000: 3), and more
+    // than the logits need (5): every row's pick is the same.
+    for (vocab, stride, groups) in [
+        (1000u32, 1003u32, None),
+        (9000, 9001, None),
+        (9000, 9001, Some(5)),
+    ] {
+        let groups = groups.unwrap_or_else(|| argmax_groups(vocab));
+        let mut logits = rng.vec(5 * stride as usize, 4.0);
+        let at = |r: usize, i: usize| r * stride as usize + i;
+        // Row 1: a tie between 700 and 3 (lowest index wins); row 2: NaN and inf around;
+        // row 3: all NaN; row 4: the max in the last element.
+        logits[at(1, 700)] = 9.0;
+        logits[at(1, 3)] = 9.0;
+        logits[at(2, 10)] = f32::NAN;
+        logits[at(2, 11)] = f32::INFINITY;
+        for i in 0..vocab as usize {
+            logits[at(3, i)] = f32::NAN;
         }
-        let (i, v) = best.unwrap_or((0, row[0]));
-        let w = &got[4 * r..4 * r + 4];
-        assert_eq!((w[0], w[2], w[3]), (i as u32, bad, 0), "row {r}");
-        assert_eq!(f32::from_bits(w[1]).to_bits(), v.to_bits(), "row {r} value");
+        logits[at(4, vocab as usize - 1)] = 50.0;
+        let lb = f32_buffer(&d, "logits", &logits, ResourceClass::TokenScratch);
+        let rb = u32_buffer(&d, "result", &[7; 20], ResourceClass::PersistentOutput);
+        let words = argmax_rows_scratch_words(5, groups) as usize;
+        let sb = u32_buffer(&d, "scratch", &vec![0; words], ResourceClass::Generic);
+        let mut enc = d.encoder().unwrap();
+        // Twice (the encoder orders them): the second finds the tickets put back to zero.
+        for _ in 0..2 {
+            enc.dispatch(
+                &k,
+                [groups, 5, 1],
+                &[lb.slice(..), rb.slice(..), sb.slice(..)],
+                &ArgmaxRowsPush { vocab, stride },
+            )
+            .unwrap();
+        }
+        enc.submit().unwrap().wait().unwrap();
+        let got: Vec<u32> = rb.read(0, 20).unwrap();
+        for r in 0..5 {
+            let row = &logits[at(r, 0)..at(r, vocab as usize)];
+            let bad = row.iter().filter(|v| !v.is_finite()).count() as u32;
+            let mut best = None::<(usize, f32)>;
+            for (i, &v) in row.iter().enumerate() {
+                if !v.is_nan() && best.is_none_or(|(_, b)| v > b) {
+                    best = Some((i, v));
+                }
+            }
+            let (i, v) = best.unwrap_or((0, row[0]));
+            let w = &got[4 * r..4 * r + 4];
+            let what = format!("vocab {vocab}, {groups} groups, row {r}");
+            assert_eq!((w[0], w[2], w[3]), (i as u32, bad, 0), "{what}");
+            assert_eq!(f32::from_bits(w[1]).to_bits(), v.to_bits(), "{what}: value");
+        }
+        let tickets: Vec<u32> = sb.read(0, words).unwrap();
+        for r in 0..5 {
+            assert_eq!(
+                tickets[r * words / 5],
+                0,
+                "vocab {vocab}: row {r}'s ticket back at 0"
+            );
+        }
     }
 }
 

@@ -1,3 +1,4 @@
+//! include: argmax_common
 // Greedy pick: result = (index, value, nonfinite, first_bad) of the largest logit among n;
 // ties go to the lowest index, NaN never wins (all NaN -> index 0); `nonfinite` counts the
 // NaN and ±inf logits, so the host can refuse a broken step instead of emitting token 0
@@ -24,50 +25,6 @@ struct Push { n: u32 }
 @group(0) @binding(3) var<storage, read_write> scratch: Atomics;
 var<immediate> pc: Push;
 
-const WG: u32 = 1024u;
-const NONE: u32 = 0xffffffffu;
-
-var<workgroup> best_v: array<f32, 1024>;
-var<workgroup> best_i: array<u32, 1024>;
-var<workgroup> bad_n: array<u32, 1024>;
-var<workgroup> ticket_wg: u32;
-
-// NaN or ±inf: all exponent bits set (a bit test, immune to float-compare shortcuts).
-fn nonfinite(v: f32) -> u32 {
-    return select(0u, 1u, (bitcast<u32>(v) & 0x7f800000u) == 0x7f800000u);
-}
-
-// Is (v, i) better than (bv, bi)? A NaN v never is.
-fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
-    return v > bv || (v == bv && i < bi);
-}
-
-struct Best { v: f32, i: u32, bad: u32 }
-
-// The best pair and the non-finite total of the workgroup, valid in invocation 0 (every
-// invocation must call it).
-fn wg_best(bv: f32, bi: u32, bad: u32, sg_id: u32, sg_lane: u32, nsg: u32) -> Best {
-    let m = subgroupMax(bv);
-    let mi = subgroupMin(select(NONE, bi, bv == m));
-    let sg_bad = subgroupAdd(bad);
-    if (sg_lane == 0u) {
-        best_v[sg_id] = m;
-        best_i[sg_id] = mi;
-        bad_n[sg_id] = sg_bad;
-    }
-    workgroupBarrier();
-    var b = Best(best_v[0], best_i[0], bad_n[0]);
-    for (var j = 1u; j < nsg; j++) {
-        b.bad += bad_n[j];
-        if (better(best_v[j], best_i[j], b.v, b.i)) {
-            b.v = best_v[j];
-            b.i = best_i[j];
-        }
-    }
-    workgroupBarrier();
-    return b;
-}
-
 @compute @workgroup_size(1024)
 fn main(
     @builtin(workgroup_id) wg: vec3<u32>,
@@ -79,28 +36,8 @@ fn main(
 ) {
     let groups = ngroups.x;
     let step = groups * WG;
-    var bv = bitcast<f32>(0xff800000u); // -inf
-    var bi = NONE;
-    var bad = 0u;
-    var i = wg.x * WG + tid;
-    // Four independent loads in flight per round.
-    for (; i + 3u * step < pc.n; i += 4u * step) {
-        let v0 = logits.d[i];
-        let v1 = logits.d[i + step];
-        let v2 = logits.d[i + 2u * step];
-        let v3 = logits.d[i + 3u * step];
-        bad += nonfinite(v0) + nonfinite(v1) + nonfinite(v2) + nonfinite(v3);
-        if (better(v0, i, bv, bi)) { bv = v0; bi = i; }
-        if (better(v1, i + step, bv, bi)) { bv = v1; bi = i + step; }
-        if (better(v2, i + 2u * step, bv, bi)) { bv = v2; bi = i + 2u * step; }
-        if (better(v3, i + 3u * step, bv, bi)) { bv = v3; bi = i + 3u * step; }
-    }
-    for (; i < pc.n; i += step) {
-        let v = logits.d[i];
-        bad += nonfinite(v);
-        if (better(v, i, bv, bi)) { bv = v; bi = i; }
-    }
-    let mine = wg_best(bv, bi, bad, sg_id, sg_lane, nsg);
+    let s = scan(0u, pc.n, wg.x * WG + tid, step);
+    let mine = wg_best(s.v, s.i, s.bad, sg_id, sg_lane, nsg);
     if (tid == 0u) {
         let at = 1u + 3u * wg.x;
         atomicStore(&scratch.d[at], bitcast<u32>(mine.v));

@@ -1,71 +1,81 @@
+//! include: argmax_common
 // Greedy pick per row of a batch: for row r of n (logits at float r * stride, `vocab`
 // values), result[4r..4r + 4] = (index, value bits, nonfinite count, 0) of its largest
 // logit; ties go to the lowest index, NaN never wins (all NaN -> index 0), `nonfinite`
-// counts NaN and ±inf logits (the host refuses such a row). Same rule as ARGMAX, with a
-// fixed-order reduction, so a row's pick does not depend on the others.
-// Dispatch [n, 1, 1], workgroup 256.
+// counts NaN and ±inf logits (the host refuses such a row). Same rule as ARGMAX, and like
+// it each row is scanned by many workgroups: workgroup (g, r) scans the row's i = g * 1024 +
+// tid, stepping groups * 1024, stores its best in the row's scratch entry g, draws a ticket
+// from the row's scratch word 0, and the workgroup drawing the row's last ticket reduces
+// the entries (any order: `better` is a strict total order on non-NaN pairs, so a row's
+// pick does not depend on the others or on the arrival order), writes the result and puts
+// word 0 back to 0. scratch: n * (1 + 3 * groups) words (row r's at r * (1 + 3 groups)),
+// every ticket word zero before the dispatch.
+// Dispatch [groups, n, 1] (`argmax_groups(vocab)` groups; any count >= 1 works),
+// workgroup 1024.
 
 struct F32s { d: array<f32> }
 struct Words { d: array<u32> }
+struct Atomics { d: array<atomic<u32>> }
 struct Push { vocab: u32, stride: u32 }
 
 @group(0) @binding(0) var<storage, read> logits: F32s;
 @group(0) @binding(1) var<storage, read_write> result: Words;
+@group(0) @binding(2) var<storage, read_write> scratch: Atomics;
 var<immediate> pc: Push;
 
-const WG: u32 = 256u;
-const NONE: u32 = 0xffffffffu;
-
-var<workgroup> best_v: array<f32, 256>;
-var<workgroup> best_i: array<u32, 256>;
-var<workgroup> bad_n: array<u32, 256>;
-
-fn nonfinite(v: f32) -> u32 {
-    return select(0u, 1u, (bitcast<u32>(v) & 0x7f800000u) == 0x7f800000u);
-}
-
-fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
-    return v > bv || (v == bv && i < bi);
-}
-
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
-    let row = wg.x * pc.stride;
-    var bv = bitcast<f32>(0xff800000u); // -inf
-    var bi = NONE;
-    var bad = 0u;
-    for (var i = tid; i < pc.vocab; i += WG) {
-        let v = logits.d[row + i];
-        bad += nonfinite(v);
-        if (better(v, i, bv, bi)) {
-            bv = v;
-            bi = i;
-        }
-    }
-    best_v[tid] = bv;
-    best_i[tid] = bi;
-    bad_n[tid] = bad;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (tid < s) {
-            bad_n[tid] += bad_n[tid + s];
-            if (better(best_v[tid + s], best_i[tid + s], best_v[tid], best_i[tid])) {
-                best_v[tid] = best_v[tid + s];
-                best_i[tid] = best_i[tid + s];
-            }
-        }
-        workgroupBarrier();
-    }
+@compute @workgroup_size(1024)
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) ngroups: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(subgroup_id) sg_id: u32,
+    @builtin(subgroup_invocation_id) sg_lane: u32,
+    @builtin(num_subgroups) nsg: u32,
+) {
+    let r = wg.y;
+    let row = r * pc.stride;
+    let groups = ngroups.x;
+    let base = r * (1u + 3u * groups);
+    let s = scan(row, pc.vocab, wg.x * WG + tid, groups * WG);
+    let mine = wg_best(s.v, s.i, s.bad, sg_id, sg_lane, nsg);
     if (tid == 0u) {
-        var idx = best_i[0];
-        var v = best_v[0];
+        let at = base + 1u + 3u * wg.x;
+        atomicStore(&scratch.d[at], bitcast<u32>(mine.v));
+        atomicStore(&scratch.d[at + 1u], mine.i);
+        atomicStore(&scratch.d[at + 2u], mine.bad);
+    }
+    // Release this group's entry, then draw the row's ticket.
+    storageBarrier();
+    if (tid == 0u) {
+        ticket_wg = atomicAdd(&scratch.d[base], 1u);
+    }
+    if (workgroupUniformLoad(&ticket_wg) + 1u != groups) {
+        return;
+    }
+    // Acquire the row's other entries.
+    storageBarrier();
+    var gv = bitcast<f32>(0xff800000u); // -inf
+    var gi = NONE;
+    var gbad = 0u;
+    for (var g = tid; g < groups; g += WG) {
+        let at = base + 1u + 3u * g;
+        let v = bitcast<f32>(atomicLoad(&scratch.d[at]));
+        let j = atomicLoad(&scratch.d[at + 1u]);
+        gbad += atomicLoad(&scratch.d[at + 2u]);
+        if (better(v, j, gv, gi)) { gv = v; gi = j; }
+    }
+    let all = wg_best(gv, gi, gbad, sg_id, sg_lane, nsg);
+    if (tid == 0u) {
+        var idx = all.i;
+        var v = all.v;
         if (idx == NONE) {
             idx = 0u;
             v = logits.d[row];
         }
-        result.d[4u * wg.x] = idx;
-        result.d[4u * wg.x + 1u] = bitcast<u32>(v);
-        result.d[4u * wg.x + 2u] = bad_n[0];
-        result.d[4u * wg.x + 3u] = 0u;
+        result.d[4u * r] = idx;
+        result.d[4u * r + 1u] = bitcast<u32>(v);
+        result.d[4u * r + 2u] = all.bad;
+        result.d[4u * r + 3u] = 0u;
+        atomicStore(&scratch.d[base], 0u);
     }
 }

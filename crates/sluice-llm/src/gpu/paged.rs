@@ -130,7 +130,9 @@ impl PagedOptions {
         let logits = (self.max_rows as u64)
             .checked_mul(c.vocab as u64)
             .and_then(|v| v.checked_mul(4));
-        let rows = (super::layout::MAX_CHUNK as u64 + 4) * 12 + self.max_rows as u64 * 16;
+        // Tokens, (pos, slot) and results per row, and the argmax's per-row scratch.
+        let argmax = k::argmax_rows_scratch_words(self.max_rows as u32, argmax_groups(c)) * 4;
+        let rows = (super::layout::MAX_CHUNK as u64 + 4) * 12 + self.max_rows as u64 * 16 + argmax;
         match (table, logits) {
             (Some(t), Some(l)) => t
                 .checked_add(l)
@@ -206,6 +208,8 @@ pub(crate) struct Paged {
     /// Workgroups of `attention` per row (`sluice_kernels::batch_attention_kernel`).
     pub attention_groups: u32,
     pub argmax: Arc<Pipeline>,
+    /// Per-row tickets and workgroup entries of `argmax` (zero between steps).
+    pub argmax_scratch: Buffer,
 }
 
 impl Paged {
@@ -254,6 +258,10 @@ impl Paged {
         } else {
             None
         };
+        let argmax_words =
+            k::argmax_rows_scratch_words(opts.max_rows.max(1) as u32, argmax_groups(c));
+        let argmax_scratch = device.create_buffer("batch.argmax_scratch", argmax_words * 4, g)?;
+        argmax_scratch.write(0, &vec![0u32; argmax_words as usize])?;
         let attention = k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32);
         let table_words = (opts.sequences + 1) * opts.max_blocks();
         let table = device.create_buffer("kv.table", table_words as u64 * 4, g)?;
@@ -276,12 +284,23 @@ impl Paged {
             attention: device.pipeline(attention.0)?,
             attention_groups: attention.1,
             argmax: device.pipeline(&k::ARGMAX_ROWS)?,
+            argmax_scratch,
             xh,
             cmt,
             dp,
             opts,
         })
     }
+}
+
+/// Workgroups the batched argmax aims at over all its rows (two 1024-invocation
+/// workgroups per multiprocessor of the H100).
+const ARGMAX_ROWS_WORKGROUPS: u32 = 264;
+
+/// Most workgroups per row of the batched argmax for `c`'s vocabulary (its scratch is
+/// sized for these).
+fn argmax_groups(c: &ModelConfig) -> u32 {
+    k::argmax_groups(c.vocab as u32)
 }
 
 /// Floats of partial sums and u32 tickets that the staged batched matvec
@@ -570,10 +589,17 @@ impl GpuModel {
         };
         enc.set_label("batch.argmax");
         let vocab = self.config.vocab as u32;
+        // About ARGMAX_ROWS_WORKGROUPS in all (one wave): fewer per row as rows grow. The
+        // pick does not depend on the split, so a row's token stays batch-invariant.
+        let groups = (ARGMAX_ROWS_WORKGROUPS / rows.max(1)).clamp(1, argmax_groups(&self.config));
         enc.dispatch(
             &p.argmax,
-            [rows, 1, 1],
-            &[logits.slice(..), p.results.slice(..)],
+            [groups, rows, 1],
+            &[
+                logits.slice(..),
+                p.results.slice(..),
+                p.argmax_scratch.slice(..),
+            ],
             &k::ArgmaxRowsPush {
                 vocab,
                 stride: vocab,

@@ -38,51 +38,26 @@ fn main(
     let step = groups * WG;
     let s = scan(0u, pc.n, wg.x * WG + tid, step);
     let mine = wg_best(s.v, s.i, s.bad, sg_id, sg_lane, nsg);
-    if (tid == 0u) {
-        let at = 1u + 3u * wg.x;
-        atomicStore(&scratch.d[at], bitcast<u32>(mine.v));
-        atomicStore(&scratch.d[at + 1u], mine.i);
-        atomicStore(&scratch.d[at + 2u], mine.bad);
-    }
-    // Release this group's entry, then draw a ticket.
-    storageBarrier();
-    if (tid == 0u) {
-        ticket_wg = atomicAdd(&scratch.d[0], 1u);
-    }
-    if (workgroupUniformLoad(&ticket_wg) + 1u != groups) {
+    let done = settle(0u, wg.x, groups, mine, tid, sg_id, sg_lane, nsg);
+    let all = done.best;
+    if (!done.last || tid != 0u) {
         return;
     }
-    // Acquire the other groups' entries.
-    storageBarrier();
-    var gv = bitcast<f32>(0xff800000u);
-    var gi = NONE;
-    var gbad = 0u;
-    for (var g = tid; g < groups; g += WG) {
-        let at = 1u + 3u * g;
-        let v = bitcast<f32>(atomicLoad(&scratch.d[at]));
-        let j = atomicLoad(&scratch.d[at + 1u]);
-        gbad += atomicLoad(&scratch.d[at + 2u]);
-        if (better(v, j, gv, gi)) { gv = v; gi = j; }
+    var idx = all.i;
+    var v = all.v;
+    if (idx == NONE) {
+        idx = 0u;
+        v = logits.d[0];
     }
-    let all = wg_best(gv, gi, gbad, sg_id, sg_lane, nsg);
-    if (tid == 0u) {
-        var idx = all.i;
-        var v = all.v;
-        if (idx == NONE) {
-            idx = 0u;
-            v = logits.d[0];
+    result.d[0] = idx;
+    result.d[1] = bitcast<u32>(v);
+    if (arrayLength(&result.d) >= 4u) {
+        result.d[2] = all.bad;
+        // Sticky: position + 1 of the first step with non-finite logits since the host
+        // last cleared it, so queued replayed steps cannot hide one.
+        if (all.bad > 0u && result.d[3] == 0u) {
+            result.d[3] = params.pos + 1u;
         }
-        result.d[0] = idx;
-        result.d[1] = bitcast<u32>(v);
-        if (arrayLength(&result.d) >= 4u) {
-            result.d[2] = all.bad;
-            // Sticky: position + 1 of the first step with non-finite logits since the host
-            // last cleared it, so queued replayed steps cannot hide one.
-            if (all.bad > 0u && result.d[3] == 0u) {
-                result.d[3] = params.pos + 1u;
-            }
-        }
-        params.token = idx;
-        atomicStore(&scratch.d[0], 0u);
     }
+    params.token = idx;
 }

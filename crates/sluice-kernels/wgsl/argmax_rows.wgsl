@@ -38,44 +38,19 @@ fn main(
     let base = r * (1u + 3u * groups);
     let s = scan(row, pc.vocab, wg.x * WG + tid, groups * WG);
     let mine = wg_best(s.v, s.i, s.bad, sg_id, sg_lane, nsg);
-    if (tid == 0u) {
-        let at = base + 1u + 3u * wg.x;
-        atomicStore(&scratch.d[at], bitcast<u32>(mine.v));
-        atomicStore(&scratch.d[at + 1u], mine.i);
-        atomicStore(&scratch.d[at + 2u], mine.bad);
-    }
-    // Release this group's entry, then draw the row's ticket.
-    storageBarrier();
-    if (tid == 0u) {
-        ticket_wg = atomicAdd(&scratch.d[base], 1u);
-    }
-    if (workgroupUniformLoad(&ticket_wg) + 1u != groups) {
+    let done = settle(base, wg.x, groups, mine, tid, sg_id, sg_lane, nsg);
+    let all = done.best;
+    if (!done.last || tid != 0u) {
         return;
     }
-    // Acquire the row's other entries.
-    storageBarrier();
-    var gv = bitcast<f32>(0xff800000u); // -inf
-    var gi = NONE;
-    var gbad = 0u;
-    for (var g = tid; g < groups; g += WG) {
-        let at = base + 1u + 3u * g;
-        let v = bitcast<f32>(atomicLoad(&scratch.d[at]));
-        let j = atomicLoad(&scratch.d[at + 1u]);
-        gbad += atomicLoad(&scratch.d[at + 2u]);
-        if (better(v, j, gv, gi)) { gv = v; gi = j; }
+    var idx = all.i;
+    var v = all.v;
+    if (idx == NONE) {
+        idx = 0u;
+        v = logits.d[row];
     }
-    let all = wg_best(gv, gi, gbad, sg_id, sg_lane, nsg);
-    if (tid == 0u) {
-        var idx = all.i;
-        var v = all.v;
-        if (idx == NONE) {
-            idx = 0u;
-            v = logits.d[row];
-        }
-        result.d[4u * r] = idx;
-        result.d[4u * r + 1u] = bitcast<u32>(v);
-        result.d[4u * r + 2u] = all.bad;
-        result.d[4u * r + 3u] = 0u;
-        atomicStore(&scratch.d[base], 0u);
-    }
+    result.d[4u * r] = idx;
+    result.d[4u * r + 1u] = bitcast<u32>(v);
+    result.d[4u * r + 2u] = all.bad;
+    result.d[4u * r + 3u] = 0u;
 }

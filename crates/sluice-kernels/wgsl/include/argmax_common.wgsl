@@ -70,3 +70,43 @@ fn scan(base: u32, n: u32, first: u32, step: u32) -> Best {
     }
     return Best(bv, bi, bad);
 }
+
+struct Settled { last: bool, best: Best }
+
+// After every workgroup of one scan computed `mine` (valid in invocation 0): stores it as
+// entry g of the scan's scratch at `base` (word 0 the ticket, then three words per
+// workgroup), draws a ticket, and for the workgroup drawing the last of `groups` reduces
+// every entry (best valid in invocation 0) and puts the ticket back to 0 (last: false for
+// the others). Release before the ticket, acquire after it; atomics throughout, so the
+// last workgroup never reads a stale L1 line. Every invocation calls it (it holds barriers).
+fn settle(base: u32, g: u32, groups: u32, mine: Best, tid: u32, sg_id: u32, sg_lane: u32, nsg: u32) -> Settled {
+    if (tid == 0u) {
+        let at = base + 1u + 3u * g;
+        atomicStore(&scratch.d[at], bitcast<u32>(mine.v));
+        atomicStore(&scratch.d[at + 1u], mine.i);
+        atomicStore(&scratch.d[at + 2u], mine.bad);
+    }
+    storageBarrier();
+    if (tid == 0u) {
+        ticket_wg = atomicAdd(&scratch.d[base], 1u);
+    }
+    if (workgroupUniformLoad(&ticket_wg) + 1u != groups) {
+        return Settled(false, mine);
+    }
+    storageBarrier();
+    var gv = bitcast<f32>(0xff800000u); // -inf
+    var gi = NONE;
+    var gbad = 0u;
+    for (var e = tid; e < groups; e += WG) {
+        let at = base + 1u + 3u * e;
+        let v = bitcast<f32>(atomicLoad(&scratch.d[at]));
+        let j = atomicLoad(&scratch.d[at + 1u]);
+        gbad += atomicLoad(&scratch.d[at + 2u]);
+        if (better(v, j, gv, gi)) { gv = v; gi = j; }
+    }
+    let all = wg_best(gv, gi, gbad, sg_id, sg_lane, nsg);
+    if (tid == 0u) {
+        atomicStore(&scratch.d[base], 0u);
+    }
+    return Settled(true, all);
+}

@@ -166,8 +166,10 @@ pub(crate) struct DeviceHandle {
 impl Drop for DeviceHandle {
     fn drop(&mut self) {
         // Drain the queue so queued work's resources are released; errors here (device
-        // lost) leave nothing to wait for.
+        // lost) leave nothing to wait for. Then end the async waiter thread, so the device
+        // is not destroyed on it (nor left to it at process exit).
         self.shared.queue.drain(&self.shared);
+        self.shared.waiter.stop();
     }
 }
 

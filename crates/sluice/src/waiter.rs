@@ -1,12 +1,16 @@
 //! Async waits: [`Ticket`] is a `Future`. One waiter thread per device parks on the
 //! timeline semaphore for the smallest awaited value and wakes every task whose value has
 //! been reached; tasks never spin. The thread starts on the first pending `.await`, holds
-//! only a weak reference to the device while idle, and ends when the device goes.
+//! only a weak reference to the device while idle, and ends when the device goes. Dropping
+//! the last [`crate::Device`] handle stops and joins it ([`Waiter::stop`]), so the device is
+//! never destroyed on the waiter thread and no waiter thread is inside the driver when the
+//! process exits.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::task::{Context, Poll, Waker};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::device::DeviceShared;
@@ -23,6 +27,10 @@ const IDLE: Duration = Duration::from_millis(200);
 struct State {
     waiting: Vec<(u64, Waker)>,
     running: bool,
+    /// Set by [`Waiter::stop`]: the thread wakes every task and ends.
+    stop: bool,
+    /// The running thread, for [`Waiter::stop`] to join.
+    thread: Option<JoinHandle<()>>,
 }
 
 /// The per-device registry of pending async waits.
@@ -46,23 +54,55 @@ impl Waiter {
         }
         if !s.running {
             s.running = true;
+            s.stop = false;
             let me = self.clone();
             let weak = Arc::downgrade(device);
-            std::thread::Builder::new()
-                .name("sluice-waiter".into())
-                .spawn(move || me.run(weak))
-                .expect("spawn the sluice waiter thread");
+            // A thread that ended by itself left its handle here; dropping it detaches
+            // a thread that has nothing left to do.
+            s.thread = Some(
+                std::thread::Builder::new()
+                    .name("sluice-waiter".into())
+                    .spawn(move || me.run(weak))
+                    .expect("spawn the sluice waiter thread"),
+            );
         }
         self.wake.notify_one();
+    }
+
+    /// Ends the waiter thread, if one runs, and waits until it has: called when the last
+    /// `Device` handle goes, after the queue drained. Tasks still waiting are woken; their
+    /// polls see their values reached (or re-register, starting a new thread, for work
+    /// submitted later through an encoder that outlived the handle).
+    pub(crate) fn stop(&self) {
+        let thread = {
+            let mut s = self.state.lock().expect("waiter poisoned");
+            let Some(thread) = s.thread.take() else {
+                return;
+            };
+            s.stop = true;
+            thread
+        };
+        self.wake.notify_all();
+        // The thread's loop checks `stop` at least every PARK; a panic in it already
+        // reached every task as a poisoned lock, so its result adds nothing.
+        let _ = thread.join();
+        self.state.lock().expect("waiter poisoned").stop = false;
     }
 
     fn run(self: Arc<Self>, device: Weak<DeviceShared>) {
         loop {
             let min = {
                 let mut s = self.state.lock().expect("waiter poisoned");
-                if s.waiting.is_empty() {
+                if s.waiting.is_empty() && !s.stop {
                     let (guard, _) = self.wake.wait_timeout(s, IDLE).expect("waiter poisoned");
                     s = guard;
+                }
+                if s.stop {
+                    let woken: Vec<_> = s.waiting.drain(..).collect();
+                    s.running = false;
+                    drop(s);
+                    woken.into_iter().for_each(|(_, w)| w.wake());
+                    return;
                 }
                 if s.waiting.is_empty() {
                     if device.strong_count() == 0 {

@@ -59,7 +59,7 @@ pub struct BatchAttnPush {
     pub capacity: u32,
     /// Floats between consecutive rows' q.
     pub q_stride: u32,
-    /// Floats between consecutive rows' output.
+    /// Elements between consecutive rows' output (floats; halves with `out_f16`).
     pub o_stride: u32,
     /// Score scale, usually `1 / sqrt(head_dim)`.
     pub scale: f32,
@@ -67,6 +67,9 @@ pub struct BatchAttnPush {
     pub block: u32,
     /// Table entries per sequence slot.
     pub max_blocks: u32,
+    /// 1: the output as f16 pairs (what [`crate::ACT_F16`] without a norm makes of the
+    /// f32 output, bit for bit: the matrix-unit matvec's input); `o_stride` even.
+    pub out_f16: u32,
 }
 const _: () = assert!(
     std::mem::size_of::<BatchAttnPush>() == crate::BATCH_ATTENTION.push_constant_bytes as usize
@@ -284,6 +287,15 @@ pub struct ActF16Push {
 const _: () =
     assert!(std::mem::size_of::<ActF16Push>() == crate::ACT_F16.push_constant_bytes as usize);
 
+/// [`MatvecBatchCmPush::y_mode`] (and the staged kernels'): y stored as f32.
+pub const Y_STORE: u32 = 0;
+/// y added to (the residual; not for the gated kernels).
+pub const Y_ADD: u32 = 1;
+/// Gated kernels only: y stored as f16 pairs (`y_stride` in halves, even; rows even), bit
+/// for bit what [`ACT_F16`] without a norm makes of the f32 output: the next matrix-unit
+/// matvec's input, with no `ACT_F16` dispatch.
+pub const Y_F16_PAIRS: u32 = 2;
+
 /// Push constants of the cooperative-matrix batched matvec ([`matvec_batch_cm`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -299,10 +311,10 @@ pub struct MatvecBatchCmPush {
     pub tokens: u32,
     /// Halves between consecutive tokens' activations (from [`ACT_F16`]).
     pub x_stride: u32,
-    /// Floats between consecutive tokens' y.
+    /// Elements between consecutive tokens' y (floats; halves with [`Y_F16_PAIRS`]).
     pub y_stride: u32,
-    /// 1: add to y (residual).
-    pub accumulate: u32,
+    /// How y is written: [`Y_STORE`], [`Y_ADD`] or [`Y_F16_PAIRS`].
+    pub y_mode: u32,
     /// Row groups along x (the rest continue along z).
     pub row_groups_x: u32,
 }
@@ -410,10 +422,11 @@ pub struct MatvecBatchCmtPush {
     pub tokens: u32,
     /// Halves between consecutive tokens' activations (from [`ACT_F16`]; a multiple of 8).
     pub x_stride: u32,
-    /// Floats between consecutive tokens' y.
+    /// Elements between consecutive tokens' y (floats; halves with [`Y_F16_PAIRS`]).
     pub y_stride: u32,
-    /// 1: add to y (residual; not for the gated kernels).
-    pub accumulate: u32,
+    /// How y is written: [`Y_STORE`], [`Y_ADD`] (not for the gated kernels) or
+    /// [`Y_F16_PAIRS`] (gated kernels only).
+    pub y_mode: u32,
     /// Row groups along x (the rest continue along z).
     pub row_groups_x: u32,
     /// Contiguous runs of K chunks, one per workgroup (see [`MatvecBatchCmtLayout`]).
@@ -429,7 +442,7 @@ const _: () = assert!(
 impl MatvecBatchCmPush {
     /// Push constants and dispatch size of [`matvec_batch_cm`] for a `rows` x `cols`
     /// `dtype` matrix and `tokens`, activations packed (`x_stride` = cols), y rows of
-    /// `rows` floats, stored (set `y_stride` / `accumulate` for other uses).
+    /// `rows` floats, stored (set `y_stride` / `y_mode` for other uses).
     pub fn new(dtype: WeightDtype, rows: u32, cols: u32, tokens: u32) -> (Self, [u32; 3]) {
         let (groups, gx) = matvec_batch_cm_groups(dtype, rows, tokens);
         let push = MatvecBatchCmPush {
@@ -439,7 +452,7 @@ impl MatvecBatchCmPush {
             tokens,
             x_stride: cols,
             y_stride: rows,
-            accumulate: 0,
+            y_mode: Y_STORE,
             row_groups_x: gx,
         };
         (push, groups)
@@ -455,7 +468,7 @@ impl MatvecBatchCmPush {
             tokens: self.tokens,
             x_stride: self.x_stride,
             y_stride: self.y_stride,
-            accumulate: self.accumulate,
+            y_mode: self.y_mode,
             row_groups_x: lay.row_groups_x,
             ksplit: lay.ksplit,
             kchunks: lay.kchunks,

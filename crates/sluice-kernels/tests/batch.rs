@@ -35,7 +35,8 @@ fn rows_buffer(d: &Device, rows: &[(u32, u32)]) -> Buffer {
     u32_buffer(d, "rows", &words, ResourceClass::Generic)
 }
 
-/// Runs the plain attention kernel, or (`gqa`) the grouped-query one, over `rows`.
+/// Runs the plain attention kernel, or (`gqa`) the grouped-query one, over `rows`: the
+/// f32 output (`rows * o_stride` floats, NaN where not written).
 #[allow(clippy::too_many_arguments)]
 fn run_attention(
     d: &Device,
@@ -47,6 +48,27 @@ fn run_attention(
     kc: &Buffer,
     vc: &Buffer,
 ) -> Vec<f32> {
+    let n_out = rows.len() * p.o_stride as usize;
+    run_attention_words(d, gqa, p, rows, table, q, kc, vc, n_out)
+        .into_iter()
+        .map(f32::from_bits)
+        .collect()
+}
+
+/// [`run_attention`]'s output as `n_out` raw words (f16 pairs with `out_f16`), all bits
+/// set where not written.
+#[allow(clippy::too_many_arguments)]
+fn run_attention_words(
+    d: &Device,
+    gqa: bool,
+    p: &BatchAttnPush,
+    rows: &[(u32, u32)],
+    table: &Buffer,
+    q: &[f32],
+    kc: &Buffer,
+    vc: &Buffer,
+    n_out: usize,
+) -> Vec<u32> {
     let (desc, groups) = if gqa {
         let quads = (p.heads / p.kv_heads).div_ceil(BATCH_ATTENTION_GQA_HEADS);
         (&BATCH_ATTENTION_GQA, p.kv_heads * quads)
@@ -56,13 +78,7 @@ fn run_attention(
     let k = d.pipeline(desc).unwrap();
     let rb = rows_buffer(d, rows);
     let qb = f32_buffer(d, "q", q, ResourceClass::TokenScratch);
-    let n_out = rows.len() * p.o_stride as usize;
-    let ob = f32_buffer(
-        d,
-        "out",
-        &vec![f32::NAN; n_out],
-        ResourceClass::TokenScratch,
-    );
+    let ob = u32_buffer(d, "out", &vec![!0; n_out], ResourceClass::TokenScratch);
     let mut enc = d.encoder().unwrap();
     enc.dispatch(
         &k,
@@ -82,6 +98,42 @@ fn run_attention(
     .unwrap();
     enc.submit().unwrap().wait().unwrap();
     ob.read(0, n_out).unwrap()
+}
+
+/// [`ACT_F16`] over `groups` rows (tokens past `p.tokens`: zeros), norm weights `nw` when
+/// `p.norm` is 1: `groups * p.h_words` words, all bits set where not written.
+fn run_act_f16(d: &Device, x: &[f32], nw: &[f32], p: ActF16Push, groups: u32) -> Vec<u32> {
+    let k = d.pipeline(&ACT_F16).unwrap();
+    let xbuf = f32_buffer(d, "x", x, ResourceClass::TokenScratch);
+    let nbuf = f32_buffer(d, "norm_w", nw, ResourceClass::ReadOnlyWeight);
+    let words = (groups * p.h_words) as usize;
+    let out = u32_buffer(d, "xh", &vec![!0; words], ResourceClass::TokenScratch);
+    let mut enc = d.encoder().unwrap();
+    let bindings = [xbuf.slice(..), nbuf.slice(..), out.slice(..)];
+    enc.dispatch(&k, [groups, 1, 1], &bindings, &p).unwrap();
+    enc.submit().unwrap().wait().unwrap();
+    out.read(0, words).unwrap()
+}
+
+/// [`ACT_F16`] without a norm over `tokens` rows of `cols` floats `x_stride` apart:
+/// `h_words` words per row (what the matrix-unit matvecs read).
+fn act_f16_words(
+    d: &Device,
+    x: &[f32],
+    cols: u32,
+    tokens: u32,
+    x_stride: u32,
+    h_words: u32,
+) -> Vec<u32> {
+    let p = ActF16Push {
+        cols,
+        tokens,
+        x_stride,
+        h_words,
+        norm: 0,
+        eps: 0.0,
+    };
+    run_act_f16(d, x, &[0.0], p, tokens)
 }
 
 #[test]
@@ -137,6 +189,7 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
             scale: 1.0 / (hd as f32).sqrt(),
             block,
             max_blocks,
+            out_f16: 0,
         };
         let q = rng.vec(rows.len() * p.q_stride as usize, 3.0);
         let want = batch_attention_cpu(&p, &rows, &table_words, &q, &kc_f, &vc_f);
@@ -164,6 +217,28 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
                 let at = r * p.o_stride as usize;
                 let same = same_bits(&alone[..n], &got[at..at + n]);
                 assert!(same, "{what}: row {r} differs alone vs batched");
+            }
+            // f16 output (the matrix-unit matvec's input): bit-identical to ACT_F16 of the
+            // f32 output; the word after each row untouched.
+            let h_stride = heads * hd + 2;
+            let p16 = BatchAttnPush {
+                o_stride: h_stride,
+                out_f16: 1,
+                ..p
+            };
+            let words = rows.len() * h_stride as usize / 2;
+            let got16 = run_attention_words(&d, gqa, &p16, &rows, &table, &q, &kc, &vc, words);
+            let rows_n = rows.len() as u32;
+            let want16 = act_f16_words(&d, &got, heads * hd, rows_n, p.o_stride, h_stride / 2);
+            for r in 0..rows.len() {
+                let at = r * h_stride as usize / 2;
+                let row = at..at + n / 2;
+                assert_eq!(got16[row.clone()], want16[row], "{what}: f16 row {r}");
+                assert_eq!(
+                    got16[at + n / 2],
+                    !0,
+                    "{what}: f16 gap after row {r} written"
+                );
             }
         }
     }
@@ -525,9 +600,10 @@ fn run_matvec_batch_cm(
     }
     slices.push(xh.slice(..));
     slices.push(ybuf.slice(..));
+    // MatmulPush's accumulate (0 / 1) as Y_STORE / Y_ADD; Y_F16_PAIRS passes through.
     let push = MatvecBatchCmPush {
         y_stride: p.y_stride,
-        accumulate: p.accumulate,
+        y_mode: p.accumulate,
         ..push
     };
     if let Some(shape) = staged {
@@ -567,33 +643,20 @@ fn act_f16_matches_reference_and_pads_with_zeros() {
     let d = test_device();
     let _guard = ValidationGuard::new(&d);
     let mut rng = Rng::new(31);
-    let k = d.pipeline(&ACT_F16).unwrap();
     let (cols, tokens, x_stride) = (202u32, 5u32, 207u32);
     let padded = 16u32;
     let x = rng.vec((tokens * x_stride) as usize, 3.0);
     let nw = rng.vec(cols as usize, 1.5);
     let run = |norm: bool, tokens: u32, x: &[f32]| -> Vec<u32> {
-        let xbuf = f32_buffer(&d, "x", x, ResourceClass::TokenScratch);
-        let nbuf = f32_buffer(&d, "norm_w", &nw, ResourceClass::ReadOnlyWeight);
-        let words = (padded * cols / 2) as usize;
-        let out = u32_buffer(&d, "xh", &vec![!0; words], ResourceClass::TokenScratch);
-        let mut enc = d.encoder().unwrap();
-        enc.dispatch(
-            &k,
-            [padded, 1, 1],
-            &[xbuf.slice(..), nbuf.slice(..), out.slice(..)],
-            &ActF16Push {
-                cols,
-                tokens,
-                x_stride,
-                h_words: cols / 2,
-                norm: norm as u32,
-                eps: 1e-5,
-            },
-        )
-        .unwrap();
-        enc.submit().unwrap().wait().unwrap();
-        out.read(0, words).unwrap()
+        let p = ActF16Push {
+            cols,
+            tokens,
+            x_stride,
+            h_words: cols / 2,
+            norm: norm as u32,
+            eps: 1e-5,
+        };
+        run_act_f16(&d, x, &nw, p, padded)
     };
     let half = |w: u32, i: usize| half::f16::from_bits((w >> (16 * i)) as u16).to_f32();
     for norm in [false, true] {
@@ -934,6 +997,36 @@ fn check_batch_cm(
             println!("{what}: NMSE {e:e}");
             if e > 1e-5 {
                 failures.push(format!("{what}: NMSE {e:e}"));
+            }
+            // Gated: y as f16 pairs (the down projection's input) is bit for bit ACT_F16
+            // of the f32 y; the word after each token's rows untouched.
+            if variant.has_silu() {
+                let h_stride = rows + 6;
+                let p16 = MatmulPush {
+                    y_stride: h_stride,
+                    accumulate: Y_F16_PAIRS,
+                    ..p
+                };
+                let words = (tokens * h_stride / 2) as usize;
+                let y16 = vec![f32::from_bits(!0); words];
+                let got16: Vec<u32> = run_matvec_batch_cm(
+                    d, staged, dt, variant, &p16, &wbuf, &wbbuf, &x, &nbuf, &y16,
+                )
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+                let want16 = act_f16_words(d, &got, rows, tokens, p.y_stride, h_stride / 2);
+                for t in 0..tokens as usize {
+                    let at = t * h_stride as usize / 2;
+                    let row = at..at + r / 2;
+                    if got16[row.clone()] != want16[row] {
+                        failures.push(format!(
+                            "{what}: f16 pairs of token {t} differ from act_f16"
+                        ));
+                    } else if got16[at + r / 2] != !0 {
+                        failures.push(format!("{what}: f16 pairs: gap after token {t} written"));
+                    }
+                }
             }
             for k in [0, tokens as usize / 2, tokens as usize - 1] {
                 let (xs, ys) = (x_stride as usize, p.y_stride as usize);

@@ -16,7 +16,8 @@
 // qwen3-0.6b 32-row steps 4.07 -> 3.38 ms, 1024-token contexts 8.98 -> 4.89 ms
 // (BENCHMARKS.md, tenth session). Caches: f16 pairs in u32,
 // [kv_heads, capacity, head_dim]. q of row r at float r * q_stride + h * head_dim
-// (pre-scaled here by `scale`), out at r * o_stride + h * head_dim.
+// (pre-scaled here by `scale`), out at r * o_stride + h * head_dim (f32, or f16 pairs
+// with `out_f16`).
 
 const WG: u32 = 128u;
 alias Lane = f32; // one query head (include/batch_attention_io.wgsl)
@@ -52,6 +53,15 @@ fn reduce(sg: u32, lane: u32, nsg: u32, v: f32, op: u32) -> f32 {
         }
     }
     return r;
+}
+
+// Dim d's output summed over the nl key lanes' partials, in lane order.
+fn dim_sum(d: u32, nl: u32, hd: u32) -> f32 {
+    var sum = 0.0;
+    for (var k = 0u; k < nl; k++) {
+        sum += part[k * hd + d];
+    }
+    return sum;
 }
 
 @compute @workgroup_size(128)
@@ -120,11 +130,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     workgroupBarrier();
     let inv = 1.0 / l;
     let ob = r * pc.o_stride + h * hd;
-    for (var d = li; d < hd; d += WG) {
-        var sum = 0.0;
-        for (var k = 0u; k < nl; k++) {
-            sum += part[k * hd + d];
+    if (pc.out_f16 != 0u) {
+        for (var p = li; p < hd / 2u; p += WG) {
+            let d = 2u * p;
+            put_out2(ob + d, vec2<f32>(dim_sum(d, nl, hd), dim_sum(d + 1u, nl, hd)) * inv);
         }
-        out.d[ob + d] = sum * inv;
+    } else {
+        for (var d = li; d < hd; d += WG) {
+            put_out(ob + d, dim_sum(d, nl, hd) * inv);
+        }
     }
 }

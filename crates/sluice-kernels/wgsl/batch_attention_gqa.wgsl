@@ -17,7 +17,8 @@
 // loads in flight; the L partial sums of a dim are added in kl order at the end (head_dim
 // even, <= 256). Caches: f16 pairs in u32,
 // [kv_heads, capacity, head_dim]. q of row r at float r * q_stride + h * head_dim
-// (pre-scaled here by `scale`), out at r * o_stride + h * head_dim.
+// (pre-scaled here by `scale`), out at r * o_stride + h * head_dim (f32, or f16 pairs
+// with `out_f16`).
 
 const WG: u32 = 128u;
 alias Lane = vec4<f32>; // the NH query heads (include/batch_attention_io.wgsl)
@@ -55,6 +56,15 @@ fn reduce(sg: u32, lane: u32, nsg: u32, v: vec4<f32>, op: u32) -> vec4<f32> {
         }
     }
     return r;
+}
+
+// Dim d's outputs (the NH heads) summed over the nl key lanes' partials, in lane order.
+fn dim_sum(d: u32, nl: u32, hd: u32) -> vec4<f32> {
+    var sum = vec4<f32>(0.0);
+    for (var k = 0u; k < nl; k++) {
+        sum += part[k * hd + d];
+    }
+    return sum;
 }
 
 @compute @workgroup_size(128)
@@ -132,14 +142,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     workgroupBarrier();
     let inv = 1.0 / l;
     let ob = r * pc.o_stride + h0 * hd;
-    for (var d = li; d < hd; d += WG) {
-        var sum = vec4<f32>(0.0);
-        for (var k = 0u; k < nl; k++) {
-            sum += part[k * hd + d];
+    if (pc.out_f16 != 0u) {
+        for (var p = li; p < hd / 2u; p += WG) {
+            let d = 2u * p;
+            let v0 = dim_sum(d, nl, hd) * inv;
+            let v1 = dim_sum(d + 1u, nl, hd) * inv;
+            for (var i = 0u; i < nh; i++) {
+                put_out2(ob + i * hd + d, vec2<f32>(v0[i], v1[i]));
+            }
         }
-        let v = sum * inv;
-        for (var i = 0u; i < nh; i++) {
-            out.d[ob + i * hd + d] = v[i];
+    } else {
+        for (var d = li; d < hd; d += WG) {
+            let v = dim_sum(d, nl, hd) * inv;
+            for (var i = 0u; i < nh; i++) {
+                put_out(ob + i * hd + d, v[i]);
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 //! include: matvec_batch_cm_body
 //! include: matvec_batch_cm_epilogue
+//! include: batch_y_f32
 enable f16;
 enable wgpu_cooperative_matrix;
 // matvec_batch_cm with two row tiles per workgroup (for large matrices: every activation

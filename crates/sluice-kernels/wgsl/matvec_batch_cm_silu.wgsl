@@ -1,5 +1,6 @@
 //! include: matvec_batch_cm_body
 //! include: matvec_batch_cm_epilogue
+//! include: batch_y_pairs
 enable f16;
 enable wgpu_cooperative_matrix;
 // Cooperative-matrix batched-decode gate/up: y[t, r] = SiLU(W[r] . xh[t]) * (W_b[r] .
@@ -7,7 +8,7 @@ enable wgpu_cooperative_matrix;
 @group(0) @binding(0) var<storage, read> w: array<f16>;
 @group(0) @binding(1) var<storage, read> w_b: array<f16>;
 @group(0) @binding(2) var<storage, read> xh: array<f16>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<u32>; // include/batch_y_pairs.wgsl
 var<immediate> pc: Push;
 const SG: u32 = 16u;
 const SILU: bool = true;

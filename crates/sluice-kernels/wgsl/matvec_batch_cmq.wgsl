@@ -1,6 +1,7 @@
 //! variants: q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k
 //! include: matvec_batch_cmq_body
 //! include: matvec_batch_cm_epilogue
+//! include: batch_y_f32
 enable f16;
 enable wgpu_cooperative_matrix;
 // Cooperative-matrix batched-decode matvec, block-format weights: y[t, r] = (accumulate ?

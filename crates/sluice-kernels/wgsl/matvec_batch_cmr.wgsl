@@ -3,6 +3,7 @@
 //! include: matvec_batch_cmt_f16
 //! include: matvec_batch_cmr_runs
 //! include: matvec_batch_staged_io
+//! include: batch_y_f32
 enable f16;
 enable wgpu_cooperative_matrix;
 // The row-owning staged batched matvec (matvec_batch_cmt's twin for large matrices):

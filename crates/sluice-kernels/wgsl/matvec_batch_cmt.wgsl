@@ -3,6 +3,7 @@
 //! include: matvec_batch_cmt_f16
 //! include: matvec_batch_staged_io
 //! include: matvec_batch_cm_epilogue
+//! include: batch_y_f32
 enable f16;
 enable wgpu_cooperative_matrix;
 // Cooperative-matrix batched matvec, operands staged through shared memory: y[t, r] =

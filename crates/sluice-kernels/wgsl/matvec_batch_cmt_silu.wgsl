@@ -3,6 +3,7 @@
 //! include: matvec_batch_cmt_f16
 //! include: matvec_batch_staged_io
 //! include: matvec_batch_cm_epilogue
+//! include: batch_y_pairs
 enable f16;
 enable wgpu_cooperative_matrix;
 // Cooperative-matrix batched gate/up, operands staged through shared memory: y[t, r] =
@@ -11,7 +12,7 @@ enable wgpu_cooperative_matrix;
 @group(0) @binding(0) var<storage, read> w: WVec;
 @group(0) @binding(1) var<storage, read> w_b: WVec;
 @group(0) @binding(2) var<storage, read> xv: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<u32>; // include/batch_y_pairs.wgsl
 @group(0) @binding(4) @coherent var<storage, read_write> part: array<f32>;
 @group(0) @binding(5) var<storage, read_write> tick: array<atomic<u32>>;
 var<immediate> pc: Push;

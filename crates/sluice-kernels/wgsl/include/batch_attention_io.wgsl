@@ -16,6 +16,7 @@ struct Push {
     scale: f32,
     block: u32,
     max_blocks: u32,
+    out_f16: u32,
 }
 
 @group(0) @binding(0) var<storage, read> rows: U32s;
@@ -23,12 +24,25 @@ struct Push {
 @group(0) @binding(2) var<storage, read> q: F32s;
 @group(0) @binding(3) var<storage, read> kcache: U32s;
 @group(0) @binding(4) var<storage, read> vcache: U32s;
-@group(0) @binding(5) var<storage, read_write> out: F32s;
+// f32 bits per element, or (out_f16 = 1) f16 pairs per word: the matrix-unit matvec's
+// activations, as act_f16.wgsl would make them from the f32 output (o_stride then counts
+// halves).
+@group(0) @binding(5) var<storage, read_write> out: U32s;
 // The same caches as vec4s (bound again: 16-byte loads where a row's words start on a
 // 16-byte boundary, i.e. head_dim a multiple of 8).
 @group(0) @binding(6) var<storage, read> kcache4: U32x4s;
 @group(0) @binding(7) var<storage, read> vcache4: U32x4s;
 var<immediate> pc: Push;
+
+// Output element i as f32.
+fn put_out(i: u32, v: f32) {
+    out.d[i] = bitcast<u32>(v);
+}
+
+// Output elements i, i + 1 (i even) as one word of two halves.
+fn put_out2(i: u32, v: vec2<f32>) {
+    out.d[i / 2u] = pack2x16float(v);
+}
 
 // Key pairs at .. at + 15 (f16 pairs as f32; `at` a multiple of 4), all loaded before
 // any is used, so the four 16-byte loads are in flight together (a loop that uses each

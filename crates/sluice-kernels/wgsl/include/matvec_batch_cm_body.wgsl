@@ -22,7 +22,7 @@
 // Needs rows a multiple of 16 x RT and cols of 16 (the host checks,
 // `matvec_batch_cm_fits`). Dispatch [rows / (16 RT), ceil(tokens / 64), 1] (x beyond
 // 65535: continued along z with `row_groups_x`).
-struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, accumulate: u32, row_groups_x: u32 }
+struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, y_mode: u32, row_groups_x: u32 }
 
 const TT: u32 = 64u;
 

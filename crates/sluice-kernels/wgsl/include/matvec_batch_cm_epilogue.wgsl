@@ -3,8 +3,9 @@
 // subgroup's partial 16 x 16 tile is parked in shared memory, then the SG partials are
 // summed in subgroup order (a fixed order: batch invariance) and written with the
 // epilogue (SiLU(gate) * up, residual add or store). The gated kernels park the gate's
-// partials, sum them, then the up's through the same slots. Needs SG, SILU, `pc` (rows, tokens,
-// y_stride, accumulate) and `y` from the kernel. Also the K step both bodies share, mma2.
+// partials, sum them, then the up's through the same slots. Needs SG, SILU, `pc` (rows,
+// tokens, y_stride, y_mode) and `y` with its include (batch_y_f32 / batch_y_pairs) from the
+// kernel. Also the K step both bodies share, mma2.
 var<workgroup> cs: array<f32, SG * 256u>; // SG x 16 x 16 parked partial tiles
 
 // The sum of the SG parked partial tiles at element li (< 256), in subgroup order.
@@ -29,23 +30,37 @@ fn park_and_sum(li: u32, slot: u32, c: coop_mat16x16<f32, C>) -> f32 {
 }
 
 // Sums the SG partial tiles c (d: the second matrix's, SILU; one after the other through
-// the same slots) and writes tokens t0.. x rows r0... with the epilogue.
+// the same slots) and writes tokens t0.. x rows r0... with the epilogue. With f16 pairs
+// (gated, Y_F16_PAIRS) the invocation of an even row also sums its neighbour's element
+// (li + 1: the next row of the same token) and writes both.
 fn finish(li: u32, slot: u32, r0: u32, t0: u32, c: coop_mat16x16<f32, C>, d: coop_mat16x16<f32, C>) {
-    let g = park_and_sum(li, slot, c);
-    var u = 0.0;
+    let pairs = SILU && pc.y_mode == Y_F16_PAIRS;
+    let next = min(li ^ 1u, 255u);
+    var g = vec2<f32>(park_and_sum(li, slot, c), 0.0);
+    if (pairs) {
+        g.y = parked_sum(next); // before the slots take the second matrix's tile
+    }
+    var u = vec2<f32>(0.0);
     if (SILU) {
-        u = park_and_sum(li, slot, d);
+        u.x = park_and_sum(li, slot, d);
+        if (pairs) {
+            u.y = parked_sum(next);
+        }
     }
     let t = t0 + li / 16u;
     let r = r0 + li % 16u;
     if (li < 256u && t < pc.tokens && r < pc.rows) {
         let o = t * pc.y_stride + r;
-        if (SILU) {
-            y[o] = g / (1.0 + exp(-g)) * u;
-        } else if (pc.accumulate != 0u) {
-            y[o] = y[o] + g;
+        if (pairs) {
+            if (r % 2u == 0u) {
+                store_y2(o, silu_mul(g, u));
+            }
+        } else if (SILU) {
+            store_y(o, silu_mul(g, u).x);
+        } else if (pc.y_mode == Y_ADD) {
+            store_y(o, load_y(o) + g.x);
         } else {
-            y[o] = g;
+            store_y(o, g.x);
         }
     }
 }

@@ -25,7 +25,7 @@
 // 65535: continued along z with `row_groups_x`). Push field `w_stride`: the row stride in
 // 16-byte vec4s of the GPU layout.
 struct WVec { d: array<vec4<u32>> }
-struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, accumulate: u32, row_groups_x: u32 }
+struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, y_mode: u32, row_groups_x: u32 }
 
 const SG: u32 = 8u;
 // Columns per K step; halves between the staged rows (80 bytes: rows start on different

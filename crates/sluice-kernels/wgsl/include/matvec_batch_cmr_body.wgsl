@@ -56,9 +56,20 @@ fn emit(r0: u32, t0: u32, tt: u32, s: u32, e: u32, g: f32, u: f32) {
     }
     let o = t * pc.y_stride + r;
     if (SILU) {
-        y[o] = g / (1.0 + exp(-g)) * u;
+        store_y(o, silu_mul(vec2<f32>(g, 0.0), vec2<f32>(u, 0.0)).x);
     } else {
         put_y(o, g);
+    }
+}
+
+// Gated, f16 pairs (Y_F16_PAIRS): elements e and e + 1 (e even: rows r, r + 1 of one
+// token) of staged row tile s, token tile tt, from their sums (g: the gate's, u: the
+// up's), as one word.
+fn emit_pair(r0: u32, t0: u32, tt: u32, s: u32, e: u32, g: vec2<f32>, u: vec2<f32>) {
+    let t = t0 + tt * 16u + e / 16u;
+    let r = r0 + 16u * s + e % 16u;
+    if (t < pc.tokens && r < pc.rows) {
+        store_y2(t * pc.y_stride + r, silu_mul(g, u));
     }
 }
 
@@ -71,7 +82,7 @@ fn w_row(r0: u32, j: u32) -> u32 {
 }
 
 // Token tile tt's sums (every subgroup's tile parked in cs): written (ksplit 1) or
-// parked in the partial at pbase.
+// parked in the partial at pbase. Gated f16 pairs: each invocation writes two elements.
 fn settle(li: u32, sg: u32, r0: u32, t0: u32, tt: u32, pbase: u32, c: coop_mat16x16<f32, C>) {
     workgroupBarrier();
     let v = c;
@@ -79,6 +90,15 @@ fn settle(li: u32, sg: u32, r0: u32, t0: u32, tt: u32, pbase: u32, c: coop_mat16
     coopStoreT(v, p, 16u);
     workgroupBarrier();
     let n = select(SG * 256u, SG * 128u, SILU);
+    if (SILU && pc.y_mode == Y_F16_PAIRS && pc.ksplit == 1u) {
+        // Every invocation an even element and the next (rows r, r + 1 of one token).
+        for (var j = 2u * li; j < n; j += 2u * NI) {
+            let g = vec2<f32>(cs[j], cs[j + 1u]);
+            let u = vec2<f32>(cs[j + SG * 128u], cs[j + 1u + SG * 128u]);
+            emit_pair(r0, t0, tt, j / 256u, j % 256u, g, u);
+        }
+        return;
+    }
     for (var j = li; j < n; j += NI) {
         let g = cs[j];
         var u = 0.0;
@@ -94,6 +114,19 @@ fn settle(li: u32, sg: u32, r0: u32, t0: u32, tt: u32, pbase: u32, c: coop_mat16
             }
         }
     }
+}
+
+// A cell's partial element at `at` (from the cell's first split) added over the splits in
+// split order; gated: the up's in y.
+fn split_sum(at: u32) -> vec2<f32> {
+    var s = vec2<f32>(0.0);
+    for (var k = 0u; k < pc.ksplit; k++) {
+        s.x += part[at + k * PART];
+        if (SILU) {
+            s.y += part[at + k * PART + SG * 128u];
+        }
+    }
+    return s;
 }
 
 @compute @workgroup_size(SG * 32u)
@@ -207,17 +240,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let first = cell * pc.ksplit * PART;
     let n = select(SG * 256u, SG * 128u, SILU);
     for (var tt = 0u; tt < nt; tt++) {
-        for (var j = li; j < n; j += NI) {
-            var g = 0.0;
-            var u = 0.0;
-            for (var s = 0u; s < pc.ksplit; s++) {
-                let o = first + s * PART + tt * SG * 256u + j;
-                g += part[o];
-                if (SILU) {
-                    u += part[o + SG * 128u];
-                }
+        if (SILU && pc.y_mode == Y_F16_PAIRS) {
+            for (var j = 2u * li; j < n; j += 2u * NI) {
+                let s = split_sum(first + tt * SG * 256u + j);
+                let s1 = split_sum(first + tt * SG * 256u + j + 1u);
+                let g = vec2<f32>(s.x, s1.x);
+                emit_pair(r0, t0, tt, j / 256u, j % 256u, g, vec2<f32>(s.y, s1.y));
             }
-            emit(r0, t0, tt, j / 256u, j % 256u, g, u);
+            continue;
+        }
+        for (var j = li; j < n; j += NI) {
+            let s = split_sum(first + tt * SG * 256u + j);
+            emit(r0, t0, tt, j / 256u, j % 256u, s.x, s.y);
         }
     }
     if (li == 0u) {

@@ -53,7 +53,7 @@ fn emit(r: u32, t: u32, g: f32, u: f32) {
     }
     if (SILU) {
         if (r < pc.rows) {
-            y[o] = g / (1.0 + exp(-g)) * u;
+            store_y(o, silu_mul(vec2<f32>(g, 0.0), vec2<f32>(u, 0.0)).x);
         }
         return;
     }
@@ -65,18 +65,48 @@ fn emit(r: u32, t: u32, g: f32, u: f32) {
     }
 }
 
+// Gated, f16 pairs (Y_F16_PAIRS): rows r and r + 1 (r even) of token t from the sums of
+// both (g: the gate's, u: the up's), as one word.
+fn emit_pair(r: u32, t: u32, g: vec2<f32>, u: vec2<f32>) {
+    if (t < pc.tokens && r < pc.rows) {
+        store_y2(t * pc.y_stride + r, silu_mul(g, u));
+    }
+}
+
 // Token tile tt of the workgroup's sums (both row tiles): written (ksplit 1) or parked in
-// the partial at `pbase`.
+// the partial at `pbase`. Gated f16 pairs: an even row's invocation also sums the next
+// row's element (li + 1) and writes both.
 fn settle(li: u32, slot: u32, r0: u32, t0: u32, tt: u32, pbase: u32,
           c0: coop_mat16x16<f32, C>, c1: coop_mat16x16<f32, C>) {
+    let pairs = SILU && pc.y_mode == Y_F16_PAIRS && pc.ksplit == 1u;
     let g = park_and_sum(li, slot, c0); // rows r0 ..
+    var g1 = 0.0;
+    if (pairs) {
+        g1 = parked_sum(li ^ 1u); // before the slots take c1
+    }
     let u = park_and_sum(li, slot, c1); // rows r0 + 16 .. (gated: the up's rows r0 ..)
-    if (pc.ksplit == 1u) {
+    if (pairs) {
+        if (li % 2u == 0u) {
+            let u1 = parked_sum(li + 1u);
+            emit_pair(r0 + li % 16u, t0 + tt * 16u + li / 16u, vec2<f32>(g, g1), vec2<f32>(u, u1));
+        }
+    } else if (pc.ksplit == 1u) {
         emit(r0 + li % 16u, t0 + tt * 16u + li / 16u, g, u);
     } else {
         part[pbase + tt * 256u + li] = g;
         part[pbase + 1024u + tt * 256u + li] = u;
     }
+}
+
+// Element e of a cell's partials (from `first`) added over the splits in split order: rows
+// r0 .. in x, rows r0 + 16 .. (gated: the up's rows r0 ..) in y.
+fn split_sum(first: u32, e: u32) -> vec2<f32> {
+    var s = vec2<f32>(0.0);
+    for (var k = 0u; k < pc.ksplit; k++) {
+        s.x += part[first + k * PART + e];
+        s.y += part[first + k * PART + 1024u + e];
+    }
+    return s;
 }
 
 @compute @workgroup_size(SG * 32u)
@@ -203,13 +233,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let first = cell * pc.ksplit * PART;
     for (var tt = 0u; tt < nt; tt++) {
-        var g = 0.0; // rows r0 ..
-        var u = 0.0; // rows r0 + 16 .. (gated: the up's rows r0 ..)
-        for (var s = 0u; s < pc.ksplit; s++) {
-            g += part[first + s * PART + tt * 256u + li];
-            u += part[first + s * PART + 1024u + tt * 256u + li];
+        let r = r0 + li % 16u;
+        let t = t0 + tt * 16u + li / 16u;
+        let s = split_sum(first, tt * 256u + li);
+        if (SILU && pc.y_mode == Y_F16_PAIRS) {
+            if (li % 2u == 0u) {
+                let s1 = split_sum(first, tt * 256u + li + 1u);
+                emit_pair(r, t, vec2<f32>(s.x, s1.x), vec2<f32>(s.y, s1.y));
+            }
+        } else {
+            emit(r, t, s.x, s.y);
         }
-        emit(r0 + li % 16u, t0 + tt * 16u + li / 16u, g, u);
     }
     if (li == 0u) {
         atomicStore(&tick[cell], 0u);

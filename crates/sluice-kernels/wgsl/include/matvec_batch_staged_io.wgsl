@@ -2,7 +2,7 @@
 // _cmr_body.wgsl): the push constants, the weight vec4s of either matrix, the staging
 // stores to `stage` (declared by the body), the activation and y accesses and the K
 // split's ticket. Needs `w`, `wb_raw`, `xv`, `y`, `tick` and `pc` from the kernel file.
-struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, accumulate: u32, row_groups_x: u32, ksplit: u32, kchunks: u32 }
+struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, y_mode: u32, row_groups_x: u32, ksplit: u32, kchunks: u32 }
 
 struct WVec { d: array<vec4<u32>> }
 
@@ -38,10 +38,10 @@ fn fetch_x(t: u32, c: u32) -> vec4<u32> {
 
 // y[o]: stored, or added to (residual).
 fn put_y(o: u32, v: f32) {
-    if (pc.accumulate != 0u) {
-        y[o] = y[o] + v;
+    if (pc.y_mode == Y_ADD) {
+        store_y(o, load_y(o) + v);
     } else {
-        y[o] = v;
+        store_y(o, v);
     }
 }
 

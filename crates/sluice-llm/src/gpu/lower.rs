@@ -60,6 +60,18 @@ enum Family {
     SiluNorm,
 }
 
+/// The kernels a linear op of a paged shape runs on ([`GpuModel::batch_path`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BatchPath {
+    /// `act_q8` then `matvec_batch_dp` (block formats, decode rows).
+    IntDot,
+    /// `act_f16` (unless the producer wrote f16, [`GpuModel::f16_input`]) then the
+    /// cooperative-matrix matvecs.
+    MatrixUnits,
+    /// The matvec / matmul families.
+    Other,
+}
+
 /// Per-token layout of a dispatch over several tokens: strides of x (vec4s) and y
 /// (floats), and the token count (workgroup z).
 #[derive(Clone, Copy)]
@@ -308,42 +320,45 @@ impl GpuModel {
         )
     }
 
-    /// A batched step's linear op on the matrix units: the activations to f16 (norm
-    /// applied) once, then one cooperative-matrix matvec per matrix (`up`: gated; f16
-    /// weights or block formats decoded in the kernel).
+    /// A batched step's linear op on the matrix units: the activations `x` to f16 (norm
+    /// applied) once (`None`: the producer wrote them into `xh`), then one
+    /// cooperative-matrix matvec per matrix (`up`: gated; f16 weights or block formats
+    /// decoded in the kernel), y written as `y_mode` says (`sluice_kernels::Y_STORE`, ...).
     #[allow(clippy::too_many_arguments)]
     fn batch_cm(
         &self,
         enc: &mut Encoder,
         t: Tokens,
-        x: (BufferSlice<'_>, u32),
+        x: Option<(BufferSlice<'_>, u32)>,
         norm: Option<&Buffer>,
         xh: &Buffer,
         parts: &[(&Matrix, u64)],
         up: Option<&Matrix>,
         y: (&Buffer, u32),
-        accumulate: bool,
+        y_mode: u32,
     ) -> sluice::Result<()> {
         let cols = parts[0].0.cols;
         let padded = t.n.next_multiple_of(16);
         let h_bytes = padded as u64 * cols as u64 * 2;
-        enc.dispatch(
-            &self.device.pipeline(&k::ACT_F16)?,
-            [padded, 1, 1],
-            &[
-                x.0,
-                norm.unwrap_or(&self.final_norm).slice(..),
-                xh.slice(0..h_bytes),
-            ],
-            &k::ActF16Push {
-                cols,
-                tokens: t.n,
-                x_stride: x.1,
-                h_words: cols / 2,
-                norm: norm.is_some() as u32,
-                eps: self.config.rms_eps,
-            },
-        )?;
+        if let Some(x) = x {
+            enc.dispatch(
+                &self.device.pipeline(&k::ACT_F16)?,
+                [padded, 1, 1],
+                &[
+                    x.0,
+                    norm.unwrap_or(&self.final_norm).slice(..),
+                    xh.slice(0..h_bytes),
+                ],
+                &k::ActF16Push {
+                    cols,
+                    tokens: t.n,
+                    x_stride: x.1,
+                    h_words: cols / 2,
+                    norm: norm.is_some() as u32,
+                    eps: self.config.rms_eps,
+                },
+            )?;
+        }
         let gated = up.is_some();
         for &(m, row) in parts {
             let mut bindings = vec![m.buffer.slice(..)];
@@ -352,7 +367,7 @@ impl GpuModel {
             let (push, groups) = k::MatvecBatchCmPush::new(m.dtype, m.rows, cols, t.n);
             let push = k::MatvecBatchCmPush {
                 y_stride: y.1,
-                accumulate: accumulate as u32,
+                y_mode,
                 ..push
             };
             // Operands staged through shared memory, K split over workgroups for matrices
@@ -474,6 +489,80 @@ impl GpuModel {
         )
     }
 
+    /// The kernels linear op `l` of a paged `shape` runs on. Decode rows of block-format
+    /// weights on integer dot products where the device has them (and the engine is not
+    /// one that runs them on the matrix units, see `PagedOptions`): each weight unit loaded
+    /// once for every row (gated: gate and up of one format). Else the matrix units where
+    /// the weights fit (block formats: prompt chunks of engines of many sequences, see
+    /// `PagedOptions`).
+    fn batch_path(&self, l: &Linear, shape: Shape) -> BatchPath {
+        if !shape.paged() {
+            return BatchPath::Other;
+        }
+        let parts = self.matrices(l.weight);
+        let up = l.up.map(|u| self.matrices(u)[0].0);
+        let paged = self.paged_options();
+        let rows_cm =
+            self.batch_xh().is_some() && paged.is_some_and(|o| o.block_rows_on_matrix_units());
+        let decode_rows = matches!(shape, Shape::Batch(_));
+        if decode_rows && !rows_cm && self.batch_dp_scratch().is_some() {
+            let ok = |m: &Matrix| k::matvec_batch_dp(m.dtype, false).is_some();
+            let gated_ok = up
+                .is_none_or(|u| ok(u) && u.dtype == parts[0].0.dtype && self.options.fuse_gate_up);
+            if gated_ok && parts.iter().all(|(m, _)| ok(m)) {
+                return BatchPath::IntDot;
+            }
+        }
+        if self.batch_xh().is_some() {
+            let block_cm = paged.is_some_and(|o| o.block_formats_on_matrix_units());
+            let fits = |m: &Matrix| {
+                k::matvec_batch_cm_fits(m.dtype, m.rows, m.cols)
+                    && (!m.dtype.is_quantized() || block_cm)
+            };
+            let gated_ok = up.is_none_or(|u| {
+                fits(u) && u.dtype == parts[0].0.dtype && self.options.fuse_gate_up
+            });
+            if gated_ok && parts.iter().all(|(m, _)| fits(m)) {
+                return BatchPath::MatrixUnits;
+            }
+        }
+        BatchPath::Other
+    }
+
+    /// Where linear op `l` of a paged `shape` finds its input already as f16, written there
+    /// by its producer (then the producer writes f16 pairs, bit for bit what `act_f16`
+    /// would make of its f32 output, and the `act_f16` dispatch goes): an op on the matrix
+    /// units without a norm whose input is the attention output (the batch's `xh`) or the
+    /// MLP hidden state of a gate/up op on the matrix units (the batch's `xh_mlp`: the
+    /// gate/up reads `xh`).
+    pub(super) fn f16_input(&self, l: &Linear, shape: Shape) -> Option<&Buffer> {
+        if l.norm.is_some() || self.batch_path(l, shape) != BatchPath::MatrixUnits {
+            return None;
+        }
+        let layer = l.weight.layer()?;
+        match l.input {
+            Act::Attn => self.batch_xh(),
+            Act::H => {
+                let producer = layer_linear(layer, |p| p.output == Act::H)?;
+                let gated_cm = producer.up.is_some()
+                    && self.batch_path(&producer, shape) == BatchPath::MatrixUnits;
+                gated_cm.then(|| self.batch_xh_mlp()).flatten()
+            }
+            _ => None,
+        }
+    }
+
+    /// Where gate/up op `l` writes its output as f16 pairs (and the halves between tokens),
+    /// when its consumer reads it so ([`Self::f16_input`]).
+    fn f16_output(&self, l: &Linear, shape: Shape) -> Option<(&Buffer, u32)> {
+        if l.output != Act::H || l.up.is_none() {
+            return None;
+        }
+        let consumer = layer_linear(l.weight.layer()?, |c| c.input == Act::H)?;
+        let cols = self.matrices(consumer.weight)[0].0.cols;
+        self.f16_input(&consumer, shape).map(|b| (b, cols))
+    }
+
     /// A linear op: the norm folded in or separate, gated or not, per the fusion switches.
     fn lower_linear(&self, enc: &mut Encoder, l: &Linear, shape: Shape) -> sluice::Result<()> {
         let layer = l.weight.layer();
@@ -518,41 +607,25 @@ impl GpuModel {
         }
         let batched = tokens.is_some();
         let up = l.up.map(|u| self.matrices(u)[0].0);
-        // Decode rows of block-format weights on integer dot products where the device has
-        // them (and the engine is not one that runs them on the matrix units, see
-        // PagedOptions): each weight unit loaded once for every row (gated: gate and up of
-        // one format).
-        let rows_cm = self.batch_xh().is_some()
-            && self
-                .paged_options()
-                .is_some_and(|o| o.block_rows_on_matrix_units());
-        let dp_scratch = self.batch_dp_scratch().filter(|_| !rows_cm);
-        if let (Some(t), Some(dp)) = (tokens.filter(|t| t.batch_rows), dp_scratch) {
-            let ok = |m: &Matrix| k::matvec_batch_dp(m.dtype, false).is_some();
-            let gated_ok = up
-                .is_none_or(|u| ok(u) && u.dtype == parts[0].0.dtype && self.options.fuse_gate_up);
-            if gated_ok && parts.iter().all(|(m, _)| ok(m)) {
+        match (tokens, self.batch_path(l, shape)) {
+            (Some(t), BatchPath::IntDot) => {
+                let dp = self.batch_dp_scratch().expect("checked by batch_path");
                 let x = (xb.slice(x_at..), xs);
                 return self.batch_dp(enc, t, x, norm, dp, &parts, up, (yb, ys), l.accumulate);
             }
-        }
-        // Paged shapes (decode rows and prompt chunks) on the matrix units where the weights
-        // fit (block formats: prompt chunks of engines of many sequences, see PagedOptions).
-        if let (Some(t), Some(xh)) = (tokens.filter(|t| t.matmul), self.batch_xh()) {
-            let block_cm = self
-                .paged_options()
-                .is_some_and(|o| o.block_formats_on_matrix_units());
-            let fits = |m: &Matrix| {
-                k::matvec_batch_cm_fits(m.dtype, m.rows, m.cols)
-                    && (!m.dtype.is_quantized() || block_cm)
-            };
-            let gated_ok = up.is_none_or(|u| {
-                fits(u) && u.dtype == parts[0].0.dtype && self.options.fuse_gate_up
-            });
-            if gated_ok && parts.iter().all(|(m, _)| fits(m)) {
-                let x = (xb.slice(x_at..), xs);
-                return self.batch_cm(enc, t, x, norm, xh, &parts, up, (yb, ys), l.accumulate);
+            (Some(t), BatchPath::MatrixUnits) => {
+                // f16 activations: made here from x, or written by the producer.
+                let made = self.f16_input(l, shape);
+                let xh = made.or(self.batch_xh()).expect("checked by batch_path");
+                let x = made.is_none().then(|| (xb.slice(x_at..), xs));
+                let (y, y_mode) = match self.f16_output(l, shape) {
+                    Some(h) => (h, k::Y_F16_PAIRS),
+                    None if l.accumulate => ((yb, ys), k::Y_ADD),
+                    None => ((yb, ys), k::Y_STORE),
+                };
+                return self.batch_cm(enc, t, x, norm, xh, &parts, up, y, y_mode);
             }
+            _ => {}
         }
         let Some(up) = up else {
             let family = if norm.is_some() {
@@ -815,4 +888,12 @@ impl GpuModel {
             },
         )
     }
+}
+
+/// The linear op of decoder layer `layer` that `f` picks.
+pub(super) fn layer_linear(layer: usize, f: impl Fn(&Linear) -> bool) -> Option<Linear> {
+    layer::layer_ops(layer).into_iter().find_map(|op| match op {
+        Op::Linear(l) if f(&l) => Some(l),
+        _ => None,
+    })
 }

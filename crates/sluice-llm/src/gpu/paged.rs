@@ -16,6 +16,7 @@ use super::layout::{qkv_offsets, qkv_rows, Sizes};
 use super::{GpuModel, Shape};
 use crate::config::{Arch, ModelConfig};
 use crate::error::LlmError;
+use crate::layer::Act;
 
 /// Shape of the paged KV cache and the batched step. With it, [`super::GpuOptions::context`]
 /// is the pool: positions of all sequences together (a multiple of `block`).
@@ -196,6 +197,10 @@ pub(crate) struct Paged {
     /// f16 activations of a batched step for the cooperative-matrix matvec
     /// (`[rows_cap rounded to 16, widest projection input]`); `None` without matrix units.
     pub xh: Option<Buffer>,
+    /// The MLP hidden state as f16, written by the gate/up kernels for the down projection
+    /// (`[rows_cap rounded to 16, intermediate]`, see `GpuModel::f16_input`); `None`
+    /// without matrix units.
+    pub xh_mlp: Option<Buffer>,
     /// Partial sums and tickets of the K-split staged matvec (`sluice_kernels::matvec_batch_cmt`),
     /// sized for the model's widest use; `None` without matrix units.
     pub cmt: Option<(Buffer, Buffer)>,
@@ -224,17 +229,21 @@ impl Paged {
         coopmat: bool,
     ) -> Result<Paged, LlmError> {
         let g = ResourceClass::Generic;
-        let xh = if coopmat {
-            let widest = c.hidden.max(c.intermediate).max(c.heads * c.head_dim);
+        let f16_rows = |name: &str, cols: usize| -> Result<Option<Buffer>, LlmError> {
+            if !coopmat {
+                return Ok(None);
+            }
             let bytes = rows_cap
                 .next_multiple_of(16)
-                .checked_mul(widest)
+                .checked_mul(cols)
                 .and_then(|v| v.checked_mul(2))
                 .ok_or_else(|| LlmError::InvalidArgument("batch activations overflow".into()))?;
-            Some(device.create_buffer("batch.xh", bytes as u64, ResourceClass::TokenScratch)?)
-        } else {
-            None
+            let b = device.create_buffer(name, bytes as u64, ResourceClass::TokenScratch)?;
+            Ok(Some(b))
         };
+        let widest = c.hidden.max(c.intermediate).max(c.heads * c.head_dim);
+        let xh = f16_rows("batch.xh", widest)?;
+        let xh_mlp = f16_rows("batch.xh_mlp", c.intermediate)?;
         let cmt = if coopmat {
             let (part, tickets) = cmt_scratch(c, rows_cap)?;
             let part =
@@ -286,6 +295,7 @@ impl Paged {
             argmax: device.pipeline(&k::ARGMAX_ROWS)?,
             argmax_scratch,
             xh,
+            xh_mlp,
             cmt,
             dp,
             opts,
@@ -360,6 +370,11 @@ impl GpuModel {
     /// The f16 activation buffer of the cooperative-matrix batched matvec, if any.
     pub(super) fn batch_xh(&self) -> Option<&Buffer> {
         self.paged.as_ref().and_then(|p| p.xh.as_ref())
+    }
+
+    /// The f16 MLP hidden state of a batched step, if any (see [`Paged::xh_mlp`]).
+    pub(super) fn batch_xh_mlp(&self) -> Option<&Buffer> {
+        self.paged.as_ref().and_then(|p| p.xh_mlp.as_ref())
     }
 
     /// The partial-sum and ticket buffers of the K-split f16 batched matvec, if any.
@@ -553,6 +568,14 @@ impl GpuModel {
             },
         )?;
         self.label(enc, shape, "attention", Some(i));
+        // Into the f16 activations of the projection after it where that one runs on the
+        // matrix units (see `f16_input`), else the f32 `attn`.
+        let consumer = super::lower::layer_linear(i, |l| l.input == Act::Attn);
+        let f16_out = consumer.and_then(|o| self.f16_input(&o, shape));
+        let (out, o_stride) = match f16_out {
+            Some(xh) => (xh, (c.heads * c.head_dim) as u32),
+            None => (&s.attn, self.sizes.attn_stride as u32),
+        };
         enc.dispatch(
             &p.attention,
             [p.attention_groups, n, 1],
@@ -562,7 +585,7 @@ impl GpuModel {
                 s.qkv.slice(q_at * 4..),
                 l.k_cache.slice(..),
                 l.v_cache.slice(..),
-                s.attn.slice(..),
+                out.slice(..),
                 l.k_cache.slice(..),
                 l.v_cache.slice(..),
             ],
@@ -572,10 +595,11 @@ impl GpuModel {
                 head_dim: c.head_dim as u32,
                 capacity,
                 q_stride: stride,
-                o_stride: self.sizes.attn_stride as u32,
+                o_stride,
                 scale: 1.0 / (c.head_dim as f32).sqrt(),
                 block,
                 max_blocks,
+                out_f16: f16_out.is_some() as u32,
             },
         )
     }

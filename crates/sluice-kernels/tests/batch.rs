@@ -18,6 +18,11 @@ fn same_bits(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
+/// Words read back as the f32 values whose bits they are.
+fn floats(words: Vec<u32>) -> Vec<f32> {
+    words.into_iter().map(f32::from_bits).collect()
+}
+
 /// A pool of `blocks` blocks handed out in a scrambled order to `seqs` slots.
 fn scattered_table(seqs: u32, max_blocks: u32, blocks: u32) -> Vec<u32> {
     let mut ids: Vec<u32> = (0..blocks).collect();
@@ -35,30 +40,10 @@ fn rows_buffer(d: &Device, rows: &[(u32, u32)]) -> Buffer {
     u32_buffer(d, "rows", &words, ResourceClass::Generic)
 }
 
-/// Runs the plain attention kernel, or (`gqa`) the grouped-query one, over `rows`: the
-/// f32 output (`rows * o_stride` floats, NaN where not written).
+/// Runs the plain attention kernel, or (`gqa`) the grouped-query one, over `rows`: `n_out`
+/// output words (f32 bits, or f16 pairs with `out_f16`), all bits set where not written.
 #[allow(clippy::too_many_arguments)]
 fn run_attention(
-    d: &Device,
-    gqa: bool,
-    p: &BatchAttnPush,
-    rows: &[(u32, u32)],
-    table: &Buffer,
-    q: &[f32],
-    kc: &Buffer,
-    vc: &Buffer,
-) -> Vec<f32> {
-    let n_out = rows.len() * p.o_stride as usize;
-    run_attention_words(d, gqa, p, rows, table, q, kc, vc, n_out)
-        .into_iter()
-        .map(f32::from_bits)
-        .collect()
-}
-
-/// [`run_attention`]'s output as `n_out` raw words (f16 pairs with `out_f16`), all bits
-/// set where not written.
-#[allow(clippy::too_many_arguments)]
-fn run_attention_words(
     d: &Device,
     gqa: bool,
     p: &BatchAttnPush,
@@ -194,7 +179,10 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
         let q = rng.vec(rows.len() * p.q_stride as usize, 3.0);
         let want = batch_attention_cpu(&p, &rows, &table_words, &q, &kc_f, &vc_f);
         for gqa in [false, true] {
-            let got = run_attention(&d, gqa, &p, &rows, &table, &q, &kc, &vc);
+            let n_out = rows.len() * p.o_stride as usize;
+            let got = floats(run_attention(
+                &d, gqa, &p, &rows, &table, &q, &kc, &vc, n_out,
+            ));
             let n = (heads * hd) as usize;
             let (mut g, mut w) = (Vec::new(), Vec::new());
             for r in 0..rows.len() {
@@ -213,7 +201,18 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
             // Each row alone: bit-identical to its result in the batch.
             for (r, &row) in rows.iter().enumerate() {
                 let qr = &q[r * p.q_stride as usize..(r + 1) * p.q_stride as usize];
-                let alone = run_attention(&d, gqa, &p, &[row], &table, qr, &kc, &vc);
+                let n_row = p.o_stride as usize;
+                let alone = floats(run_attention(
+                    &d,
+                    gqa,
+                    &p,
+                    &[row],
+                    &table,
+                    qr,
+                    &kc,
+                    &vc,
+                    n_row,
+                ));
                 let at = r * p.o_stride as usize;
                 let same = same_bits(&alone[..n], &got[at..at + n]);
                 assert!(same, "{what}: row {r} differs alone vs batched");
@@ -227,7 +226,7 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
                 ..p
             };
             let words = rows.len() * h_stride as usize / 2;
-            let got16 = run_attention_words(&d, gqa, &p16, &rows, &table, &q, &kc, &vc, words);
+            let got16 = run_attention(&d, gqa, &p16, &rows, &table, &q, &kc, &vc, words);
             let rows_n = rows.len() as u32;
             let want16 = act_f16_words(&d, &got, heads * hd, rows_n, p.o_stride, h_stride / 2);
             for r in 0..rows.len() {

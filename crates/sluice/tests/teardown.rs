@@ -10,8 +10,9 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use sluice::testing::{test_device, ValidationGuard};
-use sluice::{Device, ResourceClass, Ticket};
-use sluice_kernels::{groups_for, SpinPush, SPIN_U32};
+
+mod common;
+use common::long_kernel;
 
 /// This process's threads named `sluice-waiter` (Linux: /proc/self/task/*/comm).
 fn waiter_threads() -> usize {
@@ -20,26 +21,6 @@ fn waiter_threads() -> usize {
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
         .filter(|name| name.trim() == "sluice-waiter")
         .count()
-}
-
-/// Submits a kernel that runs for a while (about 0.1 s on lavapipe).
-fn long_kernel(d: &Device) -> Ticket {
-    let k = d.pipeline(&SPIN_U32).unwrap();
-    let n = 8192u32;
-    let buf = |name| {
-        d.create_buffer(name, n as u64 * 4, ResourceClass::Generic)
-            .unwrap()
-    };
-    let (src, dst) = (buf("spin.src"), buf("spin.dst"));
-    let mut enc = d.encoder().unwrap();
-    enc.dispatch(
-        &k,
-        [groups_for(n, 64), 1, 1],
-        &[src.slice(..), dst.slice(..)],
-        &SpinPush { iters: 60_000, n },
-    )
-    .unwrap();
-    enc.submit().unwrap()
 }
 
 struct Flag(AtomicBool);

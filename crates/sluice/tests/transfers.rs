@@ -10,26 +10,8 @@ use sluice::testing::{test_device, test_device_with, ValidationGuard};
 use sluice::{Buffer, Device, Options, ResourceClass, Ticket};
 use sluice_kernels::{affine_u32_cpu, groups_for, AffinePush, SpinPush, AFFINE_U32, SPIN_U32};
 
-fn words(d: &Device, name: &str, n: u32, class: ResourceClass) -> Buffer {
-    d.create_buffer(name, n as u64 * 4, class).unwrap()
-}
-
-/// Submits a long-running kernel (about 0.1 s on lavapipe) and returns its ticket.
-fn long_kernel(d: &Device) -> Ticket {
-    let k = d.pipeline(&SPIN_U32).unwrap();
-    let n = 8192;
-    let src = words(d, "spin.src", n, ResourceClass::Generic);
-    let dst = words(d, "spin.dst", n, ResourceClass::TokenScratch);
-    let mut enc = d.encoder().unwrap();
-    enc.dispatch(
-        &k,
-        [groups_for(n, 64), 1, 1],
-        &[src.slice(..), dst.slice(..)],
-        &SpinPush { iters: 60_000, n },
-    )
-    .unwrap();
-    enc.submit().unwrap()
-}
+mod common;
+use common::{long_kernel, words};
 
 fn block_on<F: Future>(f: F) -> F::Output {
     struct Unpark(std::thread::Thread);

@@ -74,6 +74,10 @@ pub struct ModelOpts {
     /// Separate norm, rope/KV-append, gate/up and silu·mul kernels (A/B)
     #[arg(long)]
     pub no_fuse: bool,
+    /// Decode of block formats: down quantizes the gate/up output itself instead of
+    /// reading the int8 blocks the gate/up wrote (A/B)
+    #[arg(long)]
+    pub no_q8_handoff: bool,
     /// Decode lowering: one dispatch per op behind pipeline barriers; one persistent
     /// dispatch per layer whose workgroups meet at grid barriers (f16 weights; refused
     /// otherwise); or auto: persistent where the device and model allow it and it is
@@ -125,6 +129,7 @@ pub(crate) fn model_args(
     load.gpu.fuse_gate_up = !o.no_fuse;
     load.gpu.fuse_norm = !o.no_fuse;
     load.gpu.fuse_attention = !o.no_fuse;
+    load.gpu.q8_handoff = !o.no_q8_handoff;
     load.gpu.lowering = match o.lowering {
         LoweringArg::Barriers => sluice_llm::gpu::Lowering::Barriers,
         LoweringArg::Persistent => sluice_llm::gpu::Lowering::Persistent,

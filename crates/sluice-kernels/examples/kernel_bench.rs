@@ -129,6 +129,7 @@ fn main() {
                 threads_per_row: 0,
                 x_stride4: 0,
                 y_stride: 0,
+                ..Default::default()
             };
             let us = time(&d, reps, |enc, i| {
                 let w = &ws[(i as u64 % copies) as usize];
@@ -171,6 +172,7 @@ fn main() {
             threads_per_row: 0,
             x_stride4: 0,
             y_stride: 0,
+            ..Default::default()
         };
         let us = time(&d, reps, |enc, i| {
             let j = 2 * (i as u64 % copies) as usize;

@@ -353,7 +353,44 @@ pub fn matvec_push(
         threads_per_row: tpr.unwrap_or(0),
         x_stride4: 0,
         y_stride: 0,
+        q8_at: 0,
     }
+}
+
+/// Floats of one q8 record of the quantized handoff (one block of 32 values): `[d, d *
+/// sum of the first 16 q, d * sum of the last 16 q, 0]`, then the 8 int8 words as f32
+/// bits ([`MatvecPush::q8_at`], [`matvec_xq8`]).
+pub const Q8_RECORD_FLOATS: u32 = 12;
+
+/// The plain integer-dot matvec whose x binding holds q8 records (the quantized handoff:
+/// no x step; push and dispatch as the `matvec` variant of `dtype`); `None` for formats
+/// without integer-dot kernels.
+pub fn matvec_xq8(dtype: WeightDtype) -> Option<&'static KernelDesc> {
+    matvec_kernel("matvec_xq8", dtype, true).filter(|_| has_int_dot(dtype))
+}
+
+/// The `threads_per_row` field of an integer-dot `dtype` producer of `rows` (a multiple
+/// of 32) x `cols` writing q8 records ([`MatvecPush::q8_at`]), whose workgroups must own
+/// whole blocks of 32 rows: the default plan ([`quant_matvec_plan`]) where it already
+/// does (qwen3-4b's gate/up: 32 lanes x 4 rows, 8 groups), else 32 x 4 for Q8_0, Q4_0 and
+/// Q4_1, where that plan costs less than the consumer saves (H100, qwen3-0.6b gate/up:
+/// Q8_0 +0.85 µs against down -1.6 µs per layer). `None` where the plan would have to
+/// change for the other formats (qwen3-0.6b: Q4_K +1.8 µs against -1.6, Q5_0 decode 2.8%
+/// slower; BENCHMARKS.md, sixteenth session) and for `rows` not a multiple of 32.
+/// Dispatch with [`matvec_groups_dt`] and the same field.
+pub fn matvec_q8_handoff_tpr(dtype: WeightDtype, rows: u32, cols: u32) -> Option<u32> {
+    if !has_int_dot(dtype) || !rows.is_multiple_of(32) {
+        return None;
+    }
+    let (t, nr) = quant_matvec_plan(dtype, rows, cols);
+    if (QUANT_MATVEC_WG / t * nr).is_multiple_of(32) {
+        return Some(quant_tpr_field(t, nr));
+    }
+    let cheap = matches!(
+        dtype,
+        WeightDtype::Q8_0 | WeightDtype::Q4_0 | WeightDtype::Q4_1
+    );
+    cheap.then(|| quant_tpr_field(32, QUANT_MATVEC_ROWS))
 }
 
 /// Threads per row group of the block-format matvec body (`wgsl/include/matvec_q_body.wgsl`)
@@ -507,6 +544,11 @@ pub struct MatvecPush {
     pub x_stride4: u32,
     /// With `z` workgroups (tokens): floats between consecutive tokens' y.
     pub y_stride: u32,
+    /// Integer-dot variants (`*_dp`), non-zero: also write y's rows as q8 records at this
+    /// float offset of y (record b at `q8_at + 12 b`, what [`matvec_xq8`] reads as x);
+    /// each workgroup must own whole blocks of 32 rows ([`matvec_q8_handoff_tpr`]). Other
+    /// variants ignore it.
+    pub q8_at: u32,
 }
 const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_F16.push_constant_bytes as usize);
 const _: () =

@@ -227,6 +227,7 @@ fn mv_push(rows: usize, cols: usize, accumulate: bool, eps: f32) -> MatvecPush {
         threads_per_row: 0,
         x_stride4: 0,
         y_stride: 0,
+        ..Default::default()
     }
 }
 

@@ -459,7 +459,30 @@ fn helpers_and_variants_cover_every_dtype() {
         }
         assert_eq!(quant_matvec_plan(dt, 151936, 2560), (16, 4));
         assert_eq!(quant_matvec_plan(dt, 1024, 2048).1, 1);
+        // The quantized handoff's producer: workgroups of whole 32-row blocks. qwen3-4b's
+        // gate/up keeps its default plan (32 x 4); qwen3-0.6b's (32 x 1, 8 rows) moves to
+        // 32 x 4 only for Q8_0 / Q4_0 / Q4_1; never rows off a block.
+        let plan = quant_matvec_plan(dt, 9728, 2560);
+        assert_eq!(plan, (32, 4), "{}", dt.name());
+        assert_eq!(
+            matvec_q8_handoff_tpr(dt, 9728, 2560),
+            Some(quant_tpr_field(plan.0, plan.1))
+        );
+        let cheap = [WeightDtype::Q8_0, WeightDtype::Q4_0, WeightDtype::Q4_1].contains(&dt);
+        assert_eq!(
+            matvec_q8_handoff_tpr(dt, 3072, 1024),
+            cheap.then(|| quant_tpr_field(32, 4)),
+            "{}",
+            dt.name()
+        );
+        assert_eq!(matvec_q8_handoff_tpr(dt, 3072 + 16, 1024), None);
+        let xq8 = matvec_xq8(dt).unwrap();
+        assert_eq!(xq8.name, format!("matvec_xq8_{}_dp", dt.name()));
+        assert_eq!(xq8.bindings, matvec(dt).bindings);
+        assert_eq!(xq8.push_constant_bytes, matvec(dt).push_constant_bytes);
     }
+    assert!(matvec_xq8(WeightDtype::F16).is_none());
+    assert_eq!(matvec_q8_handoff_tpr(WeightDtype::F16, 9728, 2560), None);
 }
 
 /// Byte offsets of the f16 scale fields of a block (set to finite values in random blocks).
@@ -778,6 +801,128 @@ fn quant_dp_variants_match_int_reference() {
 /// (`matvec_dp_cpu` per token; NMSE_DP). `act_q8` alone matches `quantize_x_q8` (int8
 /// words and scales). Each token alone in a dispatch gives bit-identical rows (batch
 /// invariance: the reduction order comes from the shape alone).
+/// The quantized decode handoff: a gate/up writing its output's q8 records as well
+/// (`q8_at`, 32 rows per workgroup) and a down reading them (`x_q8`) give bit for bit what
+/// the same gate/up and a down quantizing the f32 values itself give; the records are the
+/// CPU packing of those values. Shapes: one block row of 96 (256-blocks: 512) and one
+/// past a tile of 8192 (8448), both with an odd hidden size for down.
+#[test]
+fn q8_handoff_matches_quantizing_in_the_consumer_bit_for_bit() {
+    use sluice_kernels::quant_dp::quantize_x_q8;
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(37);
+    let eps = 1e-5;
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+    for dt in QUANT_DTYPES.into_iter().filter(|&dt| has_int_dot(dt)) {
+        let kern = |stem: &str| matvec_kernel(stem, dt, true).unwrap();
+        let k256 = dt.block_elems() == 256;
+        let hidden_in = if k256 { 256 } else { 96 };
+        let hidden_out = 37usize;
+        for h in [if k256 { 512 } else { 96 }, 8448usize] {
+            let wg = rng.vec(h * hidden_in, 0.3);
+            let wu = rng.vec(h * hidden_in, 0.3);
+            let wd = rng.vec(hidden_out * h, 0.3);
+            let x = rng.vec(hidden_in, 2.0);
+            let nw = rng.vec(hidden_in, 1.0);
+            let y0 = rng.vec(hidden_out, 1.0);
+            let (g, u) = (
+                qmat(&d, dt, h, hidden_in, &wg),
+                qmat(&d, dt, h, hidden_in, &wu),
+            );
+            let down = qmat(&d, dt, hidden_out, h, &wd);
+            let xb = f32_buffer(&d, "x", &x, ResourceClass::TokenScratch);
+            let nb = f32_buffer(&d, "norm", &nw, ResourceClass::ReadOnlyWeight);
+            // h's floats, then its records from a 256-byte boundary.
+            let off = (h * 4).next_multiple_of(256);
+            let rec = h / 32 * Q8_RECORD_FLOATS as usize;
+            let floats = off / 4 + rec;
+            // The forced 32 x 4 plan (the default where it has whole blocks: K-quants
+            // take the handoff only then).
+            let tpr = matvec_q8_handoff_tpr(dt, h as u32, hidden_in as u32)
+                .or(Some(quant_tpr_field(32, 4)));
+            let (h32, i32_) = (h as u32, hidden_in as u32);
+            let groups = matvec_groups_dt(dt, h32, i32_, tpr);
+            let gate = |q8_at: u32| {
+                let hb = f32_buffer(
+                    &d,
+                    "h",
+                    &vec![f32::NAN; floats],
+                    ResourceClass::TokenScratch,
+                );
+                let push = MatvecPush {
+                    q8_at,
+                    ..matvec_push(dt, h32, i32_, false, eps, tpr)
+                };
+                let slices = [
+                    g.buf.slice(..),
+                    u.buf.slice(..),
+                    xb.slice(..),
+                    nb.slice(..),
+                    hb.slice(..),
+                ];
+                let got = run_one(
+                    &d,
+                    kern("matvec_silu_norm"),
+                    groups,
+                    &slices,
+                    &push,
+                    &hb,
+                    floats,
+                );
+                (hb, got)
+            };
+            let (h_ref, plain) = gate(0);
+            let (h_q8, handed) = gate((off / 4) as u32);
+            let what = format!("{} h {h}", dt.name());
+            assert_eq!(bits(&handed[..h]), bits(&plain[..h]), "{what}: floats");
+            // The records are the CPU packing of the floats (up to the GPU's division:
+            // d within an ulp or two, a rare int8 off by one at a rounding tie).
+            let q = quantize_x_q8(&plain[..h]);
+            for b in 0..h / 32 {
+                let r = &handed[off / 4 + 12 * b..off / 4 + 12 * (b + 1)];
+                let d_ = q.d[b];
+                let want = [d_, q.sum16[2 * b], q.sum16[2 * b + 1], 0.0];
+                for (i, (g, w)) in r[..4].iter().zip(want).enumerate() {
+                    let tol = 1e-6 * w.abs() + 2.0 * d_;
+                    assert!(
+                        (g - w).abs() <= tol,
+                        "{what}: block {b} scale {i}: {g} vs {w}"
+                    );
+                }
+                let gq = r[4..]
+                    .iter()
+                    .flat_map(|f| f.to_bits().to_le_bytes().map(|v| v as i8));
+                let off_by = gq.zip(&q.q[32 * b..32 * (b + 1)]).filter(|(g, w)| g != *w);
+                for (g, w) in off_by.clone() {
+                    assert!(
+                        (g as i32 - *w as i32).abs() <= 1,
+                        "{what}: block {b} q {g} vs {w}"
+                    );
+                }
+                assert!(off_by.count() <= 2, "{what}: block {b} words");
+            }
+            // down: its own quantization of the floats vs the records, adding to y0.
+            let (o32, hh) = (hidden_out as u32, h as u32);
+            let dgroups = matvec_groups_dt(dt, o32, hh, None);
+            let run_down = |x: sluice::BufferSlice<'_>, k: &KernelDesc| {
+                let yb = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
+                let push = matvec_push(dt, o32, hh, true, 0.0, None);
+                let slices = [down.buf.slice(..), x, yb.slice(..)];
+                run_one(&d, k, dgroups, &slices, &push, &yb, hidden_out)
+            };
+            let want = run_down(h_ref.slice(0..h as u64 * 4), kern("matvec"));
+            let xq8 = matvec_xq8(dt).unwrap();
+            let got = run_down(h_q8.slice(off as u64..floats as u64 * 4), xq8);
+            assert_eq!(bits(&got), bits(&want), "{what}: down");
+            // And it is the product (up to int8 x: h is small and skewed, hence 1e-3).
+            let prod: Vec<f32> = got.iter().zip(&y0).map(|(a, b)| a - b).collect();
+            let exact = matvec_cpu(&down.deq, hidden_out, h, &plain[..h], None);
+            assert_close(&format!("{what}: down vs f32"), &prod, &exact, 1e-3);
+        }
+    }
+}
+
 #[test]
 fn matvec_batch_dp_matches_int_reference_and_each_token_alone() {
     use sluice_kernels::quant_dp::{matvec_dp_cpu, quantize_x_q8};

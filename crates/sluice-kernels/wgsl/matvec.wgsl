@@ -7,6 +7,7 @@
 var<immediate> pc: Push;
 const NORM: bool = false;
 const SILU: bool = false;
+const X_Q8: bool = false;
 const BATCHED: bool = false;
 fn w_b8(i: u32) -> W8 { return W8(vec4<f32>(0.0), vec4<f32>(0.0)); }
 fn norm4(i: u32) -> vec4<f32> { return vec4<f32>(1.0); }

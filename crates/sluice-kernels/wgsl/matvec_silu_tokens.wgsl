@@ -11,6 +11,7 @@ var<immediate> pc: Push;
 
 const NORM: bool = false;
 const SILU: bool = true;
+const X_Q8: bool = false;
 const BATCHED: bool = true;
 
 fn w_b8(i: u32) -> W8 { return decode_w8(w_b.d[i], w_b.d[i + W_VEC4S - 1u]); }

@@ -129,13 +129,14 @@ pub fn count_nonfinite(dtype: DType, bytes: &[u8]) -> usize {
 /// Logs (debug) the choices the GPU model makes from these options and config.
 fn log_decisions(c: &ModelConfig, o: &GpuOptions) {
     log::debug!(
-        "kernel variants: matvec {} threads per row{}, fused gate/up {}, fused norm {}, fused attention {}",
+        "kernel variants: matvec {} threads per row{}, fused gate/up {}, fused norm {}, fused attention {}, q8 handoff {}",
         o.matvec_threads_per_row
             .unwrap_or_else(|| sluice_kernels::matvec_threads_per_row(c.hidden as u32)),
         if o.matvec_threads_per_row.is_some() { " (asked for)" } else { " (default)" },
         o.fuse_gate_up,
         o.fuse_norm,
-        o.fuse_attention
+        o.fuse_attention,
+        o.q8_handoff
     );
     if !(c.heads * c.head_dim).is_multiple_of(8) && o.prefill_chunk > 1 {
         log::debug!(

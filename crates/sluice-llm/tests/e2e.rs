@@ -482,6 +482,16 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
                 "q|k|v and LM head dispatches"
             );
         }
+        // Integer dots: every layer's gate/up hands down its output as int8 blocks where
+        // its workgroups can own 32-row blocks: Q8_0, Q4_0, Q4_1 (on a 32 x 4 plan); not
+        // the others, whose plan here has 16 rows per workgroup.
+        let cheap = [WeightDtype::Q8_0, WeightDtype::Q4_0, WeightDtype::Q4_1];
+        let handoffs = if int_dot && cheap.contains(&dt) && kind != QuantKind::Q4KM {
+            cfg.layers
+        } else {
+            0
+        };
+        assert_eq!(loaded.model.q8_handoff_layers(), handoffs, "{}", dt.name());
         let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
         let (mut token, mut worst, mut agree) = (1u32, 0f32, 0);
         for pos in 0..32 {

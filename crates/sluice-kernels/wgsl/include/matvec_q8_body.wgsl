@@ -15,10 +15,20 @@
 // that grows with the offset (8 d for Q4_0, dmin * m for Q4_K) instead of the weights.
 // Lanes then read xq from shared memory (`xw4`, `xdv`) and do dot4I8Packed against the weight bytes. Same x, same xq: deterministic. The CPU model of
 // this arithmetic is `quant::matvec_dp_cpu` (docs/decisions/0002-quant-layout.md).
+//
+// The quantized handoff (docs/decisions/0007): in the kernels with X_Q8 (matvec_xq8) the
+// x binding already holds x quantized, one record of 3 vec4s per block of 32 ([d, d * sum
+// of the first 16 q, d * sum of the last 16 q, 0], then the 8 int8 words as u32 bits), so
+// the x step (loads, quantization, both barriers) is skipped and the lanes read the
+// records from memory (no norm). With push field `q8_at` (non-zero) a kernel also writes
+// its y rows so quantized, block b's record at float q8_at + 12 b of y: bit for bit the
+// records the consumer would have made from those y values. The host sets it only where
+// each workgroup owns whole blocks of 32 rows. (A run-time switch for the x source in the
+// dot loop cost 5-11% of every integer-dot matvec on the H100, hence the kernel constant.)
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
 struct V4s { d: array<vec4<f32>> }
-struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32 }
+struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32, q8_at: u32 }
 
 const QWG: u32 = 256u;
 const QROWS: u32 = 4u;
@@ -38,14 +48,52 @@ fn wraw(sel: bool, i: u32) -> vec4<u32> {
     return w.d[i];
 }
 
+// With X_Q8: the vec4 of the token's first record, and the tile's first block.
+var<private> xg0: u32;
+var<private> xgt: u32;
+
 // Int8 words i .. i + 3 of the tile's x (include/quant_dp.wgsl).
 fn xw4(i: u32) -> vec4<u32> {
+    if (X_Q8) {
+        return bitcast<vec4<u32>>(x.d[xg0 + 3u * (xgt + i / 8u) + 1u + (i % 8u) / 4u]);
+    }
     return vec4<u32>(xq[i], xq[i + 1u], xq[i + 2u], xq[i + 3u]);
 }
 
 // The tile's x block b: (d, d * sum of its first 16 q, d * sum of its last 16 q, 0).
 fn xdv(b: u32) -> vec4<f32> {
+    if (X_Q8) {
+        return x.d[xg0 + 3u * (xgt + b)];
+    }
     return xd[b];
+}
+
+// The q8 records of this workgroup's `n` rows (a multiple of 32, from row `first`; rows
+// past `rows` are zeros), their values v (invocation li < n holds row first + li): to y
+// from float q8_at. Every invocation calls it (it holds a barrier) after the barrier that
+// ends the dot products, so xq is free.
+fn put_q8(li: u32, n: u32, first: u32, v: f32) {
+    if (li < n) {
+        xq[li] = bitcast<u32>(v);
+    }
+    workgroupBarrier();
+    if (li < n / 32u) {
+        var vs: array<vec4<f32>, 8>;
+        for (var k = 0u; k < 8u; k++) {
+            let j = 32u * li + 4u * k;
+            vs[k] = bitcast<vec4<f32>>(vec4<u32>(xq[j], xq[j + 1u], xq[j + 2u], xq[j + 3u]));
+        }
+        var qw: array<u32, 8>;
+        let dv = quantize_x32(&vs, &qw);
+        let o = pc.q8_at + 12u * ((first + 32u * li) / 32u);
+        y.d[o] = dv.x;
+        y.d[o + 1u] = dv.y;
+        y.d[o + 2u] = dv.z;
+        y.d[o + 3u] = 0.0;
+        for (var k = 0u; k < 8u; k++) {
+            y.d[o + 4u + k] = bitcast<f32>(qw[k]);
+        }
+    }
 }
 
 @compute @workgroup_size(256)
@@ -78,28 +126,33 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     let rb2 = min(row0 + 2u, last) * pc.stride8;
     let rb3 = min(row0 + 3u, last) * pc.stride8;
     let nb = pc.cols / QBLOCK;
+    xg0 = xo;
     for (var t0 = 0u; t0 < pc.cols; t0 += QX_TILE) {
         let len = min(QX_TILE, pc.cols - t0);
+        xgt = t0 / 32u;
         // The previous tile's readers are done before its xq is overwritten.
-        workgroupBarrier();
-        if (li < len / 32u) {
-            var vs: array<vec4<f32>, 8>;
-            for (var k = 0u; k < 8u; k++) {
-                let i = t0 / 4u + 8u * li + k;
-                var v = x.d[xo + i];
-                if (NORM) {
-                    ss += dot(v, v);
-                    v *= norm4(i);
+        // With X_Q8 x is already quantized: no x step.
+        if (!X_Q8) {
+            workgroupBarrier();
+            if (li < len / 32u) {
+                var vs: array<vec4<f32>, 8>;
+                for (var k = 0u; k < 8u; k++) {
+                    let i = t0 / 4u + 8u * li + k;
+                    var v = x.d[xo + i];
+                    if (NORM) {
+                        ss += dot(v, v);
+                        v *= norm4(i);
+                    }
+                    vs[k] = v;
                 }
-                vs[k] = v;
+                var qw: array<u32, 8>;
+                xd[li] = vec4<f32>(quantize_x32(&vs, &qw), 0.0);
+                for (var k = 0u; k < 8u; k++) {
+                    xq[8u * li + k] = qw[k];
+                }
             }
-            var qw: array<u32, 8>;
-            xd[li] = vec4<f32>(quantize_x32(&vs, &qw), 0.0);
-            for (var k = 0u; k < 8u; k++) {
-                xq[8u * li + k] = qw[k];
-            }
+            workgroupBarrier();
         }
-        workgroupBarrier();
         if (row0 < pc.rows) {
             let u1 = (t0 + len) / QUNIT;
             for (var u = t0 / QUNIT + lane; u < u1; u += tpr) {
@@ -155,6 +208,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         red_ss[li / sg] = ss_sg;
     }
     workgroupBarrier();
+    var out = 0.0;
     if (li < groups * nr) {
         let g = li / nr;
         let r = li % nr;
@@ -176,12 +230,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
             }
             let gv = sum.x * inv;
             if (SILU) {
-                y.d[o] = gv / (1.0 + exp(-gv)) * (sum.y * inv);
+                out = gv / (1.0 + exp(-gv)) * (sum.y * inv);
             } else if (pc.accumulate != 0u) {
-                y.d[o] = y.d[o] + gv;
+                out = y.d[o] + gv;
             } else {
-                y.d[o] = gv;
+                out = gv;
             }
+            y.d[o] = out;
         }
+    }
+    if (pc.q8_at != 0u) {
+        put_q8(li, groups * nr, first, out);
     }
 }

@@ -72,6 +72,17 @@ enum BatchPath {
     Other,
 }
 
+/// A decode matvec's part in the quantized handoff ([`GpuModel::q8_handoff`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Q8Io {
+    Off,
+    /// Also write y's q8 records from this float offset of the y binding, with this
+    /// `threads_per_row` field (workgroups of whole 32-row blocks).
+    Produce(u32, u32),
+    /// x is q8 records (`matvec_xq8`).
+    Consume,
+}
+
 /// Per-token layout of a dispatch over several tokens: strides of x (vec4s) and y
 /// (floats), and the token count (workgroup z).
 #[derive(Clone, Copy)]
@@ -225,6 +236,7 @@ impl GpuModel {
         y: BufferSlice<'_>,
         accumulate: bool,
         tokens: Option<Tokens>,
+        q8: Q8Io,
     ) -> sluice::Result<()> {
         let dt = m.dtype;
         let silu = matches!(family, Family::Silu | Family::SiluNorm);
@@ -273,11 +285,20 @@ impl GpuModel {
             (Family::SiluNorm, true) => "matvec_silu_norm_tokens",
         };
         let int_dot = self.device.info().int_dot;
-        let desc = k::matvec_kernel(stem, dt, int_dot)
-            .unwrap_or_else(|| unreachable!("matvec family kernel {stem} has no {dt:?} variant"));
-        let tpr = self.options.matvec_threads_per_row;
+        let desc = match q8 {
+            Q8Io::Consume => k::matvec_xq8(dt),
+            _ => k::matvec_kernel(stem, dt, int_dot),
+        }
+        .unwrap_or_else(|| unreachable!("matvec family kernel {stem} has no {dt:?} variant"));
+        let tpr = match q8 {
+            Q8Io::Produce(_, field) => Some(field),
+            _ => self.options.matvec_threads_per_row,
+        };
         let mut push = m.push(accumulate, eps, tpr);
         let mut groups = m.groups(tpr);
+        if let Q8Io::Produce(at, _) = q8 {
+            push.q8_at = at;
+        }
         if let Some(t) = tokens {
             push.x_stride4 = t.x_stride4;
             push.y_stride = t.y_stride;
@@ -563,6 +584,41 @@ impl GpuModel {
         self.f16_input(&consumer, shape).map(|b| (b, cols))
     }
 
+    /// Where layer `layer`'s decode gate/up hands its output to down quantized (the
+    /// `q8_handoff` option): the byte range of the q8 records in the `h` scratch (after the
+    /// token's floats; `h` holds a whole prefill chunk) and the gate/up's threads-per-row
+    /// field. Only for integer-dot kernels on both sides, a fused gate/up whose workgroups
+    /// can own whole blocks of 32 rows (`sluice_kernels::matvec_q8_handoff_tpr`), and the
+    /// default threads per row.
+    fn q8_handoff(&self, layer: usize, shape: Shape) -> Option<(u64, u64, u32)> {
+        let o = &self.options;
+        if shape != Shape::Decode
+            || !o.q8_handoff
+            || !o.fuse_gate_up
+            || o.matvec_threads_per_row.is_some()
+            || !self.device.info().int_dot
+        {
+            return None;
+        }
+        let l = &self.layers[layer];
+        let (gate, up, down) = (&l.gate, &l.up, &l.down);
+        if gate.dtype != up.dtype || !k::has_int_dot(down.dtype) || down.cols != gate.rows {
+            return None;
+        }
+        let tpr = k::matvec_q8_handoff_tpr(gate.dtype, gate.rows, gate.cols)?;
+        let off = (gate.rows as u64 * 4).next_multiple_of(256);
+        let end = off + (gate.rows / 32) as u64 * k::Q8_RECORD_FLOATS as u64 * 4;
+        (end <= self.scratch.h.size()).then_some((off, end, tpr))
+    }
+
+    /// Layers whose decode gate/up hands its output to down quantized (the `q8_handoff`
+    /// option; see [`GpuOptions::q8_handoff`](super::GpuOptions::q8_handoff)).
+    pub fn q8_handoff_layers(&self) -> usize {
+        (0..self.layers.len())
+            .filter(|&i| self.q8_handoff(i, Shape::Decode).is_some())
+            .count()
+    }
+
     /// A linear op: the norm folded in or separate, gated or not, per the fusion switches.
     fn lower_linear(&self, enc: &mut Encoder, l: &Linear, shape: Shape) -> sluice::Result<()> {
         let layer = l.weight.layer();
@@ -633,9 +689,17 @@ impl GpuModel {
             } else {
                 Family::Plain
             };
+            // down reading the gate/up's q8 records.
+            let handoff = layer
+                .filter(|_| l.input == Act::H && norm.is_none())
+                .and_then(|i| self.q8_handoff(i, shape));
             for (m, row) in parts {
-                let (x, y) = (x_slice(m), y_slice(yb, m, row, batched));
-                self.matvec(enc, family, m, None, x, norm, y, l.accumulate, tokens)?;
+                let y = y_slice(yb, m, row, batched);
+                let (x, q8) = match handoff {
+                    Some((off, end, _)) => (self.scratch.h.slice(off..end), Q8Io::Consume),
+                    None => (x_slice(m), Q8Io::Off),
+                };
+                self.matvec(enc, family, m, None, x, norm, y, l.accumulate, tokens, q8)?;
             }
             return Ok(());
         };
@@ -646,8 +710,14 @@ impl GpuModel {
             } else {
                 Family::Silu
             };
-            let (x, y) = (x_slice(gate), y_slice(yb, gate, 0, batched));
-            return self.matvec(enc, family, gate, Some(up), x, norm, y, false, tokens);
+            let (x, mut y) = (x_slice(gate), y_slice(yb, gate, 0, batched));
+            let mut q8 = Q8Io::Off;
+            if let Some((off, end, tpr)) = layer.and_then(|i| self.q8_handoff(i, shape)) {
+                // The floats, then the records (q8_at counts floats of this binding).
+                y = yb.slice(0..end);
+                q8 = Q8Io::Produce((off / 4) as u32, tpr);
+            }
+            return self.matvec(enc, family, gate, Some(up), x, norm, y, false, tokens, q8);
         }
         // Unfused: gate and up into g and u (same per-token stride as the output), then
         // silu(g) * u over every token's row.
@@ -659,7 +729,7 @@ impl GpuModel {
         let s = &self.scratch;
         for (m, out) in [(gate, &s.g), (up, &s.u)] {
             let (x, y) = (x_slice(m), y_slice(out, m, 0, batched));
-            self.matvec(enc, family, m, None, x, norm, y, false, tokens)?;
+            self.matvec(enc, family, m, None, x, norm, y, false, tokens, Q8Io::Off)?;
         }
         let n = (t - 1) * ys + gate.rows;
         enc.dispatch(

@@ -61,6 +61,10 @@ pub struct GpuOptions {
     /// keys must all be in the cache before any of its queries attends, so prefill always
     /// appends first.
     pub fuse_attention: bool,
+    /// Integer-dot decode of block formats: the fused gate/up also writes its output
+    /// quantized to int8 blocks of 32 (bit for bit what down's kernel made of it), so down
+    /// skips quantizing its input. Default true; off for A/B (`--no-q8-handoff`).
+    pub q8_handoff: bool,
     /// Threads per output row in the matvec kernels (32, 64, 128 or 256); `None` picks by
     /// row length (`sluice_kernels::matvec_threads_per_row`). Default `None`.
     pub matvec_threads_per_row: Option<u32>,
@@ -92,6 +96,7 @@ impl Default for GpuOptions {
             attention_chunk: 256,
             fuse_norm: true,
             fuse_attention: true,
+            q8_handoff: true,
             matvec_threads_per_row: None,
             prefill_chunk: 512,
             sampling: None,

@@ -802,10 +802,12 @@ fn quant_dp_variants_match_int_reference() {
 /// words and scales). Each token alone in a dispatch gives bit-identical rows (batch
 /// invariance: the reduction order comes from the shape alone).
 /// The quantized decode handoff: a gate/up writing its output's q8 records as well
-/// (`q8_at`, 32 rows per workgroup) and a down reading them (`x_q8`) give bit for bit what
-/// the same gate/up and a down quantizing the f32 values itself give; the records are the
-/// CPU packing of those values. Shapes: one block row of 96 (256-blocks: 512) and one
-/// past a tile of 8192 (8448), both with an odd hidden size for down.
+/// (`q8_at`, workgroups of whole 32-row blocks) and a down reading them (`matvec_xq8`)
+/// give bit for bit what the same gate/up and a down quantizing the f32 values itself
+/// give; the records are the CPU packing of those values, and nothing past them is
+/// written (a 64-row workgroup plan over 96 rows). Shapes: one block row of 96
+/// (256-blocks: 512) and one past a tile of 8192 (8448), both with an odd hidden size for
+/// down.
 #[test]
 fn q8_handoff_matches_quantizing_in_the_consumer_bit_for_bit() {
     use sluice_kernels::quant_dp::quantize_x_q8;
@@ -819,7 +821,16 @@ fn q8_handoff_matches_quantizing_in_the_consumer_bit_for_bit() {
         let k256 = dt.block_elems() == 256;
         let hidden_in = if k256 { 256 } else { 96 };
         let hidden_out = 37usize;
-        for h in [if k256 { 512 } else { 96 }, 8448usize] {
+        let small = if k256 { 512 } else { 96 };
+        // (h, plan): the forced 32 x 4 plan (the default where it has whole blocks; the
+        // other formats take the handoff only then), and for 32-element blocks 16 x 4 (64
+        // rows per workgroup: the last one reaches past 96 rows; a multiple of 256 rows
+        // never ends inside a workgroup).
+        let mut cases = vec![(small, None), (8448usize, None)];
+        if !k256 {
+            cases.push((96, Some(quant_tpr_field(16, 4))));
+        }
+        for (h, plan) in cases {
             let wg = rng.vec(h * hidden_in, 0.3);
             let wu = rng.vec(h * hidden_in, 0.3);
             let wd = rng.vec(hidden_out * h, 0.3);
@@ -836,18 +847,17 @@ fn q8_handoff_matches_quantizing_in_the_consumer_bit_for_bit() {
             // h's floats, then its records from a 256-byte boundary.
             let off = (h * 4).next_multiple_of(256);
             let rec = h / 32 * Q8_RECORD_FLOATS as usize;
+            // (The buffer has 16 sentinel floats after the records.)
             let floats = off / 4 + rec;
-            // The forced 32 x 4 plan (the default where it has whole blocks: K-quants
-            // take the handoff only then).
-            let tpr = matvec_q8_handoff_tpr(dt, h as u32, hidden_in as u32)
-                .or(Some(quant_tpr_field(32, 4)));
+            let tpr = plan.or(matvec_q8_handoff_tpr(dt, h as u32, hidden_in as u32)
+                .or(Some(quant_tpr_field(32, 4))));
             let (h32, i32_) = (h as u32, hidden_in as u32);
             let groups = matvec_groups_dt(dt, h32, i32_, tpr);
             let gate = |q8_at: u32| {
                 let hb = f32_buffer(
                     &d,
                     "h",
-                    &vec![f32::NAN; floats],
+                    &vec![f32::NAN; floats + 16],
                     ResourceClass::TokenScratch,
                 );
                 let push = MatvecPush {
@@ -868,13 +878,18 @@ fn q8_handoff_matches_quantizing_in_the_consumer_bit_for_bit() {
                     &slices,
                     &push,
                     &hb,
-                    floats,
+                    floats + 16,
                 );
                 (hb, got)
             };
             let (h_ref, plain) = gate(0);
             let (h_q8, handed) = gate((off / 4) as u32);
-            let what = format!("{} h {h}", dt.name());
+            let what = format!("{} h {h} plan {tpr:?}", dt.name());
+            let nan = f32::NAN.to_bits();
+            assert!(
+                handed[floats..].iter().all(|f| f.to_bits() == nan),
+                "{what}: written past the records"
+            );
             assert_eq!(bits(&handed[..h]), bits(&plain[..h]), "{what}: floats");
             // The records are the CPU packing of the floats (up to the GPU's division:
             // d within an ulp or two, a rare int8 off by one at a rounding tie).

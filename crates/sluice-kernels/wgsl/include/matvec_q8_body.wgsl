@@ -68,16 +68,17 @@ fn xdv(b: u32) -> vec4<f32> {
     return xd[b];
 }
 
-// The q8 records of this workgroup's `n` rows (a multiple of 32, from row `first`; rows
-// past `rows` are zeros), their values v (invocation li < n holds row first + li): to y
-// from float q8_at. Every invocation calls it (it holds a barrier) after the barrier that
-// ends the dot products, so xq is free.
+// The q8 records of this workgroup's `n` rows (a multiple of 32, from row `first`), their
+// values v (invocation li < n holds row first + li): to y from float q8_at, for the blocks
+// that start before `rows` (a multiple of 32: a last workgroup may reach past it). Every
+// invocation calls it (it holds a barrier) after the barrier that ends the dot products,
+// so xq is free.
 fn put_q8(li: u32, n: u32, first: u32, v: f32) {
     if (li < n) {
         xq[li] = bitcast<u32>(v);
     }
     workgroupBarrier();
-    if (li < n / 32u) {
+    if (li < n / 32u && first + 32u * li < pc.rows) {
         var vs: array<vec4<f32>, 8>;
         for (var k = 0u; k < 8u; k++) {
             let j = 32u * li + 4u * k;

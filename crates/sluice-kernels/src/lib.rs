@@ -366,7 +366,7 @@ pub const Q8_RECORD_FLOATS: u32 = 12;
 /// no x step; push and dispatch as the `matvec` variant of `dtype`); `None` for formats
 /// without integer-dot kernels.
 pub fn matvec_xq8(dtype: WeightDtype) -> Option<&'static KernelDesc> {
-    matvec_kernel("matvec_xq8", dtype, true).filter(|_| has_int_dot(dtype))
+    matvec_kernel("matvec_xq8", dtype, true)
 }
 
 /// The `threads_per_row` field of an integer-dot `dtype` producer of `rows` (a multiple

@@ -538,7 +538,6 @@ fn attention_split_and_combine_match_reference() {
                 &attention_cpu(&p, seq_len, &q, &kc_f, &vc_f),
             );
             let two_pass: Vec<f32> = out2.read(0, (heads * hd) as usize).unwrap();
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&two_pass), "one pass vs two {what}");
             assert_eq!(
                 counters.read::<u32>(0, heads as usize).unwrap(),

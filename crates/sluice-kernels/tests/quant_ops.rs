@@ -815,7 +815,6 @@ fn q8_handoff_matches_quantizing_in_the_consumer_bit_for_bit() {
     let _guard = ValidationGuard::new(&d);
     let mut rng = Rng::new(37);
     let eps = 1e-5;
-    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
     for dt in QUANT_DTYPES.into_iter().filter(|&dt| has_int_dot(dt)) {
         let kern = |stem: &str| matvec_kernel(stem, dt, true).unwrap();
         let k256 = dt.block_elems() == 256;

@@ -5,6 +5,11 @@
 use sluice::{Buffer, Device, ResourceClass};
 use sluice_kernels::{pack_weights, WeightDtype};
 
+/// The bit patterns of `v` (for bit-for-bit comparisons that show the values' words).
+pub fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|f| f.to_bits()).collect()
+}
+
 /// Normalised mean squared error of `gpu` against `reference` (0 when both are zero,
 /// infinite when only the reference is).
 pub fn nmse(gpu: &[f32], reference: &[f32]) -> f64 {

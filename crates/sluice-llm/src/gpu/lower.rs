@@ -73,7 +73,7 @@ enum BatchPath {
 }
 
 /// A decode matvec's part in the quantized handoff ([`GpuModel::q8_handoff`]).
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Q8Io {
     Off,
     /// Also write y's q8 records from this float offset of the y binding, with this

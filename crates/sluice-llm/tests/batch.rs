@@ -286,6 +286,17 @@ fn quantized_batch_check(
     sequences: usize,
 ) {
     assert_eq!(loaded.dtype, "q4_k+q6_k");
+    // Which linear ops of the decode rows run on the matrix units: none in small engines
+    // (integer dot products), the LM head from BLOCK_MATRIX_UNITS_MIN_SEQUENCES slots,
+    // every op from BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES; none without matrix units.
+    let (m, linear) = (&loaded.model, 4 * cfg.layers + 1);
+    let want = match sequences {
+        _ if !m.uses_coopmat() => 0,
+        s if s >= BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES => linear,
+        s if s >= BLOCK_MATRIX_UNITS_MIN_SEQUENCES => 1,
+        _ => 0,
+    };
+    assert_eq!(m.batch_matrix_unit_ops(), want, "{sequences} slots");
     let target = prompt(5, 9, cfg.vocab);
     let others = vec![(0, prompt(6, 17, cfg.vocab)), (3, prompt(7, 3, cfg.vocab))];
     let mut runner =

@@ -512,9 +512,10 @@ impl GpuModel {
 
     /// The kernels linear op `l` of a paged `shape` runs on. Decode rows of block-format
     /// weights on integer dot products where the device has them (and the engine is not
-    /// one that runs them on the matrix units, see `PagedOptions`): each weight unit loaded
-    /// once for every row (gated: gate and up of one format). Else the matrix units where
-    /// the weights fit (block formats: prompt chunks of engines of many sequences, see
+    /// one that runs them on the matrix units, see `PagedOptions`; the LM head of an engine
+    /// that runs prompt chunks there runs there too): each weight unit loaded once for
+    /// every row (gated: gate and up of one format). Else the matrix units where the
+    /// weights fit (block formats: prompt chunks of engines of many sequences, see
     /// `PagedOptions`).
     fn batch_path(&self, l: &Linear, shape: Shape) -> BatchPath {
         if !shape.paged() {
@@ -523,8 +524,11 @@ impl GpuModel {
         let parts = self.matrices(l.weight);
         let up = l.up.map(|u| self.matrices(u)[0].0);
         let paged = self.paged_options();
-        let rows_cm =
-            self.batch_xh().is_some() && paged.is_some_and(|o| o.block_rows_on_matrix_units());
+        let head = l.weight == Weight::Head;
+        let rows_cm = self.batch_xh().is_some()
+            && paged.is_some_and(|o| {
+                o.block_rows_on_matrix_units() || (head && o.block_formats_on_matrix_units())
+            });
         let decode_rows = matches!(shape, Shape::Batch(_));
         if decode_rows && !rows_cm && self.batch_dp_scratch().is_some() {
             let ok = |m: &Matrix| k::matvec_batch_dp(m.dtype, false).is_some();
@@ -616,6 +620,23 @@ impl GpuModel {
     pub fn q8_handoff_layers(&self) -> usize {
         (0..self.layers.len())
             .filter(|&i| self.q8_handoff(i, Shape::Decode).is_some())
+            .count()
+    }
+
+    /// Linear ops of a batched decode step (all layers and the LM head) that run on the
+    /// matrix units; the others take integer dot products or the matvec family (see
+    /// `batch_path`). 0 without a paged engine.
+    pub fn batch_matrix_unit_ops(&self) -> usize {
+        if self.paged_options().is_none() {
+            return 0;
+        }
+        let shape = Shape::Batch(1);
+        layer::forward(self.layers.len())
+            .iter()
+            .filter(|op| match op {
+                Op::Linear(l) => self.batch_path(l, shape) == BatchPath::MatrixUnits,
+                _ => false,
+            })
             .count()
     }
 

@@ -51,13 +51,16 @@ impl Default for PagedOptions {
 pub const BATCH_ROW_GROUP_MAX: usize = k::MATVEC_BATCH_CMT_TOKENS as usize;
 
 /// Sequence slots from which a paged engine runs block-format weights of its prompt
-/// chunks on the matrix units (where the device has them; f16 weights always do).
+/// chunks, and the LM head of its decode rows, on the matrix units (where the device has
+/// them; f16 weights always do).
 ///
 /// Fixed per engine, never per step, so a sequence's tokens do not depend on how many
 /// others run with it (batch invariance). Measured on the H100 (BENCHMARKS.md,
 /// "2026-11-24"): the matrix-unit kernel decodes every weight tile into shared memory per
 /// workgroup, which costs more than the integer-dot `*_tokens` matvecs for a few rows
-/// (4B Q4_K_M: 43 vs 259 t/s alone) and less for many (1560 vs 728 t/s at 64 rows).
+/// (4B Q4_K_M: 43 vs 259 t/s alone) and less for many (1560 vs 728 t/s at 64 rows). The LM
+/// head alone (151936 rows: the integer-dot head is ~10% of a 32-row step) pays from here:
+/// 32-slot engines, 0.6B Q4_K_M +8% at 32 rows, 4B Q8_0 +5% (seventeenth session).
 pub const BLOCK_MATRIX_UNITS_MIN_SEQUENCES: usize = 32;
 
 /// Sequence slots from which a paged engine also runs the decode rows of block-format
@@ -69,8 +72,9 @@ pub const BLOCK_MATRIX_UNITS_MIN_SEQUENCES: usize = 32;
 pub const BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES: usize = 64;
 
 impl PagedOptions {
-    /// Whether prompt chunks run block-format weights on the matrix units (where the
-    /// device has them): [`BLOCK_MATRIX_UNITS_MIN_SEQUENCES`] slots or more.
+    /// Whether prompt chunks (and the LM head of decode rows) run block-format weights on
+    /// the matrix units (where the device has them): [`BLOCK_MATRIX_UNITS_MIN_SEQUENCES`]
+    /// slots or more.
     pub fn block_formats_on_matrix_units(&self) -> bool {
         self.sequences >= BLOCK_MATRIX_UNITS_MIN_SEQUENCES
     }

@@ -44,7 +44,8 @@ const _: () =
 
 /// Push constants of [`crate::BATCH_ATTENTION`] (causal attention of each row over its
 /// own sequence's paged keys). Bindings: 0 rows, 1 table, 2 q, 3 kcache, 4 vcache (read),
-/// 5 out (read-write), 6 kcache and 7 vcache again (read as 16-byte words). Dispatch `[heads, n, 1]`; [`crate::BATCH_ATTENTION_GQA`]:
+/// 5 out (read-write), 6 kcache and 7 vcache again (read as 16-byte words), 8 and 9 the
+/// int8 output with `q8` (read-write: words, block scales; any buffer otherwise). Dispatch `[heads, n, 1]`; [`crate::BATCH_ATTENTION_GQA`]:
 /// `[kv_heads * ceil(heads / kv_heads / 4), n, 1]` (see [`batch_attention_kernel`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -70,6 +71,15 @@ pub struct BatchAttnPush {
     /// 1: the output as f16 pairs (what [`crate::ACT_F16`] without a norm makes of the
     /// f32 output, bit for bit: the matrix-unit matvec's input); `o_stride` even.
     pub out_f16: u32,
+    /// 1: the output quantized to int8 per block of 32 into bindings 8 and 9 instead of
+    /// `out`, bit for bit what [`crate::ACT_Q8`] without a norm makes of the f32 output
+    /// (the integer-dot batched matvec's input, [`act_q8_strides`]); `head_dim` a multiple
+    /// of 32.
+    pub q8: u32,
+    /// u32 words between consecutive rows' int8 output (`q8`).
+    pub q8_words: u32,
+    /// 16-byte block entries between consecutive rows' int8 output (`q8`).
+    pub q8_blocks: u32,
 }
 const _: () = assert!(
     std::mem::size_of::<BatchAttnPush>() == crate::BATCH_ATTENTION.push_constant_bytes as usize

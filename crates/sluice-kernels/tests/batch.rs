@@ -54,6 +54,22 @@ fn run_attention(
     vc: &Buffer,
     n_out: usize,
 ) -> Vec<u32> {
+    let none = u32_buffer(d, "unused", &[0; 4], ResourceClass::TokenScratch);
+    run_attention_into(d, gqa, p, rows, (table, q), (kc, vc), n_out, (&none, &none))
+}
+
+/// [`run_attention`] with bindings 8 and 9 (the int8 output with `p.q8`).
+#[allow(clippy::too_many_arguments)]
+fn run_attention_into(
+    d: &Device,
+    gqa: bool,
+    p: &BatchAttnPush,
+    rows: &[(u32, u32)],
+    (table, q): (&Buffer, &[f32]),
+    (kc, vc): (&Buffer, &Buffer),
+    n_out: usize,
+    (oq, od): (&Buffer, &Buffer),
+) -> Vec<u32> {
     let (desc, groups) = if gqa {
         let quads = (p.heads / p.kv_heads).div_ceil(BATCH_ATTENTION_GQA_HEADS);
         (&BATCH_ATTENTION_GQA, p.kv_heads * quads)
@@ -77,12 +93,40 @@ fn run_attention(
             ob.slice(..),
             kc.slice(..),
             vc.slice(..),
+            oq.slice(..),
+            od.slice(..),
         ],
         p,
     )
     .unwrap();
     enc.submit().unwrap().wait().unwrap();
     ob.read(0, n_out).unwrap()
+}
+
+/// [`ACT_Q8`] without a norm over `tokens` rows of `cols` floats (`x` packed): the int8
+/// words and the block entries' floats.
+fn act_q8_words(d: &Device, x: &[f32], cols: u32, tokens: u32) -> (Vec<u32>, Vec<u32>) {
+    let (qs, ds) = act_q8_strides(cols);
+    let k = d.pipeline(&ACT_Q8).unwrap();
+    let xb = f32_buffer(d, "x", x, ResourceClass::TokenScratch);
+    let nw = f32_buffer(d, "norm_w", &[0.0; 4], ResourceClass::ReadOnlyWeight);
+    let (nq, nd) = ((tokens * qs) as usize, (tokens * ds * 4) as usize);
+    let xq = u32_buffer(d, "xq", &vec![!0; nq], ResourceClass::TokenScratch);
+    let xd = u32_buffer(d, "xd", &vec![!0; nd], ResourceClass::TokenScratch);
+    let push = ActQ8Push {
+        cols,
+        tokens,
+        x_stride4: cols / 4,
+        norm: 0,
+        eps: 0.0,
+        xq_stride: qs,
+        xd_stride: ds,
+    };
+    let mut enc = d.encoder().unwrap();
+    let bindings = [xb.slice(..), nw.slice(..), xq.slice(..), xd.slice(..)];
+    enc.dispatch(&k, [tokens, 1, 1], &bindings, &push).unwrap();
+    enc.submit().unwrap().wait().unwrap();
+    (xq.read(0, nq).unwrap(), xd.read(0, nd).unwrap())
 }
 
 /// [`ACT_F16`] over `groups` rows (tokens past `p.tokens`: zeros), norm weights `nw` when
@@ -175,6 +219,9 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
             block,
             max_blocks,
             out_f16: 0,
+            q8: 0,
+            q8_words: 0,
+            q8_blocks: 0,
         };
         let q = rng.vec(rows.len() * p.q_stride as usize, 3.0);
         let want = batch_attention_cpu(&p, &rows, &table_words, &q, &kc_f, &vc_f);
@@ -238,6 +285,67 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
                     !0,
                     "{what}: f16 gap after row {r} written"
                 );
+            }
+            // int8 output (the integer-dot matvec's input): bit-identical to ACT_Q8 of the
+            // f32 output, rows one word / block entry apart; `out` untouched.
+            if hd % 32 == 0 {
+                let (qs, ds) = act_q8_strides(heads * hd);
+                let pq = BatchAttnPush {
+                    q8: 1,
+                    q8_words: qs + 1,
+                    q8_blocks: ds + 1,
+                    ..p
+                };
+                let (nq, nd) = (
+                    rows.len() * (qs + 1) as usize,
+                    rows.len() * (ds + 1) as usize,
+                );
+                let oq = u32_buffer(&d, "oq", &vec![!0; nq], ResourceClass::TokenScratch);
+                let od = u32_buffer(&d, "od", &vec![!0; 4 * nd], ResourceClass::TokenScratch);
+                let out = run_attention_into(
+                    &d,
+                    gqa,
+                    &pq,
+                    &rows,
+                    (&table, &q),
+                    (&kc, &vc),
+                    n_out,
+                    (&oq, &od),
+                );
+                assert!(
+                    out.iter().all(|&w| w == !0),
+                    "{what}: q8 wrote the f32 output"
+                );
+                let packed: Vec<f32> = (0..rows.len())
+                    .flat_map(|r| got[r * p.o_stride as usize..][..n].to_vec())
+                    .collect();
+                let (wq, wd) = act_q8_words(&d, &packed, heads * hd, rows.len() as u32);
+                let (gq, gd): (Vec<u32>, Vec<u32>) =
+                    (oq.read(0, nq).unwrap(), od.read(0, 4 * nd).unwrap());
+                for r in 0..rows.len() {
+                    let (q0, d0) = (r * (qs + 1) as usize, 4 * r * (ds + 1) as usize);
+                    let (wq0, wd0) = (r * qs as usize, 4 * r * ds as usize);
+                    assert_eq!(
+                        gq[q0..q0 + qs as usize],
+                        wq[wq0..wq0 + qs as usize],
+                        "{what}: q8 words row {r}"
+                    );
+                    assert_eq!(
+                        gd[d0..d0 + 4 * ds as usize],
+                        wd[wd0..wd0 + 4 * ds as usize],
+                        "{what}: q8 blocks row {r}"
+                    );
+                    assert_eq!(
+                        gq[q0 + qs as usize],
+                        !0,
+                        "{what}: q8 word gap after row {r} written"
+                    );
+                    assert_eq!(
+                        gd[d0 + 4 * ds as usize],
+                        !0,
+                        "{what}: q8 block gap after row {r} written"
+                    );
+                }
             }
         }
     }

@@ -1,4 +1,5 @@
 //! include: batch_attention_io
+//! include: quant_x8
 // Batched decode / paged KV attention: row r (rows[2r] = position p, rows[2r + 1] =
 // sequence slot s) attends causally to positions [0, p] of its own sequence, found through
 // the block table (position j of slot s lives in cache row
@@ -17,7 +18,7 @@
 // (BENCHMARKS.md, tenth session). Caches: f16 pairs in u32,
 // [kv_heads, capacity, head_dim]. q of row r at float r * q_stride + h * head_dim
 // (pre-scaled here by `scale`), out at r * o_stride + h * head_dim (f32, or f16 pairs
-// with `out_f16`).
+// with `out_f16`; int8 blocks instead with `q8`, include/batch_attention_io.wgsl).
 
 const WG: u32 = 128u;
 alias Lane = f32; // one query head (include/batch_attention_io.wgsl)
@@ -130,7 +131,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     workgroupBarrier();
     let inv = 1.0 / l;
     let ob = r * pc.o_stride + h * hd;
-    if (pc.out_f16 != 0u) {
+    if (pc.q8 != 0u) {
+        for (var d = li; d < hd; d += WG) {
+            q8s[d] = dim_sum(d, nl, hd) * inv;
+        }
+        put_q8_heads(li, r, h, 1u, hd);
+    } else if (pc.out_f16 != 0u) {
         for (var p = li; p < hd / 2u; p += WG) {
             let d = 2u * p;
             put_out2(ob + d, vec2<f32>(dim_sum(d, nl, hd), dim_sum(d + 1u, nl, hd)) * inv);

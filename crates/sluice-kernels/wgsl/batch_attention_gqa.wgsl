@@ -1,4 +1,5 @@
 //! include: batch_attention_io
+//! include: quant_x8
 // Batched decode / paged KV attention, grouped-query (batch_attention with the query heads
 // of one key/value head in one workgroup): row r (rows[2r] = position p, rows[2r + 1] =
 // sequence slot s) attends causally to positions [0, p] of its own sequence, found through
@@ -18,7 +19,7 @@
 // even, <= 256). Caches: f16 pairs in u32,
 // [kv_heads, capacity, head_dim]. q of row r at float r * q_stride + h * head_dim
 // (pre-scaled here by `scale`), out at r * o_stride + h * head_dim (f32, or f16 pairs
-// with `out_f16`).
+// with `out_f16`; int8 blocks instead with `q8`, include/batch_attention_io.wgsl).
 
 const WG: u32 = 128u;
 alias Lane = vec4<f32>; // the NH query heads (include/batch_attention_io.wgsl)
@@ -142,7 +143,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     workgroupBarrier();
     let inv = 1.0 / l;
     let ob = r * pc.o_stride + h0 * hd;
-    if (pc.out_f16 != 0u) {
+    if (pc.q8 != 0u) {
+        for (var d = li; d < hd; d += WG) {
+            let v = dim_sum(d, nl, hd) * inv;
+            for (var i = 0u; i < nh; i++) {
+                q8s[i * hd + d] = v[i];
+            }
+        }
+        put_q8_heads(li, r, h0, nh, hd);
+    } else if (pc.out_f16 != 0u) {
         for (var p = li; p < hd / 2u; p += WG) {
             let d = 2u * p;
             let v0 = dim_sum(d, nl, hd) * inv;

@@ -273,7 +273,9 @@ fn a_quantized_sequence_decodes_alone_batched_and_like_the_decoder() {
         BLOCK_MATRIX_UNITS_MIN_SEQUENCES,
         BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES,
     ] {
-        quantized_batch_check(&quant(Some(sequences)), &cfg, &single, &decoder, sequences);
+        let int_dot = d.info().int_dot;
+        let loaded = quant(Some(sequences));
+        quantized_batch_check(&loaded, &cfg, &single, &decoder, sequences, int_dot);
     }
 }
 
@@ -284,6 +286,7 @@ fn quantized_batch_check(
     single: &Loaded,
     decoder: &sluice_llm::decode::Decoder,
     sequences: usize,
+    int_dot: bool,
 ) {
     assert_eq!(loaded.dtype, "q4_k+q6_k");
     // Which linear ops of the decode rows run on the matrix units: none in small engines
@@ -297,6 +300,13 @@ fn quantized_batch_check(
         _ => 0,
     };
     assert_eq!(m.batch_matrix_unit_ops(), want, "{sequences} slots");
+    // Where o runs on integer dot products, the attention hands it int8 blocks.
+    let handoffs = if int_dot && want < linear {
+        cfg.layers
+    } else {
+        0
+    };
+    assert_eq!(m.batch_q8_handoff_layers(), handoffs, "{sequences} slots");
     let target = prompt(5, 9, cfg.vocab);
     let others = vec![(0, prompt(6, 17, cfg.vocab)), (3, prompt(7, 3, cfg.vocab))];
     let mut runner =

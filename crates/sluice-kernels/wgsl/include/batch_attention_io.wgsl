@@ -6,6 +6,7 @@
 struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
 struct U32x4s { d: array<vec4<u32>> }
+struct V4s { d: array<vec4<f32>> }
 struct Push {
     heads: u32,
     kv_heads: u32,
@@ -17,6 +18,9 @@ struct Push {
     block: u32,
     max_blocks: u32,
     out_f16: u32,
+    q8: u32,
+    q8_words: u32,
+    q8_blocks: u32,
 }
 
 @group(0) @binding(0) var<storage, read> rows: U32s;
@@ -32,7 +36,37 @@ struct Push {
 // 16-byte boundary, i.e. head_dim a multiple of 8).
 @group(0) @binding(6) var<storage, read> kcache4: U32x4s;
 @group(0) @binding(7) var<storage, read> vcache4: U32x4s;
+// With `q8` = 1 the output goes here instead of `out`, quantized to int8 per block of 32
+// as act_q8.wgsl (without a norm) would make it of the f32 output, bit for bit: row r's
+// words from `r * q8_words` of oq, its blocks' (d, d * sum of the first 16 q, d * sum of
+// the last 16 q, 0) from vec4 `r * q8_blocks` of od (the integer-dot batched matvec's
+// input; head_dim a multiple of 32).
+@group(0) @binding(8) var<storage, read_write> oq: U32s;
+@group(0) @binding(9) var<storage, read_write> od: V4s;
 var<immediate> pc: Push;
+
+// The q8 output's staging: head i (of the workgroup's nh) dim d at i * head_dim + d.
+var<workgroup> q8s: array<f32, 1024>;
+
+// Row r's outputs of heads h0 .. h0 + nh - 1, staged in q8s, to oq / od (`q8` = 1): one
+// invocation per block of 32 (all invocations call it).
+fn put_q8_heads(li: u32, r: u32, h0: u32, nh: u32, hd: u32) {
+    workgroupBarrier();
+    for (var b = li; b < nh * hd / 32u; b += WG) {
+        var vs: array<vec4<f32>, 8>;
+        for (var k = 0u; k < 8u; k++) {
+            let e = 32u * b + 4u * k;
+            vs[k] = vec4<f32>(q8s[e], q8s[e + 1u], q8s[e + 2u], q8s[e + 3u]);
+        }
+        var qw: array<u32, 8>;
+        let dv = quantize_x32(&vs, &qw);
+        let gb = h0 * hd / 32u + b;
+        for (var k = 0u; k < 8u; k++) {
+            oq.d[r * pc.q8_words + 8u * gb + k] = qw[k];
+        }
+        od.d[r * pc.q8_blocks + gb] = vec4<f32>(dv, 0.0);
+    }
+}
 
 // Output element i as f32.
 fn put_out(i: u32, v: f32) {

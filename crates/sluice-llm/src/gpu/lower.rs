@@ -425,14 +425,14 @@ impl GpuModel {
     }
 
     /// A batched step's linear op on integer dot products (block formats): the
-    /// activations quantized to int8 per 32 (norm applied) once, then one
-    /// `matvec_batch_dp` per matrix (`up`: gated).
+    /// activations quantized to int8 per 32 (norm applied) once (`x`; `None`: its producer
+    /// already wrote them to `dp`), then one `matvec_batch_dp` per matrix (`up`: gated).
     #[allow(clippy::too_many_arguments)]
     fn batch_dp(
         &self,
         enc: &mut Encoder,
         t: Tokens,
-        x: (BufferSlice<'_>, u32),
+        x: Option<(BufferSlice<'_>, u32)>,
         norm: Option<&Buffer>,
         dp: &(Buffer, Buffer),
         parts: &[(&Matrix, u64)],
@@ -444,20 +444,23 @@ impl GpuModel {
         let (qs, ds) = k::act_q8_strides(cols);
         let xq = dp.0.slice(0..t.n as u64 * qs as u64 * 4);
         let xd = dp.1.slice(0..t.n as u64 * ds as u64 * 16);
-        enc.dispatch(
-            &self.device.pipeline(&k::ACT_Q8)?,
-            [t.n, 1, 1],
-            &[x.0, norm.unwrap_or(&self.final_norm).slice(..), xq, xd],
-            &k::ActQ8Push {
-                cols,
-                tokens: t.n,
-                x_stride4: x.1 / 4,
-                norm: norm.is_some() as u32,
-                eps: self.config.rms_eps,
-                xq_stride: qs,
-                xd_stride: ds,
-            },
-        )?;
+        // x quantized here, unless its producer wrote it so (`None`).
+        if let Some(x) = x {
+            enc.dispatch(
+                &self.device.pipeline(&k::ACT_Q8)?,
+                [t.n, 1, 1],
+                &[x.0, norm.unwrap_or(&self.final_norm).slice(..), xq, xd],
+                &k::ActQ8Push {
+                    cols,
+                    tokens: t.n,
+                    x_stride4: x.1 / 4,
+                    norm: norm.is_some() as u32,
+                    eps: self.config.rms_eps,
+                    xq_stride: qs,
+                    xd_stride: ds,
+                },
+            )?;
+        }
         for &(m, row) in parts {
             let desc = k::matvec_batch_dp(m.dtype, up.is_some()).ok_or_else(|| {
                 sluice::Error::InvalidUse(format!(
@@ -577,6 +580,21 @@ impl GpuModel {
         }
     }
 
+    /// Where layer `layer`'s batched attention writes its output quantized to int8 per 32
+    /// (the integer-dot scratch, what `act_q8` would make of it, so o skips that dispatch):
+    /// decode rows whose o runs on integer dot products, with the `q8_handoff` option and
+    /// head_dim a multiple of 32.
+    pub(super) fn attn_q8_output(&self, layer: usize, shape: Shape) -> Option<&(Buffer, Buffer)> {
+        if !self.options.q8_handoff || !self.config.head_dim.is_multiple_of(32) {
+            return None;
+        }
+        let o = layer_linear(layer, |l| l.input == Act::Attn)?;
+        if o.norm.is_some() || self.batch_path(&o, shape) != BatchPath::IntDot {
+            return None;
+        }
+        self.batch_dp_scratch()
+    }
+
     /// Where gate/up op `l` writes its output as f16 pairs (and the halves between tokens),
     /// when its consumer reads it so ([`Self::f16_input`]).
     fn f16_output(&self, l: &Linear, shape: Shape) -> Option<(&Buffer, u32)> {
@@ -640,6 +658,14 @@ impl GpuModel {
             .count()
     }
 
+    /// Layers whose batched attention hands o its decode rows quantized to int8
+    /// ([`Self::attn_q8_output`]; the `q8_handoff` option). 0 without a paged engine.
+    pub fn batch_q8_handoff_layers(&self) -> usize {
+        (0..self.layers.len())
+            .filter(|&i| self.attn_q8_output(i, Shape::Batch(1)).is_some())
+            .count()
+    }
+
     /// A linear op: the norm folded in or separate, gated or not, per the fusion switches.
     fn lower_linear(&self, enc: &mut Encoder, l: &Linear, shape: Shape) -> sluice::Result<()> {
         let layer = l.weight.layer();
@@ -687,7 +713,10 @@ impl GpuModel {
         match (tokens, self.batch_path(l, shape)) {
             (Some(t), BatchPath::IntDot) => {
                 let dp = self.batch_dp_scratch().expect("checked by batch_path");
-                let x = (xb.slice(x_at..), xs);
+                // The attention wrote o's input quantized already.
+                let made = l.input == Act::Attn
+                    && layer.is_some_and(|i| self.attn_q8_output(i, shape).is_some());
+                let x = (!made).then(|| (xb.slice(x_at..), xs));
                 return self.batch_dp(enc, t, x, norm, dp, &parts, up, (yb, ys), l.accumulate);
             }
             (Some(t), BatchPath::MatrixUnits) => {

@@ -580,6 +580,13 @@ impl GpuModel {
             Some(xh) => (xh, (c.heads * c.head_dim) as u32),
             None => (&s.attn, self.sizes.attn_stride as u32),
         };
+        // Or quantized into the integer-dot matvec's input, where o reads it so.
+        let q8_out = self.attn_q8_output(i, shape);
+        let (q8_words, q8_blocks) = k::act_q8_strides((c.heads * c.head_dim) as u32);
+        let (oq, od) = match q8_out {
+            Some((xq, xd)) => (xq.slice(..), xd.slice(..)),
+            None => (out.slice(..), out.slice(..)),
+        };
         enc.dispatch(
             &p.attention,
             [p.attention_groups, n, 1],
@@ -592,6 +599,8 @@ impl GpuModel {
                 out.slice(..),
                 l.k_cache.slice(..),
                 l.v_cache.slice(..),
+                oq,
+                od,
             ],
             &k::BatchAttnPush {
                 heads: c.heads as u32,
@@ -604,6 +613,9 @@ impl GpuModel {
                 block,
                 max_blocks,
                 out_f16: f16_out.is_some() as u32,
+                q8: q8_out.is_some() as u32,
+                q8_words,
+                q8_blocks,
             },
         )
     }

@@ -76,7 +76,8 @@ pub struct ModelOpts {
     pub no_fuse: bool,
     /// Decode of block formats: down quantizes the gate/up output itself instead of
     /// reading the int8 blocks the gate/up wrote, and in batched engines on integer dot
-    /// products o its input instead of reading the attention's int8 blocks (A/B)
+    /// products o and down theirs instead of reading the attention's and the gate/up's
+    /// (A/B)
     #[arg(long)]
     pub no_q8_handoff: bool,
     /// Decode lowering: one dispatch per op behind pipeline barriers; one persistent

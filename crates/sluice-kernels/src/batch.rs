@@ -762,6 +762,15 @@ pub struct MatvecBatchDpPush {
     pub tpr: u32,
     /// Row groups along x (the rest continue along z).
     pub row_groups_x: u32,
+    /// Gated kernel only, 1: the output also quantized to int8 per block of 32 into
+    /// bindings 5 and 6 (words, block entries), bit for bit what [`ACT_Q8`] without a norm
+    /// makes of y (the down projection's input); only where
+    /// [`matvec_batch_dp_q8_output`] holds.
+    pub q8: u32,
+    /// u32 words between consecutive tokens' int8 output (`q8`).
+    pub q8_words: u32,
+    /// 16-byte block entries between consecutive tokens' int8 output (`q8`).
+    pub q8_blocks: u32,
 }
 const _: () = assert!(
     std::mem::size_of::<MatvecBatchDpPush>()
@@ -776,7 +785,9 @@ const DP_ROWS: u32 = 2;
 /// The integer-dot batched matvec for `dtype` (`silu`: the gated gate/up, both matrices
 /// of `dtype`): `matvec_batch_dp[_silu]_<format>_dp`, every block format with an
 /// integer-dot unit ([`crate::has_int_dot`]). Bindings: `w`, [`w_b`], `xq`, `xd` (from
-/// [`ACT_Q8`]), `y`. None for float dtypes. Only where `DeviceInfo::int_dot`.
+/// [`ACT_Q8`]), `y`, gated also the int8 output's words and block entries (read-write; any
+/// buffer without [`MatvecBatchDpPush::q8`]). None for float dtypes. Only where
+/// `DeviceInfo::int_dot`.
 pub fn matvec_batch_dp(dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
     let stem = if silu {
         "matvec_batch_dp_silu"
@@ -803,6 +814,15 @@ pub fn matvec_batch_dp_plan(dtype: WeightDtype, rows: u32, cols: u32) -> u32 {
         .clamp(4, cap)
 }
 
+/// Whether the gated [`matvec_batch_dp`] of a `rows` x `cols` `dtype` pair can write its
+/// output as int8 blocks too ([`MatvecBatchDpPush::q8`]): its workgroups own whole blocks of
+/// 32 rows under the default plan ([`matvec_batch_dp_plan`]: 16 lanes per row group or
+/// fewer), and `rows` is a multiple of 32.
+pub fn matvec_batch_dp_q8_output(dtype: WeightDtype, rows: u32, cols: u32) -> bool {
+    let per_wg = 256 / matvec_batch_dp_plan(dtype, rows, cols) * DP_ROWS;
+    per_wg.is_multiple_of(32) && rows.is_multiple_of(32)
+}
+
 impl MatvecBatchDpPush {
     /// Push constants and dispatch size of [`matvec_batch_dp`] for a `rows` x `cols`
     /// `dtype` matrix and `tokens`, activations from [`ACT_Q8`] packed as
@@ -825,6 +845,9 @@ impl MatvecBatchDpPush {
             y_stride: rows,
             tpr,
             row_groups_x: gx,
+            q8: 0,
+            q8_words: 0,
+            q8_blocks: 0,
         };
         let groups = [
             gx,

@@ -985,6 +985,10 @@ fn matvec_batch_dp_matches_int_reference_and_each_token_alone() {
         let k = d.pipeline(matvec_batch_dp(dt, silu).unwrap()).unwrap();
         let mut bind: Vec<_> = mats.iter().map(|m| m.slice(..)).collect();
         bind.extend([xq.slice(..), xd.slice(..), yb.slice(..)]);
+        if silu {
+            // The int8 output's bindings (unused: q8 0).
+            bind.extend([yb.slice(..), yb.slice(..)]);
+        }
         let mut enc = d.encoder().unwrap();
         enc.dispatch(
             &act,
@@ -1098,6 +1102,167 @@ fn matvec_batch_dp_matches_int_reference_and_each_token_alone() {
                         what(kernel)
                     );
                 }
+            }
+        }
+    }
+}
+
+/// The gated integer-dot batched matvec's int8 output (down's input in batched engines):
+/// bit for bit what `act_q8` without a norm makes of its float output, which is itself
+/// unchanged; blocks past the rows and the gaps between tokens untouched.
+#[test]
+fn matvec_batch_dp_silu_q8_output_is_act_q8_of_its_output() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(38);
+    let act = d.pipeline(&ACT_Q8).unwrap();
+    for dt in QUANT_DTYPES.into_iter().filter(|&dt| has_int_dot(dt)) {
+        // 96 rows: whole workgroups of 32 rows, or (Q5_K / Q6_K: 8 lanes per row group) a
+        // last workgroup of 64 rows reaching past them.
+        let (rows, cols) = (96usize, if dt.block_elems() == 256 { 512 } else { 256 });
+        assert!(
+            matvec_batch_dp_q8_output(dt, rows as u32, cols as u32),
+            "{}",
+            dt.name()
+        );
+        let (g, u) = (
+            qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 0.3)),
+            qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 0.3)),
+        );
+        for tokens in [1usize, 3, 11] {
+            let what = format!("{} {rows}x{cols} x{tokens}", dt.name());
+            let x = rng.vec(tokens * cols, 2.0);
+            let (qs, ds) = act_q8_strides(cols as u32);
+            let (hq_s, hd_s) = act_q8_strides(rows as u32);
+            let xb = f32_buffer(&d, "x", &x, ResourceClass::TokenScratch);
+            let one = f32_buffer(&d, "ones", &vec![1.0; cols], ResourceClass::ReadOnlyWeight);
+            let xq = u32_buffer(
+                &d,
+                "xq",
+                &vec![0; tokens * qs as usize],
+                ResourceClass::TokenScratch,
+            );
+            let xd = u32_buffer(
+                &d,
+                "xd",
+                &vec![0; tokens * ds as usize * 4],
+                ResourceClass::TokenScratch,
+            );
+            let (nq, nd) = (
+                tokens * (hq_s + 1) as usize,
+                tokens * (hd_s + 1) as usize * 4,
+            );
+            let run = |q8: bool| -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+                let yb = u32_buffer(
+                    &d,
+                    "y",
+                    &vec![!0; tokens * rows],
+                    ResourceClass::TokenScratch,
+                );
+                let hq = u32_buffer(&d, "hq", &vec![!0; nq], ResourceClass::TokenScratch);
+                let hd = u32_buffer(&d, "hd", &vec![!0; nd], ResourceClass::TokenScratch);
+                let (push, groups) =
+                    MatvecBatchDpPush::new(dt, rows as u32, cols as u32, tokens as u32);
+                let push = MatvecBatchDpPush {
+                    q8: q8 as u32,
+                    q8_words: hq_s + 1,
+                    q8_blocks: hd_s + 1,
+                    ..push
+                };
+                let k = d.pipeline(matvec_batch_dp(dt, true).unwrap()).unwrap();
+                let mut enc = d.encoder().unwrap();
+                enc.dispatch(
+                    &act,
+                    [tokens as u32, 1, 1],
+                    &[xb.slice(..), one.slice(..), xq.slice(..), xd.slice(..)],
+                    &ActQ8Push {
+                        cols: cols as u32,
+                        tokens: tokens as u32,
+                        x_stride4: cols as u32 / 4,
+                        norm: 0,
+                        eps: 0.0,
+                        xq_stride: qs,
+                        xd_stride: ds,
+                    },
+                )
+                .unwrap();
+                let bind = [
+                    g.buf.slice(..),
+                    u.buf.slice(..),
+                    xq.slice(..),
+                    xd.slice(..),
+                    yb.slice(..),
+                    hq.slice(..),
+                    hd.slice(..),
+                ];
+                enc.dispatch(&k, groups, &bind, &push).unwrap();
+                enc.submit().unwrap().wait().unwrap();
+                (
+                    yb.read(0, tokens * rows).unwrap(),
+                    hq.read(0, nq).unwrap(),
+                    hd.read(0, nd).unwrap(),
+                )
+            };
+            let (y_off, ..) = run(false);
+            let (y, gq, gd) = run(true);
+            assert_eq!(y, y_off, "{what}: y with the q8 output");
+            // act_q8 of y, on the same device.
+            let yb = u32_buffer(&d, "y", &y, ResourceClass::TokenScratch);
+            let one_r = f32_buffer(&d, "ones", &vec![1.0; rows], ResourceClass::ReadOnlyWeight);
+            let wq = u32_buffer(
+                &d,
+                "wq",
+                &vec![0; tokens * hq_s as usize],
+                ResourceClass::TokenScratch,
+            );
+            let wd = u32_buffer(
+                &d,
+                "wd",
+                &vec![0; tokens * hd_s as usize * 4],
+                ResourceClass::TokenScratch,
+            );
+            let mut enc = d.encoder().unwrap();
+            enc.dispatch(
+                &act,
+                [tokens as u32, 1, 1],
+                &[yb.slice(..), one_r.slice(..), wq.slice(..), wd.slice(..)],
+                &ActQ8Push {
+                    cols: rows as u32,
+                    tokens: tokens as u32,
+                    x_stride4: rows as u32 / 4,
+                    norm: 0,
+                    eps: 0.0,
+                    xq_stride: hq_s,
+                    xd_stride: hd_s,
+                },
+            )
+            .unwrap();
+            enc.submit().unwrap().wait().unwrap();
+            let want_q: Vec<u32> = wq.read(0, tokens * hq_s as usize).unwrap();
+            let want_d: Vec<u32> = wd.read(0, tokens * hd_s as usize * 4).unwrap();
+            for t in 0..tokens {
+                let (q0, d0) = (t * (hq_s + 1) as usize, t * (hd_s + 1) as usize * 4);
+                let (wq0, wd0) = (t * hq_s as usize, t * hd_s as usize * 4);
+                assert_eq!(
+                    gq[q0..q0 + hq_s as usize],
+                    want_q[wq0..wq0 + hq_s as usize],
+                    "{what}: words of token {t}"
+                );
+                assert_eq!(
+                    gd[d0..d0 + 4 * hd_s as usize],
+                    want_d[wd0..wd0 + 4 * hd_s as usize],
+                    "{what}: blocks of token {t}"
+                );
+                assert_eq!(
+                    gq[q0 + hq_s as usize],
+                    !0,
+                    "{what}: word gap after token {t}"
+                );
+                assert_eq!(
+                    gd[d0 + 4 * hd_s as usize],
+                    !0,
+                    "{what}: block gap after token {t}"
+                );
             }
         }
     }

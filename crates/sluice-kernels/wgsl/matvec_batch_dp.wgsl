@@ -9,7 +9,9 @@
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 var<immediate> pc: Push;
 const SILU: bool = false;
-// No second matrix (the gated branches never run here).
+// No second matrix and no q8 output (the gated branches never run here).
 fn wb_raw(i: u32) -> vec4<u32> {
     return w.d[i];
 }
+fn stage_h(t: u32, j: u32, n: u32, v: f32) {}
+fn put_h_q8(li: u32, first: u32, n: u32, t0: u32) {}

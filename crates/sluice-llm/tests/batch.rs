@@ -300,13 +300,19 @@ fn quantized_batch_check(
         _ => 0,
     };
     assert_eq!(m.batch_matrix_unit_ops(), want, "{sequences} slots");
-    // Where o runs on integer dot products, the attention hands it int8 blocks.
+    // Where o and down run on integer dot products, the attention and the gate/up hand
+    // them int8 blocks.
     let handoffs = if int_dot && want < linear {
         cfg.layers
     } else {
         0
     };
     assert_eq!(m.batch_q8_handoff_layers(), handoffs, "{sequences} slots");
+    assert_eq!(
+        m.batch_mlp_q8_handoff_layers(),
+        handoffs,
+        "{sequences} slots"
+    );
     let target = prompt(5, 9, cfg.vocab);
     let others = vec![(0, prompt(6, 17, cfg.vocab)), (3, prompt(7, 3, cfg.vocab))];
     let mut runner =

@@ -18,7 +18,7 @@
 // session): 4 rows per lane group, or the tokens' x staged in shared memory, were slower. The arithmetic per unit is the single-token `*_dp`
 // matvec's (CPU model: `quant_dp::matvec_dp_cpu`). Dispatch [row groups (x, then z past
 // 65535), token groups, ...].
-struct Push { rows: u32, cols: u32, w_stride: u32, accumulate: u32, tokens: u32, xq_stride: u32, xd_stride: u32, y_stride: u32, tpr: u32, row_groups_x: u32 }
+struct Push { rows: u32, cols: u32, w_stride: u32, accumulate: u32, tokens: u32, xq_stride: u32, xd_stride: u32, y_stride: u32, tpr: u32, row_groups_x: u32, q8: u32, q8_words: u32, q8_blocks: u32 }
 struct WVec { d: array<vec4<u32>> }
 
 const WG: u32 = 256u;
@@ -79,8 +79,9 @@ fn seg_sum(v: vec4<f32>, seg: u32, sg: u32) -> vec4<f32> {
     return s;
 }
 
-// Writes (row r, token t) from the sums s (rows r, r + 1; gated: the up's in z, w).
-fn emit(r: u32, t: u32, s: vec4<f32>) {
+// Writes (row r, token t) from the sums s (rows r, r + 1; gated: the up's in z, w); with
+// the q8 output (gated) also stages them as row j, token tl of the workgroup's n rows.
+fn emit(r: u32, t: u32, s: vec4<f32>, j: u32, tl: u32, n: u32) {
     if (t >= pc.tokens) {
         return;
     }
@@ -89,7 +90,11 @@ fn emit(r: u32, t: u32, s: vec4<f32>) {
         if (r + k < pc.rows) {
             let g = select(s.x, s.y, k == 1u);
             if (SILU) {
-                y[o + k] = g / (1.0 + exp(-g)) * select(s.z, s.w, k == 1u);
+                let v = g / (1.0 + exp(-g)) * select(s.z, s.w, k == 1u);
+                y[o + k] = v;
+                if (pc.q8 != 0u) {
+                    stage_h(tl, j + k, n, v);
+                }
             } else if (pc.accumulate != 0u) {
                 y[o + k] = y[o + k] + g;
             } else {
@@ -172,6 +177,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         for (var k = 0u; k < per; k++) {
             sum += red[(g * per + k) * TB + t];
         }
-        emit(first + g * NR, t0 + t, sum);
+        emit(first + g * NR, t0 + t, sum, g * NR, t, groups * NR);
+    }
+    if (SILU && pc.q8 != 0u) {
+        put_h_q8(li, first, groups * NR, t0);
     }
 }

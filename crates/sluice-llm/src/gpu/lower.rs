@@ -439,6 +439,7 @@ impl GpuModel {
         up: Option<&Matrix>,
         y: (&Buffer, u32),
         accumulate: bool,
+        q8_out: Option<&(Buffer, Buffer)>,
     ) -> sluice::Result<()> {
         let cols = parts[0].0.cols;
         let (qs, ds) = k::act_q8_strides(cols);
@@ -469,15 +470,26 @@ impl GpuModel {
                 ))
             })?;
             let (push, groups) = k::MatvecBatchDpPush::new(m.dtype, m.rows, cols, t.n);
+            let (hq, hd) = k::act_q8_strides(m.rows);
             let push = k::MatvecBatchDpPush {
                 w_stride: m.stride_field(),
                 y_stride: y.1,
                 accumulate: accumulate as u32,
+                q8: q8_out.is_some() as u32,
+                q8_words: hq,
+                q8_blocks: hd,
                 ..push
             };
             let mut bindings = vec![m.buffer.slice(..)];
             bindings.extend(up.map(|u| u.buffer.slice(..)));
             bindings.extend([xq, xd, y.0.slice(row * 4..)]);
+            if up.is_some() {
+                // The int8 output (any buffer without it).
+                bindings.extend(match q8_out {
+                    Some((q, d)) => [q.slice(..), d.slice(..)],
+                    None => [y.0.slice(..), y.0.slice(..)],
+                });
+            }
             enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push)?;
         }
         Ok(())
@@ -658,11 +670,42 @@ impl GpuModel {
             .count()
     }
 
+    /// Where layer `layer`'s batched gate/up also writes its output quantized to int8 per
+    /// 32 for down (the second integer-dot scratch, what `act_q8` would make of it, so down
+    /// skips that dispatch): decode rows with both on integer dot products, the
+    /// `q8_handoff` option, and gate/up workgroups that own whole blocks of 32 rows
+    /// (`sluice_kernels::matvec_batch_dp_q8_output`).
+    pub(super) fn mlp_q8_output(&self, layer: usize, shape: Shape) -> Option<&(Buffer, Buffer)> {
+        if !self.options.q8_handoff {
+            return None;
+        }
+        let gate_up = layer_linear(layer, |l| l.output == Act::H && l.up.is_some())?;
+        let down = layer_linear(layer, |l| l.input == Act::H)?;
+        if down.norm.is_some()
+            || self.batch_path(&gate_up, shape) != BatchPath::IntDot
+            || self.batch_path(&down, shape) != BatchPath::IntDot
+        {
+            return None;
+        }
+        let g = self.matrices(gate_up.weight)[0].0;
+        k::matvec_batch_dp_q8_output(g.dtype, g.rows, g.cols)
+            .then(|| self.batch_dp_h_scratch())
+            .flatten()
+    }
+
     /// Layers whose batched attention hands o its decode rows quantized to int8
     /// ([`Self::attn_q8_output`]; the `q8_handoff` option). 0 without a paged engine.
     pub fn batch_q8_handoff_layers(&self) -> usize {
         (0..self.layers.len())
             .filter(|&i| self.attn_q8_output(i, Shape::Batch(1)).is_some())
+            .count()
+    }
+
+    /// Layers whose batched gate/up hands down its decode rows quantized to int8
+    /// ([`Self::mlp_q8_output`]; the `q8_handoff` option). 0 without a paged engine.
+    pub fn batch_mlp_q8_handoff_layers(&self) -> usize {
+        (0..self.layers.len())
+            .filter(|&i| self.mlp_q8_output(i, Shape::Batch(1)).is_some())
             .count()
     }
 
@@ -712,12 +755,22 @@ impl GpuModel {
         let up = l.up.map(|u| self.matrices(u)[0].0);
         match (tokens, self.batch_path(l, shape)) {
             (Some(t), BatchPath::IntDot) => {
-                let dp = self.batch_dp_scratch().expect("checked by batch_path");
-                // The attention wrote o's input quantized already.
-                let made = l.input == Act::Attn
-                    && layer.is_some_and(|i| self.attn_q8_output(i, shape).is_some());
+                let mut dp = self.batch_dp_scratch().expect("checked by batch_path");
+                // The attention wrote o's input quantized already, or the gate/up down's
+                // (into its own scratch: the gate/up still reads `dp`).
+                let mlp = layer.and_then(|i| self.mlp_q8_output(i, shape));
+                let made = match l.input {
+                    Act::Attn => layer.is_some_and(|i| self.attn_q8_output(i, shape).is_some()),
+                    Act::H => mlp.is_some(),
+                    _ => false,
+                };
+                if made && l.input == Act::H {
+                    dp = mlp.expect("made");
+                }
                 let x = (!made).then(|| (xb.slice(x_at..), xs));
-                return self.batch_dp(enc, t, x, norm, dp, &parts, up, (yb, ys), l.accumulate);
+                let q8_out = mlp.filter(|_| l.output == Act::H);
+                let y = (yb, ys);
+                return self.batch_dp(enc, t, x, norm, dp, &parts, up, y, l.accumulate, q8_out);
             }
             (Some(t), BatchPath::MatrixUnits) => {
                 // f16 activations: made here from x, or written by the producer.

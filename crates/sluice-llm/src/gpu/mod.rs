@@ -64,8 +64,8 @@ pub struct GpuOptions {
     /// Integer-dot decode of block formats: the fused gate/up also writes its output
     /// quantized to int8 blocks of 32 (bit for bit what down's kernel made of it), so down
     /// skips quantizing its input; in batched engines whose decode rows run on integer dot
-    /// products the attention writes o's input so (o's `act_q8` dispatch goes). Default
-    /// true; off for A/B (`--no-q8-handoff`).
+    /// products the attention writes o's input so and the gate/up down's (their `act_q8`
+    /// dispatches go). Default true; off for A/B (`--no-q8-handoff`).
     pub q8_handoff: bool,
     /// Threads per output row in the matvec kernels (32, 64, 128 or 256); `None` picks by
     /// row length (`sluice_kernels::matvec_threads_per_row`). Default `None`.

@@ -212,6 +212,9 @@ pub(crate) struct Paged {
     /// integer-dot batched matvec (`sluice_kernels::matvec_batch_dp`), `[max_rows, widest
     /// projection input]`; `None` without integer dot products.
     pub dp: Option<(Buffer, Buffer)>,
+    /// The same for the MLP hidden state, written by the gate/up for down
+    /// (`GpuModel::mlp_q8_output`), `[max_rows, intermediate]`.
+    pub dp_h: Option<(Buffer, Buffer)>,
     pub rope: Arc<Pipeline>,
     pub attention: Arc<Pipeline>,
     /// Workgroups of `attention` per row (`sluice_kernels::batch_attention_kernel`).
@@ -258,19 +261,21 @@ impl Paged {
         } else {
             None
         };
-        let dp = if device.info().int_dot {
-            let widest = c.hidden.max(c.intermediate).max(c.heads * c.head_dim) as u64;
+        let int8_rows = |name: &str, cols: usize| -> Result<Option<(Buffer, Buffer)>, LlmError> {
+            if !device.info().int_dot {
+                return Ok(None);
+            }
             let bytes = (opts.max_rows as u64)
-                .checked_mul(widest.next_multiple_of(32))
+                .checked_mul((cols as u64).next_multiple_of(32))
                 .ok_or_else(|| LlmError::InvalidArgument("batch activations overflow".into()))?;
             let t = ResourceClass::TokenScratch;
-            Some((
-                device.create_buffer("batch.xq", bytes, t)?,
-                device.create_buffer("batch.xd", bytes / 2, t)?,
-            ))
-        } else {
-            None
+            Ok(Some((
+                device.create_buffer(&format!("{name}q"), bytes, t)?,
+                device.create_buffer(&format!("{name}d"), bytes / 2, t)?,
+            )))
         };
+        let dp = int8_rows("batch.x", widest)?;
+        let dp_h = int8_rows("batch.h", c.intermediate)?;
         let argmax_words =
             k::argmax_rows_scratch_words(opts.max_rows.max(1) as u32, argmax_groups(c));
         let argmax_scratch = device.create_buffer("batch.argmax_scratch", argmax_words * 4, g)?;
@@ -302,6 +307,7 @@ impl Paged {
             xh_mlp,
             cmt,
             dp,
+            dp_h,
             opts,
         })
     }
@@ -389,6 +395,10 @@ impl GpuModel {
     /// The int8 activation buffers of the integer-dot batched matvec, if any.
     pub(super) fn batch_dp_scratch(&self) -> Option<&(Buffer, Buffer)> {
         self.paged.as_ref().and_then(|p| p.dp.as_ref())
+    }
+
+    pub(super) fn batch_dp_h_scratch(&self) -> Option<&(Buffer, Buffer)> {
+        self.paged.as_ref().and_then(|p| p.dp_h.as_ref())
     }
 
     pub(super) fn paged_logits(&self) -> &Buffer {

@@ -56,6 +56,11 @@ fn reduce(sg: u32, lane: u32, nsg: u32, v: f32, op: u32) -> f32 {
     return r;
 }
 
+// The staged output of dim d for the q8 output (include/batch_attention_io.wgsl).
+fn q8_value(i: u32, d: u32) -> f32 {
+    return qs[d];
+}
+
 // Dim d's output summed over the nl key lanes' partials, in lane order.
 fn dim_sum(d: u32, nl: u32, hd: u32) -> f32 {
     var sum = 0.0;
@@ -132,8 +137,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let inv = 1.0 / l;
     let ob = r * pc.o_stride + h * hd;
     if (pc.q8 != 0u) {
+        // qs was last read by the key scores (the barrier above).
         for (var d = li; d < hd; d += WG) {
-            q8s[d] = dim_sum(d, nl, hd) * inv;
+            qs[d] = dim_sum(d, nl, hd) * inv;
         }
         put_q8_heads(li, r, h, 1u, hd);
     } else if (pc.out_f16 != 0u) {

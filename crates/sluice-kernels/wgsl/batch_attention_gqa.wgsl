@@ -59,6 +59,12 @@ fn reduce(sg: u32, lane: u32, nsg: u32, v: vec4<f32>, op: u32) -> vec4<f32> {
     return r;
 }
 
+// The staged output of head i (lane i), dim d for the q8 output
+// (include/batch_attention_io.wgsl).
+fn q8_value(i: u32, d: u32) -> f32 {
+    return qs[d][i];
+}
+
 // Dim d's outputs (the NH heads) summed over the nl key lanes' partials, in lane order.
 fn dim_sum(d: u32, nl: u32, hd: u32) -> vec4<f32> {
     var sum = vec4<f32>(0.0);
@@ -144,11 +150,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let inv = 1.0 / l;
     let ob = r * pc.o_stride + h0 * hd;
     if (pc.q8 != 0u) {
+        // qs was last read by the key scores (the barrier above).
         for (var d = li; d < hd; d += WG) {
-            let v = dim_sum(d, nl, hd) * inv;
-            for (var i = 0u; i < nh; i++) {
-                q8s[i * hd + d] = v[i];
-            }
+            qs[d] = dim_sum(d, nl, hd) * inv;
         }
         put_q8_heads(li, r, h0, nh, hd);
     } else if (pc.out_f16 != 0u) {

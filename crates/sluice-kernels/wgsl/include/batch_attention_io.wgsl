@@ -45,18 +45,24 @@ struct Push {
 @group(0) @binding(9) var<storage, read_write> od: V4s;
 var<immediate> pc: Push;
 
-// The q8 output's staging: head i (of the workgroup's nh) dim d at i * head_dim + d.
-var<workgroup> q8s: array<f32, 1024>;
-
-// Row r's outputs of heads h0 .. h0 + nh - 1, staged in q8s, to oq / od (`q8` = 1): one
-// invocation per block of 32 (all invocations call it).
+// Row r's outputs of heads h0 .. h0 + nh - 1 to oq / od (`q8` = 1): one invocation per
+// block of 32 (all invocations call it). The kernel has staged head i's dim d where its
+// `q8_value(i, d)` reads it (in `qs`, free once the keys are scored, so the kernels take
+// no more shared memory than without the q8 output).
 fn put_q8_heads(li: u32, r: u32, h0: u32, nh: u32, hd: u32) {
     workgroupBarrier();
     for (var b = li; b < nh * hd / 32u; b += WG) {
         var vs: array<vec4<f32>, 8>;
         for (var k = 0u; k < 8u; k++) {
             let e = 32u * b + 4u * k;
-            vs[k] = vec4<f32>(q8s[e], q8s[e + 1u], q8s[e + 2u], q8s[e + 3u]);
+            let i = e / hd;
+            let d = e % hd;
+            vs[k] = vec4<f32>(
+                q8_value(i, d),
+                q8_value(i, d + 1u),
+                q8_value(i, d + 2u),
+                q8_value(i, d + 3u),
+            );
         }
         var qw: array<u32, 8>;
         let dv = quantize_x32(&vs, &qw);

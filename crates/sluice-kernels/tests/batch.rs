@@ -103,32 +103,6 @@ fn run_attention_into(
     ob.read(0, n_out).unwrap()
 }
 
-/// [`ACT_Q8`] without a norm over `tokens` rows of `cols` floats (`x` packed): the int8
-/// words and the block entries' floats.
-fn act_q8_words(d: &Device, x: &[f32], cols: u32, tokens: u32) -> (Vec<u32>, Vec<u32>) {
-    let (qs, ds) = act_q8_strides(cols);
-    let k = d.pipeline(&ACT_Q8).unwrap();
-    let xb = f32_buffer(d, "x", x, ResourceClass::TokenScratch);
-    let nw = f32_buffer(d, "norm_w", &[0.0; 4], ResourceClass::ReadOnlyWeight);
-    let (nq, nd) = ((tokens * qs) as usize, (tokens * ds * 4) as usize);
-    let xq = u32_buffer(d, "xq", &vec![!0; nq], ResourceClass::TokenScratch);
-    let xd = u32_buffer(d, "xd", &vec![!0; nd], ResourceClass::TokenScratch);
-    let push = ActQ8Push {
-        cols,
-        tokens,
-        x_stride4: cols / 4,
-        norm: 0,
-        eps: 0.0,
-        xq_stride: qs,
-        xd_stride: ds,
-    };
-    let mut enc = d.encoder().unwrap();
-    let bindings = [xb.slice(..), nw.slice(..), xq.slice(..), xd.slice(..)];
-    enc.dispatch(&k, [tokens, 1, 1], &bindings, &push).unwrap();
-    enc.submit().unwrap().wait().unwrap();
-    (xq.read(0, nq).unwrap(), xd.read(0, nd).unwrap())
-}
-
 /// [`ACT_F16`] over `groups` rows (tokens past `p.tokens`: zeros), norm weights `nw` when
 /// `p.norm` is 1: `groups * p.h_words` words, all bits set where not written.
 fn run_act_f16(d: &Device, x: &[f32], nw: &[f32], p: ActF16Push, groups: u32) -> Vec<u32> {
@@ -319,33 +293,11 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
                 let packed: Vec<f32> = (0..rows.len())
                     .flat_map(|r| got[r * p.o_stride as usize..][..n].to_vec())
                     .collect();
-                let (wq, wd) = act_q8_words(&d, &packed, heads * hd, rows.len() as u32);
+                let want = act_q8_rows(&d, &packed, heads * hd, rows.len() as u32);
                 let (gq, gd): (Vec<u32>, Vec<u32>) =
                     (oq.read(0, nq).unwrap(), od.read(0, 4 * nd).unwrap());
-                for r in 0..rows.len() {
-                    let (q0, d0) = (r * (qs + 1) as usize, 4 * r * (ds + 1) as usize);
-                    let (wq0, wd0) = (r * qs as usize, 4 * r * ds as usize);
-                    assert_eq!(
-                        gq[q0..q0 + qs as usize],
-                        wq[wq0..wq0 + qs as usize],
-                        "{what}: q8 words row {r}"
-                    );
-                    assert_eq!(
-                        gd[d0..d0 + 4 * ds as usize],
-                        wd[wd0..wd0 + 4 * ds as usize],
-                        "{what}: q8 blocks row {r}"
-                    );
-                    assert_eq!(
-                        gq[q0 + qs as usize],
-                        !0,
-                        "{what}: q8 word gap after row {r} written"
-                    );
-                    assert_eq!(
-                        gd[d0 + 4 * ds as usize],
-                        !0,
-                        "{what}: q8 block gap after row {r} written"
-                    );
-                }
+                let want = (&want.0[..], &want.1[..]);
+                assert_q8_rows(&what, (&gq, &gd), want, heads * hd, rows.len());
             }
         }
     }

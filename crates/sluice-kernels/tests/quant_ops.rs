@@ -1207,63 +1207,10 @@ fn matvec_batch_dp_silu_q8_output_is_act_q8_of_its_output() {
             let (y, gq, gd) = run(true);
             assert_eq!(y, y_off, "{what}: y with the q8 output");
             // act_q8 of y, on the same device.
-            let yb = u32_buffer(&d, "y", &y, ResourceClass::TokenScratch);
-            let one_r = f32_buffer(&d, "ones", &vec![1.0; rows], ResourceClass::ReadOnlyWeight);
-            let wq = u32_buffer(
-                &d,
-                "wq",
-                &vec![0; tokens * hq_s as usize],
-                ResourceClass::TokenScratch,
-            );
-            let wd = u32_buffer(
-                &d,
-                "wd",
-                &vec![0; tokens * hd_s as usize * 4],
-                ResourceClass::TokenScratch,
-            );
-            let mut enc = d.encoder().unwrap();
-            enc.dispatch(
-                &act,
-                [tokens as u32, 1, 1],
-                &[yb.slice(..), one_r.slice(..), wq.slice(..), wd.slice(..)],
-                &ActQ8Push {
-                    cols: rows as u32,
-                    tokens: tokens as u32,
-                    x_stride4: rows as u32 / 4,
-                    norm: 0,
-                    eps: 0.0,
-                    xq_stride: hq_s,
-                    xd_stride: hd_s,
-                },
-            )
-            .unwrap();
-            enc.submit().unwrap().wait().unwrap();
-            let want_q: Vec<u32> = wq.read(0, tokens * hq_s as usize).unwrap();
-            let want_d: Vec<u32> = wd.read(0, tokens * hd_s as usize * 4).unwrap();
-            for t in 0..tokens {
-                let (q0, d0) = (t * (hq_s + 1) as usize, t * (hd_s + 1) as usize * 4);
-                let (wq0, wd0) = (t * hq_s as usize, t * hd_s as usize * 4);
-                assert_eq!(
-                    gq[q0..q0 + hq_s as usize],
-                    want_q[wq0..wq0 + hq_s as usize],
-                    "{what}: words of token {t}"
-                );
-                assert_eq!(
-                    gd[d0..d0 + 4 * hd_s as usize],
-                    want_d[wd0..wd0 + 4 * hd_s as usize],
-                    "{what}: blocks of token {t}"
-                );
-                assert_eq!(
-                    gq[q0 + hq_s as usize],
-                    !0,
-                    "{what}: word gap after token {t}"
-                );
-                assert_eq!(
-                    gd[d0 + 4 * hd_s as usize],
-                    !0,
-                    "{what}: block gap after token {t}"
-                );
-            }
+            let yf: Vec<f32> = y.iter().map(|&b| f32::from_bits(b)).collect();
+            let want = act_q8_rows(&d, &yf, rows as u32, tokens as u32);
+            let want = (&want.0[..], &want.1[..]);
+            assert_q8_rows(&what, (&gq, &gd), want, rows as u32, tokens);
         }
     }
 }

@@ -3,7 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use sluice::{Buffer, Device, ResourceClass};
-use sluice_kernels::{pack_weights, WeightDtype};
+use sluice_kernels::{act_q8_strides, pack_weights, ActQ8Push, WeightDtype, ACT_Q8};
 
 /// The bit patterns of `v` (for bit-for-bit comparisons that show the values' words).
 pub fn bits(v: &[f32]) -> Vec<u32> {
@@ -99,5 +99,57 @@ impl Rng {
     }
     pub fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
         (0..n).map(|_| self.f32() * scale).collect()
+    }
+}
+
+/// [`ACT_Q8`] without a norm over `tokens` rows of `cols` floats (`x` packed): the int8
+/// words and the block entries' float bits, rows packed ([`act_q8_strides`]).
+pub fn act_q8_rows(d: &Device, x: &[f32], cols: u32, tokens: u32) -> (Vec<u32>, Vec<u32>) {
+    let (qs, ds) = act_q8_strides(cols);
+    let k = d.pipeline(&ACT_Q8).unwrap();
+    let xb = f32_buffer(d, "x", x, ResourceClass::TokenScratch);
+    let nw = f32_buffer(d, "norm_w", &[0.0; 4], ResourceClass::ReadOnlyWeight);
+    let (nq, nd) = ((tokens * qs) as usize, (tokens * ds * 4) as usize);
+    let xq = u32_buffer(d, "xq", &vec![!0; nq], ResourceClass::TokenScratch);
+    let xd = u32_buffer(d, "xd", &vec![!0; nd], ResourceClass::TokenScratch);
+    let push = ActQ8Push {
+        cols,
+        tokens,
+        x_stride4: cols / 4,
+        norm: 0,
+        eps: 0.0,
+        xq_stride: qs,
+        xd_stride: ds,
+    };
+    let mut enc = d.encoder().unwrap();
+    let bindings = [xb.slice(..), nw.slice(..), xq.slice(..), xd.slice(..)];
+    enc.dispatch(&k, [tokens, 1, 1], &bindings, &push).unwrap();
+    enc.submit().unwrap().wait().unwrap();
+    (xq.read(0, nq).unwrap(), xd.read(0, nd).unwrap())
+}
+
+/// Asserts that `rows` rows of a kernel's int8 output of `cols` columns, written one word
+/// and one block entry apart (`got`: words, block entries' float bits), equal the packed
+/// rows of [`act_q8_rows`] (`want`) and left the gaps (all bits set) untouched.
+pub fn assert_q8_rows(
+    what: &str,
+    got: (&[u32], &[u32]),
+    want: (&[u32], &[u32]),
+    cols: u32,
+    rows: usize,
+) {
+    let (qs, ds) = act_q8_strides(cols);
+    let (qs, ds) = (qs as usize, 4 * ds as usize);
+    for r in 0..rows {
+        let (q0, d0) = (r * (qs + 1), r * (ds + 4));
+        let (wq, wd) = (&want.0[r * qs..][..qs], &want.1[r * ds..][..ds]);
+        assert_eq!(&got.0[q0..q0 + qs], wq, "{what}: int8 words of row {r}");
+        assert_eq!(&got.1[d0..d0 + ds], wd, "{what}: block entries of row {r}");
+        assert_eq!(got.0[q0 + qs], !0, "{what}: word gap after row {r} written");
+        assert_eq!(
+            got.1[d0 + ds],
+            !0,
+            "{what}: block gap after row {r} written"
+        );
     }
 }

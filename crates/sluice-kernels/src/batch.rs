@@ -764,8 +764,8 @@ pub struct MatvecBatchDpPush {
     pub row_groups_x: u32,
     /// Gated kernel only, 1: the output also quantized to int8 per block of 32 into
     /// bindings 5 and 6 (words, block entries), bit for bit what [`ACT_Q8`] without a norm
-    /// makes of y (the down projection's input); only where
-    /// [`matvec_batch_dp_q8_output`] holds.
+    /// makes of y (the down projection's input); with the plan of
+    /// [`matvec_batch_dp_q8_plan`].
     pub q8: u32,
     /// u32 words between consecutive tokens' int8 output (`q8`).
     pub q8_words: u32,
@@ -814,13 +814,14 @@ pub fn matvec_batch_dp_plan(dtype: WeightDtype, rows: u32, cols: u32) -> u32 {
         .clamp(4, cap)
 }
 
-/// Whether the gated [`matvec_batch_dp`] of a `rows` x `cols` `dtype` pair can write its
-/// output as int8 blocks too ([`MatvecBatchDpPush::q8`]): its workgroups own whole blocks of
-/// 32 rows under the default plan ([`matvec_batch_dp_plan`]: 16 lanes per row group or
-/// fewer), and `rows` is a multiple of 32.
-pub fn matvec_batch_dp_q8_output(dtype: WeightDtype, rows: u32, cols: u32) -> bool {
-    let per_wg = 256 / matvec_batch_dp_plan(dtype, rows, cols) * DP_ROWS;
-    per_wg.is_multiple_of(32) && rows.is_multiple_of(32)
+/// Lanes per row group of the gated [`matvec_batch_dp`] of a `rows` x `cols` `dtype` pair
+/// writing its output as int8 blocks too ([`MatvecBatchDpPush::q8`]): its workgroups must
+/// own whole blocks of 32 rows, so the default plan ([`matvec_batch_dp_plan`]) capped at 16
+/// lanes (32 rows per workgroup). `None` where `rows` is not a multiple of 32. From the
+/// shape alone, like the default plan.
+pub fn matvec_batch_dp_q8_plan(dtype: WeightDtype, rows: u32, cols: u32) -> Option<u32> {
+    rows.is_multiple_of(32)
+        .then(|| matvec_batch_dp_plan(dtype, rows, cols).min(32 / DP_ROWS))
 }
 
 impl MatvecBatchDpPush {
@@ -829,7 +830,24 @@ impl MatvecBatchDpPush {
     /// [`act_q8_strides`]`(cols)` says, y rows of `rows` floats, stored (set `y_stride` /
     /// `accumulate` for other uses).
     pub fn new(dtype: WeightDtype, rows: u32, cols: u32, tokens: u32) -> (Self, [u32; 3]) {
-        let tpr = matvec_batch_dp_plan(dtype, rows, cols);
+        Self::with_plan(
+            dtype,
+            rows,
+            cols,
+            tokens,
+            matvec_batch_dp_plan(dtype, rows, cols),
+        )
+    }
+
+    /// [`Self::new`] with `tpr` lanes per row group (a power of two in 4..=256, e.g.
+    /// [`matvec_batch_dp_q8_plan`]).
+    pub fn with_plan(
+        dtype: WeightDtype,
+        rows: u32,
+        cols: u32,
+        tokens: u32,
+        tpr: u32,
+    ) -> (Self, [u32; 3]) {
         let per_wg = 256 / tpr * DP_ROWS;
         let row_groups = rows.div_ceil(per_wg).max(1);
         let gx = row_groups.min(65535);

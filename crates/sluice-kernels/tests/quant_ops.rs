@@ -1116,101 +1116,118 @@ fn matvec_batch_dp_silu_q8_output_is_act_q8_of_its_output() {
     let _guard = ValidationGuard::new(&d);
     let mut rng = Rng::new(38);
     let act = d.pipeline(&ACT_Q8).unwrap();
+    let shapes = |dt: WeightDtype| {
+        if dt.block_elems() == 256 {
+            [(96usize, 512usize), (64, 8448)]
+        } else {
+            [(96, 256), (64, 8224)]
+        }
+    };
     for dt in QUANT_DTYPES.into_iter().filter(|&dt| has_int_dot(dt)) {
         // 96 rows: whole workgroups of 32 rows, or (Q5_K / Q6_K: 8 lanes per row group) a
-        // last workgroup of 64 rows reaching past them.
-        let (rows, cols) = (96usize, if dt.block_elems() == 256 { 512 } else { 256 });
-        assert!(
-            matvec_batch_dp_q8_output(dt, rows as u32, cols as u32),
-            "{}",
-            dt.name()
-        );
-        let (g, u) = (
-            qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 0.3)),
-            qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 0.3)),
-        );
-        for tokens in [1usize, 3, 11] {
-            let what = format!("{} {rows}x{cols} x{tokens}", dt.name());
-            let x = rng.vec(tokens * cols, 2.0);
-            let (qs, ds) = act_q8_strides(cols as u32);
-            let (hq_s, hd_s) = act_q8_strides(rows as u32);
-            let xb = f32_buffer(&d, "x", &x, ResourceClass::TokenScratch);
-            let one = f32_buffer(&d, "ones", &vec![1.0; cols], ResourceClass::ReadOnlyWeight);
-            let xq = u32_buffer(
-                &d,
-                "xq",
-                &vec![0; tokens * qs as usize],
-                ResourceClass::TokenScratch,
+        // last workgroup of 64 rows reaching past them; long rows: the default plan's 256
+        // lanes capped at 16.
+        for (rows, cols) in shapes(dt) {
+            let plan = matvec_batch_dp_q8_plan(dt, rows as u32, cols as u32).unwrap();
+            let default = matvec_batch_dp_plan(dt, rows as u32, cols as u32);
+            assert_eq!(plan, default.min(16), "{}", dt.name());
+            let (g, u) = (
+                qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 0.3)),
+                qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 0.3)),
             );
-            let xd = u32_buffer(
-                &d,
-                "xd",
-                &vec![0; tokens * ds as usize * 4],
-                ResourceClass::TokenScratch,
-            );
-            let (nq, nd) = (
-                tokens * (hq_s + 1) as usize,
-                tokens * (hd_s + 1) as usize * 4,
-            );
-            let run = |q8: bool| -> (Vec<u32>, Vec<u32>, Vec<u32>) {
-                let yb = u32_buffer(
+            for tokens in [1usize, 3, 11] {
+                let what = format!("{} {rows}x{cols} x{tokens}", dt.name());
+                let x = rng.vec(tokens * cols, 2.0);
+                let (qs, ds) = act_q8_strides(cols as u32);
+                let (hq_s, hd_s) = act_q8_strides(rows as u32);
+                let xb = f32_buffer(&d, "x", &x, ResourceClass::TokenScratch);
+                let one = f32_buffer(&d, "ones", &vec![1.0; cols], ResourceClass::ReadOnlyWeight);
+                let xq = u32_buffer(
                     &d,
-                    "y",
-                    &vec![!0; tokens * rows],
+                    "xq",
+                    &vec![0; tokens * qs as usize],
                     ResourceClass::TokenScratch,
                 );
-                let hq = u32_buffer(&d, "hq", &vec![!0; nq], ResourceClass::TokenScratch);
-                let hd = u32_buffer(&d, "hd", &vec![!0; nd], ResourceClass::TokenScratch);
-                let (push, groups) =
-                    MatvecBatchDpPush::new(dt, rows as u32, cols as u32, tokens as u32);
-                let push = MatvecBatchDpPush {
-                    q8: q8 as u32,
-                    q8_words: hq_s + 1,
-                    q8_blocks: hd_s + 1,
-                    ..push
+                let xd = u32_buffer(
+                    &d,
+                    "xd",
+                    &vec![0; tokens * ds as usize * 4],
+                    ResourceClass::TokenScratch,
+                );
+                let (nq, nd) = (
+                    tokens * (hq_s + 1) as usize,
+                    tokens * (hd_s + 1) as usize * 4,
+                );
+                let run = |q8: bool, plan: u32| -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+                    let yb = u32_buffer(
+                        &d,
+                        "y",
+                        &vec![!0; tokens * rows],
+                        ResourceClass::TokenScratch,
+                    );
+                    let hq = u32_buffer(&d, "hq", &vec![!0; nq], ResourceClass::TokenScratch);
+                    let hd = u32_buffer(&d, "hd", &vec![!0; nd], ResourceClass::TokenScratch);
+                    let (push, groups) = MatvecBatchDpPush::with_plan(
+                        dt,
+                        rows as u32,
+                        cols as u32,
+                        tokens as u32,
+                        plan,
+                    );
+                    let push = MatvecBatchDpPush {
+                        q8: q8 as u32,
+                        q8_words: hq_s + 1,
+                        q8_blocks: hd_s + 1,
+                        ..push
+                    };
+                    let k = d.pipeline(matvec_batch_dp(dt, true).unwrap()).unwrap();
+                    let mut enc = d.encoder().unwrap();
+                    enc.dispatch(
+                        &act,
+                        [tokens as u32, 1, 1],
+                        &[xb.slice(..), one.slice(..), xq.slice(..), xd.slice(..)],
+                        &ActQ8Push {
+                            cols: cols as u32,
+                            tokens: tokens as u32,
+                            x_stride4: cols as u32 / 4,
+                            norm: 0,
+                            eps: 0.0,
+                            xq_stride: qs,
+                            xd_stride: ds,
+                        },
+                    )
+                    .unwrap();
+                    let bind = [
+                        g.buf.slice(..),
+                        u.buf.slice(..),
+                        xq.slice(..),
+                        xd.slice(..),
+                        yb.slice(..),
+                        hq.slice(..),
+                        hd.slice(..),
+                    ];
+                    enc.dispatch(&k, groups, &bind, &push).unwrap();
+                    enc.submit().unwrap().wait().unwrap();
+                    (
+                        yb.read(0, tokens * rows).unwrap(),
+                        hq.read(0, nq).unwrap(),
+                        hd.read(0, nd).unwrap(),
+                    )
                 };
-                let k = d.pipeline(matvec_batch_dp(dt, true).unwrap()).unwrap();
-                let mut enc = d.encoder().unwrap();
-                enc.dispatch(
-                    &act,
-                    [tokens as u32, 1, 1],
-                    &[xb.slice(..), one.slice(..), xq.slice(..), xd.slice(..)],
-                    &ActQ8Push {
-                        cols: cols as u32,
-                        tokens: tokens as u32,
-                        x_stride4: cols as u32 / 4,
-                        norm: 0,
-                        eps: 0.0,
-                        xq_stride: qs,
-                        xd_stride: ds,
-                    },
-                )
-                .unwrap();
-                let bind = [
-                    g.buf.slice(..),
-                    u.buf.slice(..),
-                    xq.slice(..),
-                    xd.slice(..),
-                    yb.slice(..),
-                    hq.slice(..),
-                    hd.slice(..),
-                ];
-                enc.dispatch(&k, groups, &bind, &push).unwrap();
-                enc.submit().unwrap().wait().unwrap();
-                (
-                    yb.read(0, tokens * rows).unwrap(),
-                    hq.read(0, nq).unwrap(),
-                    hd.read(0, nd).unwrap(),
-                )
-            };
-            let (y_off, ..) = run(false);
-            let (y, gq, gd) = run(true);
-            assert_eq!(y, y_off, "{what}: y with the q8 output");
-            // act_q8 of y, on the same device.
-            let yf: Vec<f32> = y.iter().map(|&b| f32::from_bits(b)).collect();
-            let want = act_q8_rows(&d, &yf, rows as u32, tokens as u32);
-            let want = (&want.0[..], &want.1[..]);
-            assert_q8_rows(&what, (&gq, &gd), want, rows as u32, tokens);
+                let (y_off, ..) = run(false, plan);
+                let (y, gq, gd) = run(true, plan);
+                assert_eq!(y, y_off, "{what}: y with the q8 output");
+                // The capped plan sums in another order than the default one: close.
+                let (y_default, ..) = run(false, default);
+                let f = |v: &[u32]| v.iter().map(|&b| f32::from_bits(b)).collect::<Vec<_>>();
+                assert_close(&what, &f(&y), &f(&y_default), 1e-10);
+                // act_q8 of y, on the same device.
+                let yf: Vec<f32> = y.iter().map(|&b| f32::from_bits(b)).collect();
+                let want = act_q8_rows(&d, &yf, rows as u32, tokens as u32);
+                let want = (&want.0[..], &want.1[..]);
+                assert_q8_rows(&what, (&gq, &gd), want, rows as u32, tokens);
+            }
         }
     }
+    assert_eq!(matvec_batch_dp_q8_plan(WeightDtype::Q4K, 100, 512), None);
 }

@@ -12,7 +12,7 @@
 // as act_q8.wgsl (without a norm) would make it of y, bit for bit: token t's words from
 // `t * q8_words` of hq, its blocks' (d, d * sum of the first 16 q, d * sum of the last 16
 // q, 0) from vec4 `t * q8_blocks` of hd (the down projection's input). A workgroup's rows
-// must be whole blocks of 32 (`sluice_kernels::matvec_batch_dp_q8_output`).
+// must be whole blocks of 32 (`sluice_kernels::matvec_batch_dp_q8_plan`).
 @group(0) @binding(5) var<storage, read_write> hq: array<u32>;
 @group(0) @binding(6) var<storage, read_write> hd: array<vec4<f32>>;
 var<immediate> pc: Push;

@@ -469,7 +469,12 @@ impl GpuModel {
                     m.dtype.name()
                 ))
             })?;
-            let (push, groups) = k::MatvecBatchDpPush::new(m.dtype, m.rows, cols, t.n);
+            let plan = match q8_out {
+                Some(_) => k::matvec_batch_dp_q8_plan(m.dtype, m.rows, cols),
+                None => None,
+            };
+            let plan = plan.unwrap_or_else(|| k::matvec_batch_dp_plan(m.dtype, m.rows, cols));
+            let (push, groups) = k::MatvecBatchDpPush::with_plan(m.dtype, m.rows, cols, t.n, plan);
             let (hq, hd) = k::act_q8_strides(m.rows);
             let push = k::MatvecBatchDpPush {
                 w_stride: m.stride_field(),
@@ -673,8 +678,8 @@ impl GpuModel {
     /// Where layer `layer`'s batched gate/up also writes its output quantized to int8 per
     /// 32 for down (the second integer-dot scratch, what `act_q8` would make of it, so down
     /// skips that dispatch): decode rows with both on integer dot products, the
-    /// `q8_handoff` option, and gate/up workgroups that own whole blocks of 32 rows
-    /// (`sluice_kernels::matvec_batch_dp_q8_output`).
+    /// `q8_handoff` option, and a gate/up whose workgroups can own whole blocks of 32 rows
+    /// (`sluice_kernels::matvec_batch_dp_q8_plan`).
     pub(super) fn mlp_q8_output(&self, layer: usize, shape: Shape) -> Option<&(Buffer, Buffer)> {
         if !self.options.q8_handoff {
             return None;
@@ -688,9 +693,8 @@ impl GpuModel {
             return None;
         }
         let g = self.matrices(gate_up.weight)[0].0;
-        k::matvec_batch_dp_q8_output(g.dtype, g.rows, g.cols)
-            .then(|| self.batch_dp_h_scratch())
-            .flatten()
+        k::matvec_batch_dp_q8_plan(g.dtype, g.rows, g.cols)?;
+        self.batch_dp_h_scratch()
     }
 
     /// Layers whose batched attention hands o its decode rows quantized to int8

@@ -1,16 +1,8 @@
 //! variants: q8_0_dp q4_0_dp q4_k_dp q6_k_dp q4_1_dp q5_0_dp q5_1_dp q5_k_dp
 //! include: matvec_body
+//! include: matvec_plain_io
 // y[r] = (accumulate ? y[r] : 0) + W[r] . x on integer dot products with x already
 // quantized: the q8 records a producer wrote (push field q8_at, the quantized handoff of
 // include/matvec_q8_body.wgsl), so no x step. The integer-dot block formats only.
-@group(0) @binding(0) var<storage, read> w: WVec;
-@group(0) @binding(1) var<storage, read> x: V4s;
-@group(0) @binding(2) var<storage, read_write> y: F32s;
-var<immediate> pc: Push;
-const NORM: bool = false;
-const SILU: bool = false;
 const X_Q8: bool = true;
 const BATCHED: bool = false;
-fn w_b8(i: u32) -> W8 { return W8(vec4<f32>(0.0), vec4<f32>(0.0)); }
-fn norm4(i: u32) -> vec4<f32> { return vec4<f32>(1.0); }
-fn wb_raw(i: u32) -> vec4<u32> { return vec4<u32>(0u); }

@@ -469,11 +469,9 @@ impl GpuModel {
                     m.dtype.name()
                 ))
             })?;
-            let plan = match q8_out {
-                Some(_) => k::matvec_batch_dp_q8_plan(m.dtype, m.rows, cols),
-                None => None,
-            };
-            let plan = plan.unwrap_or_else(|| k::matvec_batch_dp_plan(m.dtype, m.rows, cols));
+            let plan = q8_out
+                .and_then(|_| k::matvec_batch_dp_q8_plan(m.dtype, m.rows, cols))
+                .unwrap_or_else(|| k::matvec_batch_dp_plan(m.dtype, m.rows, cols));
             let (push, groups) = k::MatvecBatchDpPush::with_plan(m.dtype, m.rows, cols, t.n, plan);
             let (hq, hd) = k::act_q8_strides(m.rows);
             let push = k::MatvecBatchDpPush {
@@ -759,19 +757,17 @@ impl GpuModel {
         let up = l.up.map(|u| self.matrices(u)[0].0);
         match (tokens, self.batch_path(l, shape)) {
             (Some(t), BatchPath::IntDot) => {
-                let mut dp = self.batch_dp_scratch().expect("checked by batch_path");
-                // The attention wrote o's input quantized already, or the gate/up down's
-                // (into its own scratch: the gate/up still reads `dp`).
+                // The attention wrote o's input quantized already (into `dp`), or the
+                // gate/up down's (into its own scratch: the gate/up still reads `dp`).
                 let mlp = layer.and_then(|i| self.mlp_q8_output(i, shape));
+                let dp = self.batch_dp_scratch().expect("checked by batch_path");
                 let made = match l.input {
-                    Act::Attn => layer.is_some_and(|i| self.attn_q8_output(i, shape).is_some()),
-                    Act::H => mlp.is_some(),
-                    _ => false,
+                    Act::Attn => layer.and_then(|i| self.attn_q8_output(i, shape)),
+                    Act::H => mlp,
+                    _ => None,
                 };
-                if made && l.input == Act::H {
-                    dp = mlp.expect("made");
-                }
-                let x = (!made).then(|| (xb.slice(x_at..), xs));
+                let x = made.is_none().then(|| (xb.slice(x_at..), xs));
+                let dp = made.unwrap_or(dp);
                 let q8_out = mlp.filter(|_| l.output == Act::H);
                 let y = (yb, ys);
                 return self.batch_dp(enc, t, x, norm, dp, &parts, up, y, l.accumulate, q8_out);

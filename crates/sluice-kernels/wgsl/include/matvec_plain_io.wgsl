@@ -1,0 +1,13 @@
+// Bindings of the single-matrix matvec kernels without a folded norm (matvec,
+// matvec_tokens, matvec_xq8 over include/matvec_body.wgsl or the dtype's body, which set
+// X_Q8 and BATCHED; matvec_batch): W, x, y, and the stubs for the gated / normed branches
+// they never take.
+@group(0) @binding(0) var<storage, read> w: WVec;
+@group(0) @binding(1) var<storage, read> x: V4s;
+@group(0) @binding(2) var<storage, read_write> y: F32s;
+var<immediate> pc: Push;
+const NORM: bool = false;
+const SILU: bool = false;
+fn w_b8(i: u32) -> W8 { return W8(vec4<f32>(0.0), vec4<f32>(0.0)); }
+fn norm4(i: u32) -> vec4<f32> { return vec4<f32>(1.0); }
+fn wb_raw(i: u32) -> vec4<u32> { return vec4<u32>(0u); }

@@ -17,6 +17,11 @@
 //! they run only where `DeviceInfo::int_dot` holds (shaderIntegerDotProduct enabled).
 //! A dtype snippet may include another one (`//! include: ../dtype/q4_k`: the `_dp`
 //! snippets reuse the f32 snippet's layout and work units).
+//! Int8 matrix units (naga 30 has no int8 cooperative-matrix types): in a module with
+//! cooperative matrices, the 8x8 types stand for int8 ones (`int8_matrix_fixup`):
+//! `coop_mat8x8<f32, A>` becomes a 16 x 32 s8 A matrix, `coop_mat8x8<f32, B>` a 32 x 16 s8
+//! B and `coop_mat8x8<f32, C>` a 16 x 16 s32 accumulator; such kernels run only where
+//! `DeviceInfo::coopmat_s8_16x16x32` holds (docs/decisions/0008-int8-matrix-units.md).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -186,6 +191,7 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
     let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
     let mut caps = Capabilities::IMMEDIATES
         | Capabilities::SUBGROUP
+        | Capabilities::SUBGROUP_BARRIER
         | Capabilities::SHADER_FLOAT16
         | Capabilities::SHADER_FLOAT16_IN_FLOAT32
         | Capabilities::SHADER_INT64
@@ -271,7 +277,7 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
     let words =
         spv::write_vec(&module, &info, &options, Some(&pipeline)).map_err(|e| e.to_string())?;
     let words = if caps.contains(Capabilities::COOPERATIVE_MATRIX) {
-        vulkan_memory_model_fixup(words)
+        int8_matrix_fixup(vulkan_memory_model_fixup(words))?
     } else {
         words
     };
@@ -285,6 +291,22 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
     })
 }
 
+/// The instructions of a SPIR-V module (after its five header words), each with its
+/// word-count / opcode word first.
+fn instructions(words: &[u32]) -> Result<Vec<Vec<u32>>, String> {
+    let mut insts = Vec::new();
+    let mut i = 5;
+    while i < words.len() {
+        let count = (words[i] >> 16) as usize;
+        if count == 0 || i + count > words.len() {
+            return Err(format!("malformed SPIR-V at word {i}"));
+        }
+        insts.push(words[i..i + count].to_vec());
+        i += count;
+    }
+    Ok(insts)
+}
+
 /// naga declares the Vulkan memory model for modules with cooperative matrices (the
 /// extension requires the VulkanMemoryModel capability) but emits loads, stores and
 /// barriers as for GLSL450: no `NonPrivatePointer` memory operands and no
@@ -292,7 +314,9 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
 /// are private, so a barrier does not order the shared-memory staging of a tiled kernel
 /// (wrong results on the H100). This pass adds `NonPrivatePointer` to every load and
 /// store (plain and cooperative-matrix) through a Workgroup or StorageBuffer pointer and
-/// `MakeAvailable | MakeVisible` to every barrier's semantics (new constants). It also
+/// `MakeAvailable | MakeVisible` to every barrier's semantics (new constants; a subgroup
+/// barrier's also get `WorkgroupMemory`: `subgroupBarrier()` then orders a subgroup's
+/// shared-memory staging). It also
 /// drops the ArrayStride naga puts on fixed-size arrays (only workgroup and function
 /// arrays here; buffers use runtime arrays), which VUID-StandaloneSpirv-None-10684 forbids.
 fn vulkan_memory_model_fixup(words: Vec<u32>) -> Vec<u32> {
@@ -316,16 +340,11 @@ fn vulkan_memory_model_fixup(words: Vec<u32>) -> Vec<u32> {
     const SC_STORAGE_BUFFER: u32 = 12;
     const NON_PRIVATE_POINTER: u32 = 0x20;
     const MAKE_AVAILABLE_VISIBLE: u32 = 0x2000 | 0x4000;
+    const SUBGROUP_MEMORY: u32 = 0x80;
+    const WORKGROUP_MEMORY: u32 = 0x100;
 
     // Pass 1: pointer types, pointer-valued ids, constants and barrier semantics ids.
-    let mut insts: Vec<Vec<u32>> = Vec::new();
-    let mut i = 5;
-    while i < words.len() {
-        let count = (words[i] >> 16) as usize;
-        assert!(count > 0 && i + count <= words.len(), "malformed SPIR-V");
-        insts.push(words[i..i + count].to_vec());
-        i += count;
-    }
+    let insts = instructions(&words).expect("naga's SPIR-V");
     let mut ptr_class: HashMap<u32, u32> = HashMap::new(); // pointer type -> class
     let mut id_class: HashMap<u32, u32> = HashMap::new(); // pointer id -> class
     let mut constants: HashMap<u32, (u32, u32)> = HashMap::new(); // id -> (type, value)
@@ -421,15 +440,170 @@ fn vulkan_memory_model_fixup(words: Vec<u32>) -> Vec<u32> {
         }
         push(&mut out, &inst);
         if op == OP_CONSTANT && inst.len() == 4 {
-            // Right after an old semantics constant: its MakeAvailable|MakeVisible twin.
+            // Right after an old semantics constant: its MakeAvailable|MakeVisible twin. A
+            // subgroup barrier's (naga: SubgroupMemory) also orders workgroup memory, which
+            // the int8 matrix-unit kernels stage per subgroup.
             if let Some(&new_id) = new_sem.get(&inst[2]) {
                 let (ty, value) = constants[&inst[2]];
+                let wg = if value & SUBGROUP_MEMORY != 0 {
+                    WORKGROUP_MEMORY
+                } else {
+                    0
+                };
                 push(
                     &mut out,
-                    &[OP_CONSTANT, ty, new_id, value | MAKE_AVAILABLE_VISIBLE],
+                    &[OP_CONSTANT, ty, new_id, value | MAKE_AVAILABLE_VISIBLE | wg],
                 );
             }
         }
     }
     out
+}
+
+/// The int8 matrix units through naga (which has f16 / f32 cooperative matrices only): every
+/// 8x8 cooperative-matrix type of the module is rewritten as the H100's int8 shape, keeping
+/// its id (so variables, loads, stores and multiply-adds follow): use A -> 16 x 32 of s8, use
+/// B -> 32 x 16 of s8, use C -> 16 x 16 of s32; multiply-adds on them get the four
+/// "signed components" operands, their sums and differences become integer ones, and the
+/// module declares `Int8`. Loads and stores keep
+/// their pointers (f16 / f32 elements), which SPV_KHR_cooperative_matrix allows: the
+/// memory is read as the matrix's components and the stride counts the pointer's elements
+/// (an s8 A row of 32 bytes from `array<f16>` has stride 16 per row of the source). A
+/// module without 8x8 types is returned unchanged.
+fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
+    use std::collections::HashMap;
+    const OP_CAPABILITY: u32 = 17;
+    const OP_TYPE_INT: u32 = 21;
+    const OP_CONSTANT: u32 = 43;
+    const OP_TYPE_COOP: u32 = 4456;
+    const OP_COOP_MUL_ADD: u32 = 4459;
+    const OP_IADD: u32 = 128;
+    const OP_FADD: u32 = 129;
+    const OP_ISUB: u32 = 130;
+    const OP_FSUB: u32 = 131;
+    const CAP_INT8: u32 = 39;
+    const SIGNED_ABCR: u32 = 0x1 | 0x2 | 0x4 | 0x8;
+    const USE_A: u32 = 0;
+    const USE_B: u32 = 1;
+
+    let insts = instructions(&words)?;
+    // Integer constants (id -> (type, value)) and types, and the 8x8 matrix types.
+    let mut consts: HashMap<u32, (u32, u32)> = HashMap::new();
+    let mut ints: HashMap<(u32, u32), (u32, usize)> = HashMap::new(); // -> (id, position)
+    let mut marked: HashMap<u32, u32> = HashMap::new(); // matrix type -> use
+    let mut first_marked = usize::MAX;
+    for (at, inst) in insts.iter().enumerate() {
+        match inst[0] & 0xffff {
+            OP_CONSTANT if inst.len() == 4 => {
+                consts.insert(inst[2], (inst[1], inst[3]));
+            }
+            OP_TYPE_INT => {
+                ints.insert((inst[2], inst[3]), (inst[1], at));
+            }
+            OP_TYPE_COOP => {
+                let dim = |id: u32| consts.get(&id).map(|c| c.1);
+                if dim(inst[4]) == Some(8) && dim(inst[5]) == Some(8) {
+                    let usage = consts
+                        .get(&inst[6])
+                        .map(|c| c.1)
+                        .ok_or("cooperative-matrix use is not a constant")?;
+                    if marked.values().any(|&u| u == usage) {
+                        return Err(format!(
+                            "two 8x8 cooperative-matrix types with use {usage}: the int8 \
+                             marker types must share one component type per use"
+                        ));
+                    }
+                    marked.insert(inst[1], usage);
+                    first_marked = first_marked.min(at);
+                }
+            }
+            _ => {}
+        }
+    }
+    if marked.is_empty() {
+        return Ok(words);
+    }
+    let mut bound = words[3];
+    let mut fresh = || {
+        bound += 1;
+        bound - 1
+    };
+    let mut out = words[..5].to_vec();
+    let push = |out: &mut Vec<u32>, inst: &[u32]| {
+        out.push(((inst.len() as u32) << 16) | (inst[0] & 0xffff));
+        out.extend_from_slice(&inst[1..]);
+    };
+    // New ids: s8 and s32 (unless declared), the dimensions 16 and 32 (of the 8's type).
+    // s8 and s32 as declared; one declared after the first matrix type is moved up to it
+    // (not duplicated: SPIR-V allows one declaration per scalar type).
+    let s8 = ints.get(&(8, 1)).map(|x| x.0);
+    let s32 = ints.get(&(32, 1)).map(|x| x.0);
+    let moved: Vec<u32> = ints
+        .iter()
+        .filter(|(k, v)| matches!(k, (8, 1) | (32, 1)) && v.1 > first_marked)
+        .map(|(_, v)| v.0)
+        .collect();
+    let (s8_id, s32_id, c16, c32) = (
+        s8.unwrap_or_else(&mut fresh),
+        s32.unwrap_or_else(&mut fresh),
+        fresh(),
+        fresh(),
+    );
+    let mut declared = false;
+    let mut cap_done = false;
+    for mut inst in insts {
+        let op = inst[0] & 0xffff;
+        if op == OP_TYPE_INT && moved.contains(&inst[1]) {
+            continue;
+        }
+        if op == OP_CAPABILITY && !cap_done {
+            push(&mut out, &[OP_CAPABILITY, CAP_INT8]);
+            cap_done = true;
+        }
+        match op {
+            OP_TYPE_COOP if marked.contains_key(&inst[1]) => {
+                if !declared {
+                    // Right before the first matrix type (its scope and sizes are declared):
+                    // s8 and s32 where new or moved.
+                    let dim_ty = consts[&inst[4]].0;
+                    if s8.is_none() || moved.contains(&s8_id) {
+                        push(&mut out, &[OP_TYPE_INT, s8_id, 8, 1]);
+                    }
+                    if s32.is_none() || moved.contains(&s32_id) {
+                        push(&mut out, &[OP_TYPE_INT, s32_id, 32, 1]);
+                    }
+                    push(&mut out, &[OP_CONSTANT, dim_ty, c16, 16]);
+                    push(&mut out, &[OP_CONSTANT, dim_ty, c32, 32]);
+                    declared = true;
+                }
+                let (component, rows, cols) = match marked[&inst[1]] {
+                    USE_A => (s8_id, c16, c32),
+                    USE_B => (s8_id, c32, c16),
+                    _ => (s32_id, c16, c16),
+                };
+                inst[2] = component;
+                inst[4] = rows;
+                inst[5] = cols;
+            }
+            // Result type, result, A, B, C [, operands].
+            OP_COOP_MUL_ADD if marked.contains_key(&inst[1]) => {
+                if inst.len() > 6 {
+                    inst[6] |= SIGNED_ABCR;
+                } else {
+                    inst.push(SIGNED_ABCR);
+                }
+            }
+            // naga writes a matrix sum as FAdd / FSub whatever its components.
+            OP_FADD if marked.get(&inst[1]).is_some_and(|&u| u > USE_B) => {
+                inst[0] = (inst[0] & !0xffff) | OP_IADD;
+            }
+            OP_FSUB if marked.get(&inst[1]).is_some_and(|&u| u > USE_B) => {
+                inst[0] = (inst[0] & !0xffff) | OP_ISUB;
+            }
+            _ => {}
+        }
+        push(&mut out, &inst);
+    }
+    out[3] = bound;
+    Ok(out)
 }

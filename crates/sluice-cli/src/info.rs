@@ -169,6 +169,14 @@ pub fn run(device: &Device, args: &InfoArgs) -> Result<(), String> {
             },
         ),
         (
+            "int8 matrix units",
+            if info.coopmat_s8_16x16x32 {
+                "available (16x16x32 s8 -> s32; no model path uses them yet)".to_string()
+            } else {
+                "not available".to_string()
+            },
+        ),
+        (
             "integer dot products",
             match (info.int_dot, info.int_dot_accelerated) {
                 (true, true) => "used (4x8-bit packed, accelerated)",

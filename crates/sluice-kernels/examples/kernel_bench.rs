@@ -21,6 +21,11 @@
 //! over workgroups for matrices of few rows; matvec_batch_cmt and its row-owning twin
 //! matvec_batch_cmr) against matvec_batch_cm, in a chain, each checked against CPU dot
 //! products.
+//!
+//! With `i8mm`: the batched matvec on int8 matrix units (`matvec_batch_i8mm`, Q4_K) against
+//! the integer-dot one (`matvec_batch_dp`) and the staged f16 matrix-unit one the model
+//! picks (`matvec_batch_cmt_layout`), in a chain at 1 / 8 / 32 / 64 tokens (timing only:
+//! tests/int8_matrix.rs checks the results).
 
 use sluice::{Buffer, Device, Options, ResourceClass, TimestampQueries};
 use sluice_kernels::*;
@@ -87,6 +92,10 @@ fn main() {
     }
     if std::env::args().nth(2).as_deref() == Some("batch") {
         batch_bench(&d, reps);
+        return;
+    }
+    if std::env::args().nth(2).as_deref() == Some("i8mm") {
+        i8mm_bench(&d, reps);
         return;
     }
     if std::env::args().nth(2).as_deref() == Some("cmt") {
@@ -705,6 +714,34 @@ fn time_chain(d: &Device, reps: u32, mut record: impl FnMut(&mut sluice::Encoder
     best
 }
 
+/// A `rows`-row matrix made of the `base` packed rows repeated, in `mats` x `copies` buffers
+/// (copies rotate so that about `budget` bytes are touched); returns the buffers (matrix m
+/// of copy c at `mats * c + m`), one matrix's bytes and the copy count.
+fn weight_copies(
+    d: &Device,
+    packed: &[u8],
+    base: usize,
+    rows: u32,
+    mats: u64,
+    budget: u64,
+) -> (Vec<Buffer>, u64, u64) {
+    let row_bytes = packed.len() / base;
+    let mut full = Vec::with_capacity(row_bytes * rows as usize);
+    for r in 0..rows as usize {
+        full.extend_from_slice(&packed[(r % base) * row_bytes..][..row_bytes]);
+    }
+    let wbytes = full.len() as u64;
+    let copies = budget.div_ceil(mats * wbytes).clamp(2, 64);
+    let ws = (0..mats * copies)
+        .map(|_| {
+            let b = buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight);
+            b.write_bytes(0, &full).unwrap();
+            b
+        })
+        .collect();
+    (ws, wbytes, copies)
+}
+
 /// The staged batched matvecs (`matvec_batch_cmt[_silu]`, `matvec_batch_cmr[_silu]`) against
 /// the matrix-unit one they replaced (`matvec_batch_cm[_silu]`, block formats `matvec_batch_cmq[_silu]`) at decode
 /// shapes: µs in a chain of `reps` dispatches over rotating weight copies, GB/s, and each
@@ -766,22 +803,8 @@ fn cmt_bench(d: &Device, reps: u32, only: Option<String>) {
                 src.clone()
             };
             let deq: Vec<f32> = deq.iter().map(|&v| round_to(WeightDtype::F16, v)).collect();
-            let row_bytes = packed.len() / base;
-            let mut full = Vec::with_capacity(row_bytes * rows as usize);
-            for r in 0..rows as usize {
-                let b = (r % base) * row_bytes;
-                full.extend_from_slice(&packed[b..b + row_bytes]);
-            }
-            let wbytes = full.len() as u64;
             let mats = if gated { 2 } else { 1 };
-            let copies = budget.div_ceil(mats * wbytes).clamp(2, 64);
-            let ws: Vec<Buffer> = (0..mats * copies)
-                .map(|_| {
-                    let b = buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight);
-                    b.write_bytes(0, &full).unwrap();
-                    b
-                })
-                .collect();
+            let (ws, wbytes, copies) = weight_copies(d, &packed, base, rows, mats, budget);
             for tokens in [1u32, 8, 32, 64] {
                 let padded = tokens.next_multiple_of(16);
                 let xs: Vec<f32> = (0..(padded * cols) as usize)
@@ -890,6 +913,133 @@ fn cmt_bench(d: &Device, reps: u32, only: Option<String>) {
                 }
                 println!("{line}");
             }
+        }
+    }
+}
+
+/// See the module docs (`i8mm`).
+fn i8mm_bench(d: &Device, reps: u32) {
+    if !d.info().coopmat_s8_16x16x32 {
+        println!("no int8 matrix units");
+        return;
+    }
+    let shapes: &[(&str, u32, u32)] = &[
+        ("4b qkv", 6144, 2560),
+        ("4b o", 2560, 4096),
+        ("4b gate", 9728, 2560),
+        ("4b down", 2560, 9728),
+        ("0.6b qkv", 4096, 1024),
+        ("0.6b gate", 3072, 1024),
+        ("0.6b down", 1024, 3072),
+        ("0.6b lm_head", 151936, 1024),
+    ];
+    let dt = WeightDtype::Q4K;
+    let budget = 512u64 << 20;
+    let mut seed = 5u32;
+    let mut rnd = |scale: f32| {
+        seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
+        ((seed >> 9) as f32 / 8388608.0 - 0.5) * scale
+    };
+    for &(name, rows, cols) in shapes {
+        let gated = name.ends_with("gate");
+        let base = 64usize;
+        let src: Vec<f32> = (0..base * cols as usize).map(|_| rnd(0.2)).collect();
+        let packed = pack_weights(dt, base, cols as usize, &src);
+        let mats = if gated { 2 } else { 1 };
+        let (ws, wbytes, copies) = weight_copies(d, &packed, base, rows, mats, budget);
+        for tokens in [1u32, 8, 32, 64] {
+            let (qs, ds) = act_q8_strides(cols);
+            let words: Vec<u32> = (0..tokens.next_multiple_of(16) * qs)
+                .map(|i| i.wrapping_mul(2654435761))
+                .collect();
+            let blocks: Vec<f32> = (0..tokens * ds)
+                .flat_map(|_| [0.01, rnd(1.0), rnd(1.0), 0.0])
+                .collect();
+            let xq = buffer(d, "xq", words.len() as u64 * 4, ResourceClass::TokenScratch);
+            xq.write(0, &words).unwrap();
+            let xd = buffer(
+                d,
+                "xd",
+                blocks.len() as u64 * 4,
+                ResourceClass::TokenScratch,
+            );
+            xd.write(0, &blocks).unwrap();
+            let padded = tokens.next_multiple_of(16);
+            let xh = buffer(
+                d,
+                "xh",
+                (padded * cols) as u64 * 2,
+                ResourceClass::TokenScratch,
+            );
+            xh.write(0, &vec![0x3c00u16; (padded * cols) as usize])
+                .unwrap();
+            let y = buffer(
+                d,
+                "y",
+                (tokens * rows) as u64 * 4,
+                ResourceClass::TokenScratch,
+            );
+            let mut line = format!(
+                "{:<5} {name:<12} {rows:>6}x{cols:<5} t{tokens:<3}",
+                dt.name()
+            );
+            let mut report = |label: &str, us: f64| {
+                let gbs = (mats * wbytes) as f64 / us / 1e3;
+                line += &format!(" | {label} {us:>8.2} us {gbs:>5.0} GB/s");
+            };
+            let mats_at = |i: u32| -> Vec<sluice::BufferSlice<'_>> {
+                let j = (mats * (i as u64 % copies)) as usize;
+                let mut b = vec![ws[j].slice(..)];
+                if gated {
+                    b.push(ws[j + 1].slice(..));
+                }
+                b
+            };
+            // Integer dot products.
+            let k = d.pipeline(matvec_batch_dp(dt, gated).unwrap()).unwrap();
+            let (push, groups) = MatvecBatchDpPush::new(dt, rows, cols, tokens);
+            let us = time_chain(d, reps, |enc, i| {
+                let mut b = mats_at(i);
+                b.extend([xq.slice(..), xd.slice(..), y.slice(..)]);
+                if gated {
+                    b.extend([y.slice(..), y.slice(..)]);
+                }
+                enc.dispatch(&k, groups, &b, &push).unwrap();
+            });
+            report("dp", us);
+            // Int8 matrix units.
+            let k = d.pipeline(matvec_batch_i8mm(dt, gated).unwrap()).unwrap();
+            let (push, groups) = MatvecBatchI8mmPush::new(dt, rows, cols, tokens, gated);
+            let us = time_chain(d, reps, |enc, i| {
+                let mut b = mats_at(i);
+                b.extend([xq.slice(..), xd.slice(..), y.slice(..)]);
+                enc.dispatch(&k, groups, &b, &push).unwrap();
+            });
+            report("i8mm", us);
+            // The staged f16 matrix-unit kernel the model picks.
+            let lay = matvec_batch_cmt_layout(dt, rows, cols, tokens, gated);
+            let k = d.pipeline(lay.kernel(dt, gated).unwrap()).unwrap();
+            let part = buffer(
+                d,
+                "part",
+                lay.part_floats.max(1) * 4,
+                ResourceClass::TokenScratch,
+            );
+            let tick = buffer(d, "tick", lay.tickets * 4, ResourceClass::TokenScratch);
+            tick.write(0, &vec![0u32; lay.tickets as usize]).unwrap();
+            let (cpush, _) = MatvecBatchCmPush::new(dt, rows, cols, tokens);
+            let cpush = cpush.staged(&lay);
+            let us = time_chain(d, reps, |enc, i| {
+                let mut b = mats_at(i);
+                b.extend([xh.slice(..), y.slice(..), part.slice(..), tick.slice(..)]);
+                enc.dispatch(&k, lay.groups, &b, &cpush).unwrap();
+            });
+            let label = match lay.shape {
+                StagedShape::KSteps => "cmt",
+                StagedShape::Rows => "cmr",
+            };
+            report(label, us);
+            println!("{line}");
         }
     }
 }

@@ -882,3 +882,85 @@ impl MatvecBatchDpPush {
 pub fn act_q8_strides(cols: u32) -> (u32, u32) {
     (cols / 4, cols / 32)
 }
+
+/// Push constants of [`matvec_batch_i8mm`]: the batched matvec on int8 matrix units
+/// (docs/decisions/0008-int8-matrix-units.md), with the activations as [`ACT_Q8`] leaves
+/// them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MatvecBatchI8mmPush {
+    /// Output rows.
+    pub rows: u32,
+    /// Input columns (a multiple of [`I8MM_COLS`]).
+    pub cols: u32,
+    /// Row stride in 16-byte vec4s of the GPU layout ([`crate::row_stride_field`]).
+    pub w_stride: u32,
+    /// Tokens (rows of the batch).
+    pub tokens: u32,
+    /// vec4s between consecutive tokens' int8 x ([`ACT_Q8`]'s `xq_stride` / 4).
+    pub xq_stride4: u32,
+    /// vec4s between consecutive tokens' block entries ([`ACT_Q8`]'s `xd_stride`).
+    pub xd_stride: u32,
+    /// Floats between consecutive tokens' y.
+    pub y_stride: u32,
+    /// 1: add to y (residual; not the gated kernel).
+    pub accumulate: u32,
+}
+const _: () = assert!(
+    std::mem::size_of::<MatvecBatchI8mmPush>()
+        == crate::MATVEC_BATCH_I8MM_Q4_K_MM.push_constant_bytes as usize
+);
+
+/// Columns per K chunk of [`matvec_batch_i8mm`] (its `cols` must be a multiple).
+pub const I8MM_COLS: u32 = 64;
+/// Output rows per workgroup of [`matvec_batch_i8mm`] (gated: of each matrix).
+pub const I8MM_ROWS: u32 = 16;
+/// Tokens per workgroup of [`matvec_batch_i8mm`]; its int8 activations are read in whole
+/// tiles of 16 tokens, so their buffer must hold `tokens` rounded up to 16.
+pub const I8MM_TOKENS: u32 = 32;
+
+/// The batched matvec on int8 matrix units for `dtype` weights (`silu`: the gated pair,
+/// bindings `w`, `w_b`, `xq`, `xd`, `y`; else `w`, `xq`, `xd`, `y`); `None` for formats
+/// without one. Runs only where `DeviceInfo::coopmat_s8_16x16x32` holds.
+pub fn matvec_batch_i8mm(dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
+    let stem = if silu {
+        "matvec_batch_i8mm_silu"
+    } else {
+        "matvec_batch_i8mm"
+    };
+    crate::variant(stem, &format!("{}_mm", dtype.name()))
+}
+
+impl MatvecBatchI8mmPush {
+    /// Push constants and dispatch size for `tokens` rows of a `[rows, cols]` `dtype`
+    /// matrix (`silu`: the gated kernel), activations at [`act_q8_strides`]`(cols)`, y
+    /// `rows` floats apart, not accumulated.
+    pub fn new(
+        dtype: WeightDtype,
+        rows: u32,
+        cols: u32,
+        tokens: u32,
+        silu: bool,
+    ) -> (Self, [u32; 3]) {
+        let (qs, ds) = act_q8_strides(cols);
+        let push = MatvecBatchI8mmPush {
+            rows,
+            cols,
+            w_stride: crate::row_stride_field(dtype, cols),
+            tokens,
+            xq_stride4: qs / 4,
+            xd_stride: ds,
+            y_stride: rows,
+            accumulate: 0,
+        };
+        let _ = silu;
+        (
+            push,
+            [
+                rows.div_ceil(I8MM_ROWS),
+                tokens.div_ceil(I8MM_TOKENS).max(1),
+                1,
+            ],
+        )
+    }
+}

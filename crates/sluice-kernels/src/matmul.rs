@@ -387,3 +387,27 @@ pub fn coopmat_self_test(device: &sluice::Device) -> sluice::Result<bool> {
     }
     Ok(true)
 }
+
+/// Push constants of `mma_i8_probe`, the int8 matrix-unit probe (C = A . B on 16 x 16 x 32
+/// s8 cooperative matrices; docs/decisions/0008-int8-matrix-units.md). Runs only where
+/// `DeviceInfo::coopmat_s8_16x16x32` holds. Dispatch `[m / 16, n / 16, 1]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MmaI8ProbePush {
+    /// Rows of A and C (a multiple of 16).
+    pub m: u32,
+    /// Columns of B and C (a multiple of 16).
+    pub n: u32,
+    /// Columns of A, rows of B (a multiple of 32).
+    pub k: u32,
+    /// 0: C = A . B over all of K. 1 (speed): the first 32 of K multiplied `reps` times
+    /// into four accumulators, C = 4 reps A[:, ..32] . B[..32, :]. 2, 3, 4 (speed only,
+    /// C meaningless): as 1 with A and B loaded from shared memory before each step (16-
+    /// or 4-byte elements; 4: 16-byte and a product stored each step).
+    pub mode: u32,
+    /// Repetitions of modes 1-4.
+    pub reps: u32,
+}
+const _: () = assert!(
+    std::mem::size_of::<MmaI8ProbePush>() == crate::MMA_I8_PROBE.push_constant_bytes as usize
+);

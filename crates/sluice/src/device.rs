@@ -101,6 +101,9 @@ pub struct DeviceInfo {
     /// shape and subgroups of 32 were all found and enabled, and `Options::no_coopmat` is
     /// off.
     pub coopmat_f16_16x16: bool,
+    /// The int8 cooperative-matrix kernels can run: everything `coopmat_f16_16x16` needs,
+    /// 8-bit integers (shaderInt8) and a 16x16x32 s8*s8+s32->s32 subgroup shape.
+    pub coopmat_s8_16x16x32: bool,
     /// Integer dot products of packed 4x8-bit vectors (Vulkan 1.3 shaderIntegerDotProduct)
     /// are enabled: the `*_dp` block-format matvec variants can run. False when the device
     /// lacks the feature or `Options::no_int_dot` is set.
@@ -568,6 +571,11 @@ impl Device {
                 && coopmat_shapes
                     .iter()
                     .any(|s| s == "16x16x16 f16*f16+f32->f32 subgroup");
+            let coopmat_s8 = coopmat
+                && f12.shader_int8 != 0
+                && coopmat_shapes
+                    .iter()
+                    .any(|s| s == "16x16x32 s8*s8+s32->s32 subgroup");
             if coopmat {
                 enabled_exts.push(ash::khr::cooperative_matrix::NAME.as_ptr());
             }
@@ -580,6 +588,7 @@ impl Device {
                 .timeline_semaphore(true)
                 .host_query_reset(f12.host_query_reset != 0)
                 .shader_float16(shader_f16)
+                .shader_int8(coopmat_s8)
                 .vulkan_memory_model(coopmat && f12.vulkan_memory_model != 0)
                 .vulkan_memory_model_device_scope(
                     coopmat && f12.vulkan_memory_model_device_scope != 0,
@@ -702,6 +711,7 @@ impl Device {
                 queue_family: family,
                 coopmat_shapes,
                 coopmat_f16_16x16: coopmat,
+                coopmat_s8_16x16x32: coopmat_s8,
                 int_dot,
                 compute_units,
                 int_dot_accelerated: int_dot
@@ -827,6 +837,7 @@ impl Device {
                 KernelFeature::Float16 => info.shader_f16,
                 KernelFeature::IntegerDotProduct => info.int_dot,
                 KernelFeature::CooperativeMatrix => info.coopmat_f16_16x16,
+                KernelFeature::Int8 => info.coopmat_s8_16x16x32,
             };
             if !enabled {
                 return Err(Error::MissingFeature {

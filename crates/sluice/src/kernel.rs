@@ -205,6 +205,8 @@ pub enum KernelFeature {
     IntegerDotProduct,
     /// Cooperative matrices (`CooperativeMatrixKHR`).
     CooperativeMatrix,
+    /// 8-bit integer types (`Int8`; the int8 cooperative matrices use them).
+    Int8,
 }
 
 impl KernelFeature {
@@ -214,6 +216,7 @@ impl KernelFeature {
             KernelFeature::Float16 => "16-bit floats (shaderFloat16)",
             KernelFeature::IntegerDotProduct => "integer dot products (shaderIntegerDotProduct)",
             KernelFeature::CooperativeMatrix => "cooperative matrices (VK_KHR_cooperative_matrix)",
+            KernelFeature::Int8 => "int8 cooperative matrices (shaderInt8, 16x16x32 s8)",
         }
     }
 }
@@ -236,6 +239,7 @@ impl KernelDesc {
                 Some(9) => Some(KernelFeature::Float16),
                 Some(6018 | 6019) => Some(KernelFeature::IntegerDotProduct),
                 Some(6022) => Some(KernelFeature::CooperativeMatrix),
+                Some(39) => Some(KernelFeature::Int8),
                 _ => None,
             };
             if let Some(f) = feature.filter(|f| !out.contains(f)) {

@@ -465,7 +465,9 @@ fn vulkan_memory_model_fixup(words: Vec<u32>) -> Vec<u32> {
 /// its id (so variables, loads, stores and multiply-adds follow): use A -> 16 x 32 of s8, use
 /// B -> 32 x 16 of s8, use C -> 16 x 16 of s32; multiply-adds on them get the four
 /// "signed components" operands, their sums and differences become integer ones, and the
-/// module declares `Int8`. Loads and stores keep
+/// module declares `Int8`. A function taking (a marker accumulator, a float cooperative
+/// matrix) and returning that float type gets the body `f32(p) / r`, element-wise (naga
+/// has no conversion or element-wise product of matrices). Loads and stores keep
 /// their pointers (f16 / f32 elements), which SPV_KHR_cooperative_matrix allows: the
 /// memory is read as the matrix's components and the stride counts the pointer's elements
 /// (an s8 A row of 32 bytes from `array<f16>` has stride 16 per row of the source). A
@@ -481,6 +483,14 @@ fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
     const OP_FADD: u32 = 129;
     const OP_ISUB: u32 = 130;
     const OP_FSUB: u32 = 131;
+    const OP_TYPE_FUNCTION: u32 = 33;
+    const OP_FUNCTION: u32 = 54;
+    const OP_FUNCTION_PARAMETER: u32 = 55;
+    const OP_FUNCTION_END: u32 = 56;
+    const OP_LABEL: u32 = 248;
+    const OP_RETURN_VALUE: u32 = 254;
+    const OP_CONVERT_S_TO_F: u32 = 111;
+    const OP_FDIV: u32 = 136;
     const CAP_INT8: u32 = 39;
     const SIGNED_ABCR: u32 = 0x1 | 0x2 | 0x4 | 0x8;
     const USE_A: u32 = 0;
@@ -523,6 +533,26 @@ fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
     if marked.is_empty() {
         return Ok(words);
     }
+    // Scaling functions: a function of (marker accumulator p, float matrix r) returning
+    // that float matrix type gets the body `f32(p) / r` (element-wise: the int8 products
+    // scaled in registers; KHR allows conversions and FDiv, not FMul, on matrices).
+    let coop_types: std::collections::HashSet<u32> = insts
+        .iter()
+        .filter(|i| i[0] & 0xffff == OP_TYPE_COOP)
+        .map(|i| i[1])
+        .collect();
+    let scaling: std::collections::HashSet<u32> = insts
+        .iter()
+        .filter(|i| {
+            i[0] & 0xffff == OP_TYPE_FUNCTION
+                && i.len() == 5
+                && marked.get(&i[3]).is_some_and(|&u| u > USE_B)
+                && i[4] == i[2]
+                && coop_types.contains(&i[2])
+                && !marked.contains_key(&i[2])
+        })
+        .map(|i| i[1])
+        .collect();
     let mut bound = words[3];
     let mut fresh = || {
         bound += 1;
@@ -551,10 +581,39 @@ fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
     );
     let mut declared = false;
     let mut cap_done = false;
+    // Inside a scaling function: its result type and parameters, then whether its label
+    // (the new body) is out.
+    let mut scale_fn: Option<(u32, Vec<u32>)> = None;
+    let mut body_done = false;
     for mut inst in insts {
         let op = inst[0] & 0xffff;
         if op == OP_TYPE_INT && moved.contains(&inst[1]) {
             continue;
+        }
+        if op == OP_FUNCTION && scaling.contains(&inst[4]) {
+            scale_fn = Some((inst[1], Vec::new()));
+            body_done = false;
+        }
+        if let Some((ty, params)) = scale_fn.as_mut() {
+            match op {
+                OP_FUNCTION_PARAMETER => params.push(inst[2]),
+                OP_LABEL if !body_done => {
+                    if params.len() != 2 {
+                        return Err("a scaling function without its two parameters".into());
+                    }
+                    let (ty, p, r) = (*ty, params[0], params[1]);
+                    let (f, q) = (fresh(), fresh());
+                    push(&mut out, &inst);
+                    push(&mut out, &[OP_CONVERT_S_TO_F, ty, f, p]);
+                    push(&mut out, &[OP_FDIV, ty, q, f, r]);
+                    push(&mut out, &[OP_RETURN_VALUE, q]);
+                    body_done = true;
+                    continue;
+                }
+                OP_FUNCTION_END => scale_fn = None,
+                _ if body_done => continue,
+                _ => {}
+            }
         }
         if op == OP_CAPABILITY && !cap_done {
             push(&mut out, &[OP_CAPABILITY, CAP_INT8]);

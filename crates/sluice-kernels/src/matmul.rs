@@ -389,8 +389,10 @@ pub fn coopmat_self_test(device: &sluice::Device) -> sluice::Result<bool> {
 }
 
 /// Push constants of `mma_i8_probe`, the int8 matrix-unit probe (C = A . B on 16 x 16 x 32
-/// s8 cooperative matrices; docs/decisions/0008-int8-matrix-units.md). Runs only where
-/// `DeviceInfo::coopmat_s8_16x16x32` holds. Dispatch `[m / 16, n / 16, 1]`.
+/// s8 cooperative matrices; docs/decisions/0008-int8-matrix-units.md), and of
+/// `mma_i8_scale_probe` (the same product scaled per row and column in registers; modes 0
+/// and 1 only). Run only where `DeviceInfo::coopmat_s8_16x16x32` holds. Dispatch
+/// `[m / 16, n / 16, 1]`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MmaI8ProbePush {
@@ -410,4 +412,7 @@ pub struct MmaI8ProbePush {
 }
 const _: () = assert!(
     std::mem::size_of::<MmaI8ProbePush>() == crate::MMA_I8_PROBE.push_constant_bytes as usize
+);
+const _: () = assert!(
+    std::mem::size_of::<MmaI8ProbePush>() == crate::MMA_I8_SCALE_PROBE.push_constant_bytes as usize
 );

@@ -14,14 +14,18 @@
 //
 // A workgroup = 4 subgroups takes 16 rows (gated: of the gate and of the up matrix) and
 // up to TT = 32 tokens (2 tiles of 16); subgroup s takes the s-th quarter of the K
-// chunks, in order. Per chunk each subgroup stages its rows' int8 values and pairs in its
-// own shared memory (two buffers, loads two chunks ahead), multiplies them by the token
-// tiles loaded straight from xq, one 16 x 16 x 32 product per 32 columns (exact int32
-// sums), parks the products and adds A d_x I - B s_x to its float accumulators (each lane
-// 8 rows of one token per tile); subgroup barriers only. The four quarters are then added
-// in order. So a (row, token) result depends on that row and token alone, in one order:
-// batch-invariant. Needs cols a multiple of KC. Dispatch [rows / 16 (rounded up),
-// ceil(tokens / TT), 1].
+// chunks, in order. Per chunk each subgroup stages its rows' int8 values in its own shared
+// memory (loads two chunks ahead) with, per 32 columns, the f16 factors of the scaling:
+// RA = 2^-8 / A per row and RB = 2^-8 / d_x per token (one column of an otherwise zero
+// tile each) and the offset terms -B per row and s_x per token. Each 32 columns and token
+// tile is one exact int32 product I (tokens straight from xq) and one f16 product R = RA
+// RB^T = 2^-16 / (A d_x), and the sum takes I / R = 2^16 A d_x I element-wise in registers
+// (`i8_scaled`, whose body build.rs writes: naga has no conversion or element-wise product
+// of matrices); the offset terms of a chunk are one f16 product added to a second sum. At
+// the end sum * 2^-16 + offsets, the four quarters added in order. Per (row, token) every
+// step is that row's and token's alone, in one order: batch-invariant. The f16 factors
+// round A d_x to ~1e-3 relative (NMSE ~1e-7 of a row). Needs cols a multiple of KC.
+// Dispatch [rows / 16 (rounded up), ceil(tokens / TT), 1].
 struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, xq_stride4: u32, xd_stride: u32, y_stride: u32, accumulate: u32 }
 
 const SG: u32 = 4u;
@@ -29,81 +33,46 @@ const TT: u32 = 32u; // tokens per workgroup
 const KC: u32 = 64u; // columns per chunk
 const LSV: u32 = 5u; // 16-byte elements per staged row: 64 bytes + 16 of padding
 const MATS: u32 = WR / 16u; // matrices (gated: 2)
+const HT: u32 = 12u; // f16 tiles per subgroup
 
-// Per subgroup, two buffers: staged int8 rows (16 bytes per element; the matrix loads
-// read them as int8: naga 30 mistypes bitcasts to f16 vectors, so the bytes go through
-// f32 bit patterns, moved, never computed on) and per staged row the (A, B) of the
-// chunk's first 32 columns, then of its last 32.
-var<workgroup> wst: array<vec4<f32>, SG * 2u * WR * LSV>;
-var<workgroup> wsc: array<vec4<f32>, SG * 2u * WR>;
-// Per subgroup the products of one half chunk (matrix m, token tile tt at (2 m + tt) 256;
-// s32 bits); at the end the four quarters' sums.
-var<workgroup> park: array<f32, SG * 4u * 256u>;
+// Per subgroup: staged int8 rows (16 bytes per element; the matrix loads read them as
+// int8: naga 30 mistypes bitcasts to f16 vectors, so the bytes go through f32 bit
+// patterns, moved, never computed on).
+var<workgroup> wst: array<vec4<f32>, SG * WR * LSV>;
+// Per subgroup 12 f16 tiles of 16 x 16, row-major: RA(h, m) (column 0), MA(m) (columns 0,
+// 1 = the chunk's halves), RB(h, tt) (row 0), MS(tt) (rows 0, 1); zeros elsewhere.
+var<workgroup> h16: array<f16, SG * HT * 256u>;
+// The quarters' sums of one matrix (per subgroup, token tile tt at 256 tt), then zeros.
+var<workgroup> park: array<f32, SG * 512u>;
 
-// A lane's 8 rows (2 k + lane / 16 of the 16) as the (A, B) pairs of one half of the
-// chunk: A of rows k = 0..3 in a0, 4..7 in a1; B likewise. (No function-local arrays: with
-// dynamic indices the driver puts them in local memory.)
-struct Pairs { a0: vec4<f32>, a1: vec4<f32>, b0: vec4<f32>, b1: vec4<f32> }
-// A lane's 8 values (rows k = 0..3 in lo, 4..7 in hi).
-struct V8 { lo: vec4<f32>, hi: vec4<f32> }
-
-// The pairs of the lane's rows from the staged entries at `so` (half h).
-fn pairs(so: u32, lane: u32, h: u32) -> Pairs {
-    let r = so + lane / 16u;
-    let p0 = wsc[r];
-    let p1 = wsc[r + 2u];
-    let p2 = wsc[r + 4u];
-    let p3 = wsc[r + 6u];
-    let p4 = wsc[r + 8u];
-    let p5 = wsc[r + 10u];
-    let p6 = wsc[r + 12u];
-    let p7 = wsc[r + 14u];
-    if (h == 0u) {
-        return Pairs(vec4<f32>(p0.x, p1.x, p2.x, p3.x), vec4<f32>(p4.x, p5.x, p6.x, p7.x),
-            vec4<f32>(p0.y, p1.y, p2.y, p3.y), vec4<f32>(p4.y, p5.y, p6.y, p7.y));
-    }
-    return Pairs(vec4<f32>(p0.z, p1.z, p2.z, p3.z), vec4<f32>(p4.z, p5.z, p6.z, p7.z),
-        vec4<f32>(p0.w, p1.w, p2.w, p3.w), vec4<f32>(p4.w, p5.w, p6.w, p7.w));
+fn t_ra(hb: u32, h: u32, m: u32) -> u32 {
+    return hb + (2u * h + m) * 256u;
+}
+fn t_ma(hb: u32, m: u32) -> u32 {
+    return hb + (4u + m) * 256u;
+}
+fn t_rb(hb: u32, h: u32, tt: u32) -> u32 {
+    return hb + (6u + 2u * h + tt) * 256u;
+}
+fn t_ms(hb: u32, tt: u32) -> u32 {
+    return hb + (10u + tt) * 256u;
 }
 
-// The parked products at `at` as a lane's contributions A d_x I - B s_x (xs: its token's
-// block entry).
-fn settle(at: u32, lane: u32, p: Pairs, xs: vec4<f32>) -> V8 {
-    let dx = xs.x;
-    let sx = xs.y + xs.z;
-    let o = at + lane;
-    let i0 = vec4<f32>(vec4<i32>(bitcast<i32>(park[o]), bitcast<i32>(park[o + 32u]),
-        bitcast<i32>(park[o + 64u]), bitcast<i32>(park[o + 96u])));
-    let i1 = vec4<f32>(vec4<i32>(bitcast<i32>(park[o + 128u]), bitcast<i32>(park[o + 160u]),
-        bitcast<i32>(park[o + 192u]), bitcast<i32>(park[o + 224u])));
-    return V8(p.a0 * dx * i0 - p.b0 * sx, p.a1 * dx * i1 - p.b1 * sx);
+// Replaced by build.rs (int8_matrix_fixup): f32(p) / r, element-wise.
+fn i8_scaled(p: coop_mat8x8<f32, C>, r: coop_mat16x16<f32, C>) -> coop_mat16x16<f32, C> {
+    return r;
 }
 
-// Token t's block entry for chunk half (ch, h); zeros past the tokens.
-fn entry(t: u32, ch: u32, h: u32) -> vec4<f32> {
-    if (t >= pc.tokens) {
-        return vec4<f32>(0.0);
-    }
-    return xd[t * pc.xd_stride + 2u * ch + h];
-}
-
-// This lane's results of token t (rows rb + 2 k: k = 0..3 in lo, 4..7 in hi) written.
-fn emit(rb: u32, t: u32, lo: vec4<f32>, hi: vec4<f32>) {
-    if (t >= pc.tokens) {
-        return;
-    }
-    put_y(rb, t, lo.x);
-    put_y(rb + 2u, t, lo.y);
-    put_y(rb + 4u, t, lo.z);
-    put_y(rb + 6u, t, lo.w);
-    put_y(rb + 8u, t, hi.x);
-    put_y(rb + 10u, t, hi.y);
-    put_y(rb + 12u, t, hi.z);
-    put_y(rb + 14u, t, hi.w);
+// Staged row j's scaling factors of matrix m from its pairs ab (A, B of both halves).
+fn put_pairs(hb: u32, j: u32, m: u32, ab: vec4<f32>) {
+    h16[t_ra(hb, 0u, m) + 16u * j] = f16(0.00390625 / ab.x);
+    h16[t_ra(hb, 1u, m) + 16u * j] = f16(0.00390625 / ab.z);
+    h16[t_ma(hb, m) + 16u * j] = f16(-ab.y);
+    h16[t_ma(hb, m) + 16u * j + 1u] = f16(-ab.w);
 }
 
 fn put_y(r: u32, t: u32, v: f32) {
-    if (r < pc.rows) {
+    if (r < pc.rows && t < pc.tokens) {
         let o = t * pc.y_stride + r;
         if (pc.accumulate != 0u) {
             y[o] = y[o] + v;
@@ -113,21 +82,14 @@ fn put_y(r: u32, t: u32, v: f32) {
     }
 }
 
-fn put4(o: u32, v: vec4<f32>) {
-    park[o] = v.x;
-    park[o + 1u] = v.y;
-    park[o + 2u] = v.z;
-    park[o + 3u] = v.w;
+// Element e = lane + 32 k (row e / 16, token e % 16) of token tile tt, the quarters added.
+fn quarters(tt: u32, e: u32) -> f32 {
+    let o = tt * 256u + e;
+    return ((park[o] + park[512u + o]) + park[1024u + o]) + park[1536u + o];
 }
 
-fn parked(o: u32) -> vec4<f32> {
-    return vec4<f32>(park[o], park[o + 1u], park[o + 2u], park[o + 3u]);
-}
-
-// The four quarters' value i (of 8 vec4 per lane) added in order.
-fn quarters(lane: u32, i: u32) -> vec4<f32> {
-    let o = lane * 32u + 4u * i;
-    return ((parked(o) + parked(1024u + o)) + parked(2048u + o)) + parked(3072u + o);
+fn silu(g: f32, u: f32) -> f32 {
+    return g / (1.0 + exp(-g)) * u;
 }
 
 @compute @workgroup_size(128)
@@ -137,30 +99,37 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let t0 = wg.y * TT;
     let left = pc.tokens - min(t0, pc.tokens);
     let nt = min((left + 15u) / 16u, TT / 16u);
-    // The zero accumulator, loaded from zeroed shared memory (a `var`: naga 30 declares
-    // the cooperative-matrix extension and memory model only for variables' types).
-    for (var e = li; e < 256u; e += 128u) {
+    for (var e = li; e < SG * 512u; e += 128u) {
         park[e] = 0.0;
     }
+    for (var e = li; e < SG * HT * 256u; e += 128u) {
+        h16[e] = f16(0.0);
+    }
     workgroupBarrier();
+    // Zero accumulators loaded from zeroed shared memory (`var`s: naga 30 declares the
+    // cooperative-matrix extension and memory model only for variables' types).
     var zc = coopLoadT<coop_mat8x8<f32, C>>(&park[0], 16u);
-    workgroupBarrier();
-    // Sums of matrix (g: the first, u: the up) and token tile (0, 1), rows k (lo) and
-    // k + 4 (hi) of the lane's 8.
-    var g0 = V8(vec4<f32>(0.0), vec4<f32>(0.0));
-    var g1 = g0;
-    var u0 = g0;
-    var u1 = g0;
-    // Staging role: row j = lane / 2 of the 16, half h.
+    var zf = coopLoadT<coop_mat16x16<f32, C>>(&park[0], 16u);
+    // Sums: a<m><tt> the scaled products, o<m><tt> the offsets.
+    var a00 = zf;
+    var a01 = zf;
+    var a10 = zf;
+    var a11 = zf;
+    var o00 = zf;
+    var o01 = zf;
+    var o10 = zf;
+    var o11 = zf;
+    // Staging roles: row j = lane / 2 of the 16, half h; token lane % 16 of each tile for
+    // half lane / 16.
     let j = lane / 2u;
     let h = lane % 2u;
+    let th = lane / 16u;
     let chunks = pc.cols / KC;
     let per = (chunks + SG - 1u) / SG;
     let c0 = min(sg * per, chunks);
     let c1 = min(c0 + per, chunks);
-    let sw = sg * 2u * WR * LSV;
-    let ss = sg * 2u * WR;
-    let sp = sg * 1024u;
+    let wo = sg * WR * LSV;
+    let hb = sg * HT * 256u;
     let xs = pc.xq_stride4 * 4u;
     // Two chunks of words in flight: a (the next staged) and b.
     var ga = mm_fetch(false, r0 + j, c0, h);
@@ -172,22 +141,28 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         ub = mm_fetch(true, r0 + j, c0 + 1u, h);
     }
     for (var ch = c0; ch < c1; ch++) {
-        let buf = ch % 2u;
-        let wo = sw + buf * WR * LSV;
-        let so = ss + buf * WR;
         let g = mm_decode(ga, ch, h);
         wst[wo + j * LSV + h] = bitcast<vec4<f32>>(g.lo);
         wst[wo + j * LSV + 2u + h] = bitcast<vec4<f32>>(g.hi);
         if (h == 0u) {
-            wsc[so + j] = g.ab;
+            put_pairs(hb, j, 0u, g.ab);
         }
         if (SILU) {
             let u = mm_decode(ua, ch, h);
             wst[wo + (16u + j) * LSV + h] = bitcast<vec4<f32>>(u.lo);
             wst[wo + (16u + j) * LSV + 2u + h] = bitcast<vec4<f32>>(u.hi);
             if (h == 0u) {
-                wsc[so + 16u + j] = u.ab;
+                put_pairs(hb, j, 1u, u.ab);
             }
+        }
+        for (var tt = 0u; tt < 2u; tt++) {
+            let t = t0 + 16u * tt + lane % 16u;
+            var e = vec4<f32>(0.0);
+            if (t < pc.tokens) {
+                e = xd[t * pc.xd_stride + 2u * ch + th];
+            }
+            h16[t_rb(hb, th, tt) + lane % 16u] = f16(0.00390625 / e.x);
+            h16[t_ms(hb, tt) + 16u * th + lane % 16u] = f16(e.y + e.z);
         }
         ga = gb;
         ua = ub;
@@ -199,71 +174,110 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         subgroupBarrier();
         for (var hh = 0u; hh < 2u; hh++) {
-            for (var m = 0u; m < MATS; m++) {
-                let wa = coopLoadT<coop_mat8x8<f32, A>>(&wst[wo + 16u * m * LSV + 2u * hh], LSV);
-                for (var tt = 0u; tt < nt; tt++) {
-                    let xi = (t0 + 16u * tt) * xs + ch * 16u + 8u * hh;
-                    let xb = coopLoad<coop_mat8x8<f32, B>>(&xq[xi], xs);
-                    let prod = coopMultiplyAdd(wa, xb, zc);
-                    let pi = sp + (2u * m + tt) * 256u;
-                    let p = &park[pi];
-                    coopStoreT(prod, p, 16u);
-                }
-            }
-            subgroupBarrier();
-            let tl = t0 + lane % 16u;
-            let e0 = entry(tl, ch, hh);
-            let pg = pairs(so, lane, hh);
-            let s0 = settle(sp, lane, pg, e0);
-            g0 = V8(g0.lo + s0.lo, g0.hi + s0.hi);
-            var e1 = vec4<f32>(0.0);
+            let xi = t0 * xs + ch * 16u + 8u * hh;
+            let x0 = coopLoad<coop_mat8x8<f32, B>>(&xq[xi], xs);
+            let b0 = coopLoadT<coop_mat16x16<f16, B>>(&h16[t_rb(hb, hh, 0u)], 16u);
+            var x1 = x0;
+            var b1 = b0;
             if (nt > 1u) {
-                e1 = entry(tl + 16u, ch, hh);
-                let s1 = settle(sp + 256u, lane, pg, e1);
-                g1 = V8(g1.lo + s1.lo, g1.hi + s1.hi);
+                x1 = coopLoad<coop_mat8x8<f32, B>>(&xq[xi + 16u * xs], xs);
+                b1 = coopLoadT<coop_mat16x16<f16, B>>(&h16[t_rb(hb, hh, 1u)], 16u);
+            }
+            {
+                let w = coopLoadT<coop_mat8x8<f32, A>>(&wst[wo + 2u * hh], LSV);
+                let ra = coopLoadT<coop_mat16x16<f16, A>>(&h16[t_ra(hb, hh, 0u)], 16u);
+                a00 = a00 + i8_scaled(coopMultiplyAdd(w, x0, zc), coopMultiplyAdd(ra, b0, zf));
+                if (nt > 1u) {
+                    a01 = a01 + i8_scaled(coopMultiplyAdd(w, x1, zc), coopMultiplyAdd(ra, b1, zf));
+                }
             }
             if (SILU) {
-                let pu = pairs(so + 16u, lane, hh);
-                let v0 = settle(sp + 512u, lane, pu, e0);
-                u0 = V8(u0.lo + v0.lo, u0.hi + v0.hi);
+                let w = coopLoadT<coop_mat8x8<f32, A>>(&wst[wo + 16u * LSV + 2u * hh], LSV);
+                let ra = coopLoadT<coop_mat16x16<f16, A>>(&h16[t_ra(hb, hh, 1u)], 16u);
+                a10 = a10 + i8_scaled(coopMultiplyAdd(w, x0, zc), coopMultiplyAdd(ra, b0, zf));
                 if (nt > 1u) {
-                    let v1 = settle(sp + 768u, lane, pu, e1);
-                    u1 = V8(u1.lo + v1.lo, u1.hi + v1.hi);
+                    a11 = a11 + i8_scaled(coopMultiplyAdd(w, x1, zc), coopMultiplyAdd(ra, b1, zf));
                 }
             }
-            subgroupBarrier();
+        }
+        // The chunk's offset terms: -B s_x over its two halves.
+        {
+            let s0 = coopLoadT<coop_mat16x16<f16, B>>(&h16[t_ms(hb, 0u)], 16u);
+            let s1 = coopLoadT<coop_mat16x16<f16, B>>(&h16[t_ms(hb, 1u)], 16u);
+            let m0 = coopLoadT<coop_mat16x16<f16, A>>(&h16[t_ma(hb, 0u)], 16u);
+            o00 = coopMultiplyAdd(m0, s0, o00);
+            if (nt > 1u) {
+                o01 = coopMultiplyAdd(m0, s1, o01);
+            }
+            if (SILU) {
+                let m1 = coopLoadT<coop_mat16x16<f16, A>>(&h16[t_ma(hb, 1u)], 16u);
+                o10 = coopMultiplyAdd(m1, s0, o10);
+                if (nt > 1u) {
+                    o11 = coopMultiplyAdd(m1, s1, o11);
+                }
+            }
+        }
+        subgroupBarrier();
+    }
+    // Each matrix's quarters parked, then added in order by subgroup 0 (gated: the gate's
+    // kept in registers while the up's are parked).
+    let pb = sg * 512u;
+    var gv0 = vec4<f32>(0.0);
+    var gv1 = vec4<f32>(0.0);
+    var gv2 = vec4<f32>(0.0);
+    var gv3 = vec4<f32>(0.0);
+    for (var m = 0u; m < MATS; m++) {
+        var s0 = a00 * 0.0000152587890625 + o00;
+        var s1 = a01 * 0.0000152587890625 + o01;
+        if (m == 1u) {
+            s0 = a10 * 0.0000152587890625 + o10;
+            s1 = a11 * 0.0000152587890625 + o11;
+        }
+        workgroupBarrier();
+        {
+            let v = s0;
+            let p = &park[pb];
+            coopStoreT(v, p, 16u);
+        }
+        {
+            let v = s1;
+            let p = &park[pb + 256u];
+            coopStoreT(v, p, 16u);
+        }
+        workgroupBarrier();
+        if (sg == 0u) {
+            var q0 = vec4<f32>(0.0);
+            var q1 = vec4<f32>(0.0);
+            var q2 = vec4<f32>(0.0);
+            var q3 = vec4<f32>(0.0);
+            for (var k = 0u; k < 4u; k++) {
+                q0[k] = quarters(0u, lane + 32u * k);
+                q1[k] = quarters(0u, lane + 32u * (k + 4u));
+                q2[k] = quarters(1u, lane + 32u * k);
+                q3[k] = quarters(1u, lane + 32u * (k + 4u));
+            }
+            if (SILU && m == 0u) {
+                gv0 = q0;
+                gv1 = q1;
+                gv2 = q2;
+                gv3 = q3;
+            } else {
+                if (SILU) {
+                    q0 = vec4<f32>(silu(gv0.x, q0.x), silu(gv0.y, q0.y), silu(gv0.z, q0.z), silu(gv0.w, q0.w));
+                    q1 = vec4<f32>(silu(gv1.x, q1.x), silu(gv1.y, q1.y), silu(gv1.z, q1.z), silu(gv1.w, q1.w));
+                    q2 = vec4<f32>(silu(gv2.x, q2.x), silu(gv2.y, q2.y), silu(gv2.z, q2.z), silu(gv2.w, q2.w));
+                    q3 = vec4<f32>(silu(gv3.x, q3.x), silu(gv3.y, q3.y), silu(gv3.z, q3.z), silu(gv3.w, q3.w));
+                }
+                // Element lane + 32 k: row lane / 16 + 2 k, token lane % 16.
+                let rb = r0 + lane / 16u;
+                let tl = t0 + lane % 16u;
+                for (var k = 0u; k < 4u; k++) {
+                    put_y(rb + 2u * k, tl, q0[k]);
+                    put_y(rb + 2u * (k + 4u), tl, q1[k]);
+                    put_y(rb + 2u * k, tl + 16u, q2[k]);
+                    put_y(rb + 2u * (k + 4u), tl + 16u, q3[k]);
+                }
+            }
         }
     }
-    // The quarters' sums, added in order by subgroup 0.
-    workgroupBarrier();
-    let o = sp + lane * 32u;
-    put4(o, g0.lo);
-    put4(o + 4u, g0.hi);
-    put4(o + 8u, g1.lo);
-    put4(o + 12u, g1.hi);
-    put4(o + 16u, u0.lo);
-    put4(o + 20u, u0.hi);
-    put4(o + 24u, u1.lo);
-    put4(o + 28u, u1.hi);
-    workgroupBarrier();
-    if (sg != 0u) {
-        return;
-    }
-    let rb = r0 + lane / 16u;
-    let tl = t0 + lane % 16u;
-    if (SILU) {
-        emit(rb, tl, silu4(quarters(lane, 0u), quarters(lane, 4u)), silu4(quarters(lane, 1u), quarters(lane, 5u)));
-        if (nt > 1u) {
-            emit(rb, tl + 16u, silu4(quarters(lane, 2u), quarters(lane, 6u)), silu4(quarters(lane, 3u), quarters(lane, 7u)));
-        }
-    } else {
-        emit(rb, tl, quarters(lane, 0u), quarters(lane, 1u));
-        if (nt > 1u) {
-            emit(rb, tl + 16u, quarters(lane, 2u), quarters(lane, 3u));
-        }
-    }
-}
-
-fn silu4(g: vec4<f32>, u: vec4<f32>) -> vec4<f32> {
-    return g / (vec4<f32>(1.0) + exp(-g)) * u;
 }

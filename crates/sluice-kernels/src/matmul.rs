@@ -416,3 +416,19 @@ const _: () = assert!(
 const _: () = assert!(
     std::mem::size_of::<MmaI8ProbePush>() == crate::MMA_I8_SCALE_PROBE.push_constant_bytes as usize
 );
+
+/// Push constants of `coop_load_probe` (a speed probe of f16 matrix products with operands
+/// reloaded from shared memory in several layouts; see the kernel). Runs only where
+/// `DeviceInfo::coopmat_f16_16x16` holds. Dispatch `[groups, 1, 1]`, binding 0 at least
+/// 1 KiB per group.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct CoopLoadProbePush {
+    /// 0: operands in registers; 1-5: reloaded each step (the kernel lists the layouts).
+    pub mode: u32,
+    /// Steps of four products.
+    pub reps: u32,
+}
+const _: () = assert!(
+    std::mem::size_of::<CoopLoadProbePush>() == crate::COOP_LOAD_PROBE.push_constant_bytes as usize
+);

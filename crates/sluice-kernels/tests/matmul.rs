@@ -490,3 +490,52 @@ fn attention_prefill_matches_causal_reference() {
         );
     }
 }
+
+/// Speed of f16 matrix products with operands reloaded from shared memory in the layouts a
+/// staged kernel could use (H100 only; `--ignored --nocapture`).
+#[test]
+#[ignore]
+fn coop_load_speed_probe() {
+    let d = coopmat_device();
+    if !d.info().coopmat_f16_16x16 {
+        eprintln!("no matrix units");
+        return;
+    }
+    let groups = 132 * 64u32;
+    let k = d.pipeline(&COOP_LOAD_PROBE).unwrap();
+    let c = d
+        .create_buffer("c", groups as u64 * 1024, ResourceClass::TokenScratch)
+        .unwrap();
+    let names = [
+        "registers",
+        "A, B from array<f16>, stride 16",
+        "A, B from array<f16>, stride 24",
+        "A, B from array<f16>, stride 40",
+        "A, B from array<vec4<f16>>, stride 40 halves",
+        "A only from array<vec4<f16>>, stride 40 halves",
+    ];
+    for (mode, name) in names.iter().enumerate() {
+        let reps = 1024u32;
+        let p = CoopLoadProbePush {
+            mode: mode as u32,
+            reps,
+        };
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let mut enc = d.encoder().unwrap();
+            for _ in 0..10 {
+                enc.dispatch(&k, [groups, 1, 1], &[c.slice(..)], &p)
+                    .unwrap();
+            }
+            let t = std::time::Instant::now();
+            enc.submit().unwrap().wait().unwrap();
+            best = best.min(t.elapsed().as_secs_f64() / 10.0);
+        }
+        let flops = 2.0 * 4096.0 * 4.0 * reps as f64 * groups as f64;
+        println!(
+            "f16 16x16x16, {groups} subgroups, {name}: {:.1} us, {:.0} TFLOP/s",
+            best * 1e6,
+            flops / best / 1e12
+        );
+    }
+}

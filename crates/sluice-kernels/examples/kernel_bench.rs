@@ -714,6 +714,19 @@ fn time_chain(d: &Device, reps: u32, mut record: impl FnMut(&mut sluice::Encoder
     best
 }
 
+/// The partial sums and (zeroed) tickets a staged layout's K split needs.
+fn staged_scratch(d: &Device, lay: &MatvecBatchCmtLayout) -> (Buffer, Buffer) {
+    let part = buffer(
+        d,
+        "part",
+        lay.part_floats.max(1) * 4,
+        ResourceClass::TokenScratch,
+    );
+    let tick = buffer(d, "tick", lay.tickets * 4, ResourceClass::TokenScratch);
+    tick.write(0, &vec![0u32; lay.tickets as usize]).unwrap();
+    (part, tick)
+}
+
 /// A `rows`-row matrix made of the `base` packed rows repeated, in `mats` x `copies` buffers
 /// (copies rotate so that about `budget` bytes are touched); returns the buffers (matrix m
 /// of copy c at `mats * c + m`), one matrix's bytes and the copy count.
@@ -895,14 +908,7 @@ fn cmt_bench(d: &Device, reps: u32, only: Option<String>) {
                 for shape in [StagedShape::KSteps, StagedShape::Rows] {
                     let lay = matvec_batch_staged_layout(shape, dt, rows, cols, tokens, gated);
                     let k = d.pipeline(lay.kernel(dt, gated).unwrap()).unwrap();
-                    let part = buffer(
-                        d,
-                        "part",
-                        lay.part_floats.max(1) * 4,
-                        ResourceClass::TokenScratch,
-                    );
-                    let tick = buffer(d, "tick", lay.tickets * 4, ResourceClass::TokenScratch);
-                    tick.write(0, &vec![0u32; lay.tickets as usize]).unwrap();
+                    let (part, tick) = staged_scratch(d, &lay);
                     let push = push.staged(&lay);
                     let name = match shape {
                         StagedShape::KSteps => "cmt",
@@ -1019,14 +1025,7 @@ fn i8mm_bench(d: &Device, reps: u32) {
             // The staged f16 matrix-unit kernel the model picks.
             let lay = matvec_batch_cmt_layout(dt, rows, cols, tokens, gated);
             let k = d.pipeline(lay.kernel(dt, gated).unwrap()).unwrap();
-            let part = buffer(
-                d,
-                "part",
-                lay.part_floats.max(1) * 4,
-                ResourceClass::TokenScratch,
-            );
-            let tick = buffer(d, "tick", lay.tickets * 4, ResourceClass::TokenScratch);
-            tick.write(0, &vec![0u32; lay.tickets as usize]).unwrap();
+            let (part, tick) = staged_scratch(d, &lay);
             let (cpush, _) = MatvecBatchCmPush::new(dt, rows, cols, tokens);
             let cpush = cpush.staged(&lay);
             let us = time_chain(d, reps, |enc, i| {

@@ -1,14 +1,12 @@
 //! Int8 matrix units through naga's 8x8 marker types rewritten by build.rs
-//! (docs/decisions/0008-int8-matrix-units.md): the probe kernel multiplies int8 matrices on
-//! 16 x 16 x 32 s8 cooperative matrices where the device has them (the H100) and must
-//! match the CPU's integer product exactly, and the batched matvec on them
-//! (`matvec_batch_i8mm`) must match the integer-dot CPU model (`quant_dp::matvec_dp_cpu`
-//! on the GPU's own quantized activations, NMSE <= 1e-5: its scale factors are f16, as the
-//! staged f16 kernels' weights) with
-//! each token's rows bit for bit the same alone, and the products scaled per row and
-//! column in registers (`mma_i8_scale_probe`: converted and divided by an f16 outer
-//! product) must be exact for power-of-two scales; elsewhere (lavapipe, CI) the kernels
-//! must be refused by name before any pipeline exists.
+//! (docs/decisions/0008-int8-matrix-units.md), where the device has them (the H100): the
+//! probe kernel's int8 products must equal the CPU's integer product; the products scaled
+//! per row and column in registers (`mma_i8_scale_probe`: converted and divided by an f16
+//! outer product) must be exact for power-of-two scales; the batched matvec on them
+//! (`matvec_batch_i8mm`) must match the integer-dot CPU model (`quant_dp::matvec_dp_cpu` on
+//! the GPU's own quantized activations, NMSE <= 1e-5: its scale factors are f16, as the
+//! staged f16 kernels' weights) with each token's rows bit for bit the same alone.
+//! Elsewhere (lavapipe, CI) the kernels must be refused by name before any pipeline exists.
 
 use sluice::{Buffer, Device, Error, KernelDesc, KernelFeature, ResourceClass};
 use sluice_kernels::quant_dp::{matvec_dp_cpu, XQ8};

@@ -1015,7 +1015,7 @@ fn i8mm_bench(d: &Device, reps: u32) {
             report("dp", us);
             // Int8 matrix units.
             let k = d.pipeline(matvec_batch_i8mm(dt, gated).unwrap()).unwrap();
-            let (push, groups) = MatvecBatchI8mmPush::new(dt, rows, cols, tokens, gated);
+            let (push, groups) = MatvecBatchI8mmPush::new(dt, rows, cols, tokens);
             let us = time_chain(d, reps, |enc, i| {
                 let mut b = mats_at(i);
                 b.extend([xq.slice(..), xd.slice(..), y.slice(..)]);

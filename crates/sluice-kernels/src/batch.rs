@@ -933,15 +933,9 @@ pub fn matvec_batch_i8mm(dtype: WeightDtype, silu: bool) -> Option<&'static Kern
 
 impl MatvecBatchI8mmPush {
     /// Push constants and dispatch size for `tokens` rows of a `[rows, cols]` `dtype`
-    /// matrix (`silu`: the gated kernel), activations at [`act_q8_strides`]`(cols)`, y
+    /// matrix (plain or gated: the same), activations at [`act_q8_strides`]`(cols)`, y
     /// `rows` floats apart, not accumulated.
-    pub fn new(
-        dtype: WeightDtype,
-        rows: u32,
-        cols: u32,
-        tokens: u32,
-        silu: bool,
-    ) -> (Self, [u32; 3]) {
+    pub fn new(dtype: WeightDtype, rows: u32, cols: u32, tokens: u32) -> (Self, [u32; 3]) {
         let (qs, ds) = act_q8_strides(cols);
         let push = MatvecBatchI8mmPush {
             rows,
@@ -953,7 +947,6 @@ impl MatvecBatchI8mmPush {
             y_stride: rows,
             accumulate: 0,
         };
-        let _ = silu;
         (
             push,
             [

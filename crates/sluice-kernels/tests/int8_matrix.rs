@@ -45,26 +45,35 @@ fn reference(a: &[i8], bt: &[i8], m: usize, n: usize, k: usize, kk: usize, times
     c
 }
 
-fn run(d: &Device, a: &[u32], bt: &[u32], p: MmaI8ProbePush) -> Vec<i32> {
-    let k = d.pipeline(&MMA_I8_PROBE).unwrap();
+/// One dispatch of a probe kernel over A, B^T (and, for `mma_i8_scale_probe`, the
+/// scales): its C as floats (`mma_i8_probe`: s32 bits).
+fn probe(
+    d: &Device,
+    kernel: &KernelDesc,
+    a: &[u32],
+    bt: &[u32],
+    scales: Option<&[f32]>,
+    p: MmaI8ProbePush,
+) -> Vec<f32> {
+    let k = d.pipeline(kernel).unwrap();
     let ab = u32_buffer(d, "a", a, ResourceClass::ReadOnlyWeight);
     let bb = u32_buffer(d, "bt", bt, ResourceClass::ReadOnlyWeight);
-    let cb = f32_buffer(
-        d,
-        "c",
-        &vec![f32::NAN; (p.m * p.n) as usize],
-        ResourceClass::TokenScratch,
-    );
+    let sb = scales.map(|v| f32_buffer(d, "scales", v, ResourceClass::ReadOnlyWeight));
+    let n = (p.m * p.n) as usize;
+    let cb = f32_buffer(d, "c", &vec![f32::NAN; n], ResourceClass::TokenScratch);
+    let mut bind = vec![ab.slice(..), bb.slice(..)];
+    bind.extend(sb.as_ref().map(|b| b.slice(..)));
+    bind.push(cb.slice(..));
     let mut enc = d.encoder().unwrap();
-    enc.dispatch(
-        &k,
-        [p.m / 16, p.n / 16, 1],
-        &[ab.slice(..), bb.slice(..), cb.slice(..)],
-        &p,
-    )
-    .unwrap();
+    enc.dispatch(&k, [p.m / 16, p.n / 16, 1], &bind, &p)
+        .unwrap();
     enc.submit().unwrap().wait().unwrap();
-    let got: Vec<f32> = cb.read(0, (p.m * p.n) as usize).unwrap();
+    cb.read(0, n).unwrap()
+}
+
+/// `mma_i8_probe`'s C as int32.
+fn run(d: &Device, a: &[u32], bt: &[u32], p: MmaI8ProbePush) -> Vec<i32> {
+    let got = probe(d, &MMA_I8_PROBE, a, bt, None, p);
     got.iter().map(|v| v.to_bits() as i32).collect()
 }
 
@@ -134,24 +143,9 @@ fn int8_matrix_units_multiply_exactly_or_are_refused() {
             .map(|(e, &v)| v as f32 * sa[e / n] * sb[e % n])
             .collect();
         let scales: Vec<f32> = sa.iter().chain(&sb).copied().collect();
-        let got = run_scaled(&d, &aw, &bw, &scales, p);
+        let got = probe(&d, &MMA_I8_SCALE_PROBE, &aw, &bw, Some(&scales), p);
         assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k} scaled");
     }
-}
-
-fn run_scaled(d: &Device, a: &[u32], bt: &[u32], scales: &[f32], p: MmaI8ProbePush) -> Vec<f32> {
-    let k = d.pipeline(&MMA_I8_SCALE_PROBE).unwrap();
-    let ab = u32_buffer(d, "a", a, ResourceClass::ReadOnlyWeight);
-    let bb = u32_buffer(d, "bt", bt, ResourceClass::ReadOnlyWeight);
-    let sb = f32_buffer(d, "scales", scales, ResourceClass::ReadOnlyWeight);
-    let n = (p.m * p.n) as usize;
-    let cb = f32_buffer(d, "c", &vec![f32::NAN; n], ResourceClass::TokenScratch);
-    let mut enc = d.encoder().unwrap();
-    let bind = [ab.slice(..), bb.slice(..), sb.slice(..), cb.slice(..)];
-    enc.dispatch(&k, [p.m / 16, p.n / 16, 1], &bind, &p)
-        .unwrap();
-    enc.submit().unwrap().wait().unwrap();
-    cb.read(0, n).unwrap()
 }
 
 /// Int8 operations of one speed-mode dispatch: 4 reps products of 16 x 16 x 32 per tile.
@@ -194,22 +188,8 @@ fn int8_matrix_speed_probe() {
             mode,
             reps,
         };
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let mut enc = d.encoder().unwrap();
-            for _ in 0..10 {
-                enc.dispatch(
-                    &kern,
-                    [p.m / 16, p.n / 16, 1],
-                    &[ab.slice(..), bb.slice(..), cb.slice(..)],
-                    &p,
-                )
-                .unwrap();
-            }
-            let t = std::time::Instant::now();
-            enc.submit().unwrap().wait().unwrap();
-            best = best.min(t.elapsed().as_secs_f64() / 10.0);
-        }
+        let bind = [ab.slice(..), bb.slice(..), cb.slice(..)];
+        let best = best_dispatch_secs(&d, &kern, [p.m / 16, p.n / 16, 1], &bind, &p, 10);
         let ops = int8_ops(m, n, reps);
         println!(
             "int8 16x16x32, {} tiles, reps {reps}, {what}: {:.1} us per dispatch, {:.0} TOPS",
@@ -235,18 +215,8 @@ fn int8_matrix_speed_probe() {
         mode: 1,
         reps,
     };
-    let mut best = f64::MAX;
-    for _ in 0..5 {
-        let mut enc = d.encoder().unwrap();
-        for _ in 0..10 {
-            let bind = [ab.slice(..), bb.slice(..), sc.slice(..), cb.slice(..)];
-            enc.dispatch(&kern, [p.m / 16, p.n / 16, 1], &bind, &p)
-                .unwrap();
-        }
-        let t = std::time::Instant::now();
-        enc.submit().unwrap().wait().unwrap();
-        best = best.min(t.elapsed().as_secs_f64() / 10.0);
-    }
+    let bind = [ab.slice(..), bb.slice(..), sc.slice(..), cb.slice(..)];
+    let best = best_dispatch_secs(&d, &kern, [p.m / 16, p.n / 16, 1], &bind, &p, 10);
     println!(
         "int8 16x16x32, {} tiles, reps {reps}, scaled in registers: {:.1} us per dispatch, {:.0} TOPS",
         m * n / 256,
@@ -334,7 +304,7 @@ fn matvec_batch_i8mm_matches_int_reference_and_each_token_alone() {
             let y0 = rng.vec(tokens * rows, 1.0);
             let run = |silu: bool, t0: usize, n: usize, accumulate: bool| -> Vec<f32> {
                 let (push, groups) =
-                    MatvecBatchI8mmPush::new(dt, rows as u32, cols as u32, n as u32, silu);
+                    MatvecBatchI8mmPush::new(dt, rows as u32, cols as u32, n as u32);
                 let push = MatvecBatchI8mmPush {
                     accumulate: accumulate as u32,
                     ..push

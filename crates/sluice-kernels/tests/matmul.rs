@@ -520,17 +520,7 @@ fn coop_load_speed_probe() {
             mode: mode as u32,
             reps,
         };
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let mut enc = d.encoder().unwrap();
-            for _ in 0..10 {
-                enc.dispatch(&k, [groups, 1, 1], &[c.slice(..)], &p)
-                    .unwrap();
-            }
-            let t = std::time::Instant::now();
-            enc.submit().unwrap().wait().unwrap();
-            best = best.min(t.elapsed().as_secs_f64() / 10.0);
-        }
+        let best = best_dispatch_secs(&d, &k, [groups, 1, 1], &[c.slice(..)], &p, 10);
         let flops = 2.0 * 4096.0 * 4.0 * reps as f64 * groups as f64;
         println!(
             "f16 16x16x16, {groups} subgroups, {name}: {:.1} us, {:.0} TFLOP/s",

@@ -2,8 +2,9 @@
 //! buffers filled with test data.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use sluice::{Buffer, Device, ResourceClass};
+use sluice::{Buffer, BufferSlice, Device, Pipeline, Pod, ResourceClass};
 use sluice_kernels::{act_q8_strides, pack_weights, ActQ8Push, WeightDtype, ACT_Q8};
+use std::sync::Arc;
 
 /// The bit patterns of `v` (for bit-for-bit comparisons that show the values' words).
 pub fn bits(v: &[f32]) -> Vec<u32> {
@@ -152,4 +153,27 @@ pub fn assert_q8_rows(
             "{what}: block gap after row {r} written"
         );
     }
+}
+
+/// Host wall time per dispatch of `kernel`, the best of 5 submits of `per` back-to-back
+/// dispatches (speed probes; includes the barrier between dispatches).
+pub fn best_dispatch_secs<P: Pod>(
+    d: &Device,
+    kernel: &Arc<Pipeline>,
+    groups: [u32; 3],
+    bindings: &[BufferSlice<'_>],
+    push: &P,
+    per: u32,
+) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let mut enc = d.encoder().unwrap();
+        for _ in 0..per {
+            enc.dispatch(kernel, groups, bindings, push).unwrap();
+        }
+        let t = std::time::Instant::now();
+        enc.submit().unwrap().wait().unwrap();
+        best = best.min(t.elapsed().as_secs_f64() / per as f64);
+    }
+    best
 }

@@ -73,7 +73,7 @@ pub struct LoadgenReport {
     pub failed: usize,
     /// First failure message, if any.
     pub first_error: Option<String>,
-    /// Completion tokens (from `usage`).
+    /// Completion tokens (from `usage`; without it, the streamed events that carried text).
     pub completion_tokens: u64,
     /// Wall time of the whole run in seconds.
     pub wall_s: f64,
@@ -122,6 +122,7 @@ async fn one(target: &Target, cfg: &LoadgenConfig, i: usize) -> Result<One> {
         gaps: Vec::new(),
     };
     let mut last: Option<Instant> = None;
+    let mut pieces = 0u64;
     while let Some((data, at)) = ev.next().await? {
         if data == "[DONE]" {
             break;
@@ -142,11 +143,16 @@ async fn one(target: &Target, cfg: &LoadgenConfig, i: usize) -> Result<One> {
         if piece.is_empty() {
             continue;
         }
+        pieces += 1;
         match last {
             None => out.ttft = Some((at - t0).as_secs_f64()),
             Some(l) => out.gaps.push((at - l).as_secs_f64()),
         }
         last = Some(at);
+    }
+    // A server that sends no usage in its stream: count the events that carried text.
+    if out.tokens == 0 {
+        out.tokens = pieces;
     }
     Ok(out)
 }
@@ -219,4 +225,73 @@ pub fn run_blocking(cfg: LoadgenConfig) -> Result<LoadgenReport> {
         .build()
         .map_err(|e| ServeError::io("start the async runtime", e))?
         .block_on(run(cfg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpListener;
+
+    /// A server whose streams carry `pieces` text events and no `usage` (as llama-server's
+    /// `/v1/completions` may): one connection per request, answered in a thread.
+    fn server_without_usage(requests: usize, pieces: usize) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in listener.incoming().take(requests) {
+                let mut conn = conn.unwrap();
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut len = 0;
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap();
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                reader.read_exact(&mut vec![0; len]).unwrap();
+                let mut body = String::new();
+                for k in 0..pieces {
+                    body += &format!("data: {{\"choices\":[{{\"text\":\"t{k}\"}}]}}\n\n");
+                }
+                body += "data: {\"choices\":[{\"text\":\"\"}]}\n\ndata: [DONE]\n\n";
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                conn.write_all(head.as_bytes()).unwrap();
+                conn.write_all(body.as_bytes()).unwrap();
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn streams_without_usage_count_their_text_events() {
+        let url = server_without_usage(3, 5);
+        let report = run_blocking(LoadgenConfig {
+            url,
+            concurrency: 1,
+            requests: 3,
+            max_tokens: 5,
+            prompt: "p".into(),
+            chat: false,
+            prompt_ids: Some(4),
+            api_key: None,
+            timeout: Duration::from_secs(20),
+        })
+        .unwrap();
+        assert_eq!(
+            (report.ok, report.failed),
+            (3, 0),
+            "{:?}",
+            report.first_error
+        );
+        assert_eq!(report.completion_tokens, 15);
+        assert_eq!(report.itl.n, 12);
+    }
 }

@@ -233,8 +233,8 @@ mod tests {
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::TcpListener;
 
-    /// A server whose streams carry `pieces` text events and no `usage` (as llama-server's
-    /// `/v1/completions` may): one connection per request, answered in a thread.
+    /// A server whose streams carry `pieces` text events and no `usage` (OpenAI servers send
+    /// it only when asked, and not all do): one connection per request, answered in a thread.
     fn server_without_usage(requests: usize, pieces: usize) -> String {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

@@ -714,6 +714,15 @@ fn time_chain(d: &Device, reps: u32, mut record: impl FnMut(&mut sluice::Encoder
     best
 }
 
+/// Deterministic pseudo-random values in [-scale / 2, scale / 2) from `seed` (an LCG): the
+/// benches' weights and activations.
+fn uniform(mut seed: u32) -> impl FnMut(f32) -> f32 {
+    move |scale| {
+        seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
+        ((seed >> 9) as f32 / 8388608.0 - 0.5) * scale
+    }
+}
+
 /// The partial sums and (zeroed) tickets a staged layout's K split needs.
 fn staged_scratch(d: &Device, lay: &MatvecBatchCmtLayout) -> (Buffer, Buffer) {
     let part = buffer(
@@ -793,11 +802,7 @@ fn cmt_bench(d: &Device, reps: u32, only: Option<String>) {
             .is_none_or(|o| o.split(',').any(|n| n == dt.name()))
     };
     let budget = 512u64 << 20;
-    let mut seed = 11u32;
-    let mut rnd = |scale: f32| {
-        seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
-        ((seed >> 9) as f32 / 8388608.0 - 0.5) * scale
-    };
+    let mut rnd = uniform(11);
     for dt in dts.into_iter().filter(wanted) {
         for &(name, rows, cols) in shapes {
             let gated = name.ends_with("gate");
@@ -941,11 +946,7 @@ fn i8mm_bench(d: &Device, reps: u32) {
     ];
     let dt = WeightDtype::Q4K;
     let budget = 512u64 << 20;
-    let mut seed = 5u32;
-    let mut rnd = |scale: f32| {
-        seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
-        ((seed >> 9) as f32 / 8388608.0 - 0.5) * scale
-    };
+    let mut rnd = uniform(5);
     for &(name, rows, cols) in shapes {
         let gated = name.ends_with("gate");
         let base = 64usize;

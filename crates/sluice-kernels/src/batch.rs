@@ -505,13 +505,15 @@ const CMT_SPLIT_TARGET: u32 = 528;
 /// Rows per workgroup of [`matvec_batch_cmr`]: four subgroups of 16 (gated: 32 rows of
 /// the gate and the same 32 of the up matrix).
 const CMR_ROWS: u32 = 64;
-/// Columns per K chunk of [`matvec_batch_cmr`]: 64 for Q5_K and Q6_K (32 weights fetched
-/// and decoded at a time: 1.1-1.6x faster on the H100), 32 for f16 (64 measured 17%
-/// slower) and the other block formats (8 weights at a time; 32-weight groups over 64
-/// columns measured up to 1.3x slower). BENCHMARKS.md, twelfth and thirteenth sessions.
+/// Columns per K chunk of [`matvec_batch_cmr`]: 64 for Q6_K (32 weights fetched and
+/// decoded at a time: 1.1-1.6x faster on the H100), 32 for f16 (64 measured 17% slower)
+/// and the other block formats (8 weights at a time, the K-quants 16; 32-weight groups
+/// over 64 columns measured up to 1.3x slower for Q4_K and the 32-element formats, and
+/// slower than 16 over 32 for Q5_K). BENCHMARKS.md, twelfth, thirteenth and twentieth
+/// sessions.
 fn cmr_chunk(dtype: WeightDtype) -> u32 {
     match dtype {
-        WeightDtype::Q5K | WeightDtype::Q6K => 64,
+        WeightDtype::Q6K => 64,
         _ => 32,
     }
 }

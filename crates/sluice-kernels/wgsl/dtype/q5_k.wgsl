@@ -4,7 +4,7 @@
 //! replaces: matvec_body matvec_q_body
 //! replaces: matmul_load_float matmul_load_q
 //! replaces: matvec_batch_cmt_f16 matvec_batch_cmt_q
-//! replaces: matvec_batch_cmr_runs matvec_batch_cmr_qg
+//! replaces: matvec_batch_cmr_runs matvec_batch_cmr_q16
 //! include: quant_common
 //! include: quant_k
 const QBLOCK: u32 = 256u;
@@ -68,19 +68,4 @@ fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
     let qb = u2fb(nibbles(qp.y, hi == 1u), 0.0);
     let sh = 2u * c + hi;
     return W8(a * (qa + bits16(hp.x, sh)) - mn, a * (qb + bits16(hp.y, sh)) - mn);
-}
-
-// Weight groups (include/quant_common.wgsl): group g is 16 quant bytes (and their fifth
-// bits) of super-block s = g / 8, chunk c = (g % 8) / 2, half h = g % 2: runs 0, 1 = their
-// low nibbles (elements 64 c + 16 h + 0 .. 15, sub-block 2 c), 2, 3 = their high ones
-// (64 c + 32 + 16 h + .., sub-block 2 c + 1).
-fn q_c8(g: u32, j: u32) -> u32 {
-    return 32u * (g / 8u) + 8u * ((g % 8u) / 2u) + 2u * (g % 2u) + j + 2u * (j / 2u);
-}
-fn q_gfetch(sel: bool, rb: u32, nb: u32, g: u32) -> QRaw {
-    return q_fetch8(sel, rb, nb, q_c8(g, 0u));
-}
-fn q_gdecode(raw: QRaw, nb: u32, g: u32) -> W32 {
-    return W32(q_decode8(raw, nb, q_c8(g, 0u)), q_decode8(raw, nb, q_c8(g, 1u)),
-        q_decode8(raw, nb, q_c8(g, 2u)), q_decode8(raw, nb, q_c8(g, 3u)));
 }

@@ -1,13 +1,15 @@
-// Q5_K and Q6_K weights in matvec_batch_cmr (include/matvec_batch_cmr_body.wgsl; swapped in
-// for _runs.wgsl by those dtype snippets): chunks of KC = 64 columns; a weight group is 32
+// Q6_K weights in matvec_batch_cmr (include/matvec_batch_cmr_body.wgsl; swapped in for
+// _runs.wgsl by that dtype snippet): chunks of KC = 64 columns; a weight group is 32
 // weights that one fetch of the snippet's vec4s holds (`q_gfetch`), decoded together
 // (`q_gdecode`) and staged as 4 runs of 8 whose columns the snippet's `q_c8` names (not
 // consecutive: a Q6_K group is the low or high nibbles of 16 ql bytes). The activations
 // are staged in the same order, so a chunk's K order is the format's, and a row's sum
 // covers every column once. Against 8 weights per fetch over 32-column chunks
-// (include/matvec_batch_cmr_runs.wgsl, the other block formats): Q6_K and Q5_K 1.1-1.6x
-// faster, Q4_0 .. Q5_1, Q4_K and Q8_0 up to 1.3x slower (H100, BENCHMARKS.md, thirteenth
-// session). `WRaw` is QRaw (include/matvec_batch_cmt_q.wgsl, also included).
+// (include/matvec_batch_cmr_runs.wgsl): Q6_K and Q5_K 1.1-1.6x faster, Q4_0 .. Q5_1, Q4_K
+// and Q8_0 up to 1.3x slower (H100, BENCHMARKS.md, thirteenth session); against 16 weights
+// per fetch over 32 columns (include/matvec_batch_cmr_q16.wgsl, which Q4_K and Q5_K take),
+// Q6_K here keeps the 4B Q4_K_M batched engine ~3% faster (twentieth session). `WRaw` is
+// QRaw (include/matvec_batch_cmt_q.wgsl, also included).
 const KC: u32 = 64u;
 const WR: u32 = 4u;
 

@@ -9,6 +9,9 @@
 // decoded to f32 (8 elements never straddle a block or a scale), in two halves that a
 // kernel may call apart to have the loads in flight during other work: `q_fetch8(sel,
 // rb, nb, c8) -> QRaw` (the vec4s those elements need) and `q_decode8(raw, nb, c8) -> W8`.
+// The raw of an even c8 also holds everything c8 + 1 needs (16 consecutive elements sit
+// in one quant vec4 and one set of scales in every format): the staged batched matvec
+// may decode both from one fetch (include/matvec_batch_cmr_q16.wgsl).
 
 struct W8 { a: vec4<f32>, b: vec4<f32> }
 
@@ -26,7 +29,7 @@ fn qraw_zero() -> QRaw {
     return QRaw(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u));
 }
 
-// Weight groups (Q5_K, Q6_K in the staged batched matvec matvec_batch_cmr,
+// Weight groups (Q6_K in the staged batched matvec matvec_batch_cmr,
 // include/matvec_batch_cmr_qg.wgsl): group g of a row is 32 weights whose vec4s one fetch
 // holds. Those snippets define `q_c8(g, j) -> u32` (the c8 of its run j = 0..3, so its
 // columns are 8 c8 .. + 7; the groups of a row cover it once, group g inside the blocks

@@ -502,12 +502,31 @@ const CMT_PART: u64 = 2048;
 const CMT_SPLIT_BELOW: u32 = 128;
 /// Workgroups a split aims for (four per multiprocessor of a 132-SM GPU).
 const CMT_SPLIT_TARGET: u32 = 528;
+/// Push constants of `decode16_probe_<q4_k|q5_k>`, a test probe of the 16-weight decoder
+/// with which [`matvec_batch_cmr`] stages Q4_K / Q5_K weights (a kernel for devices with
+/// matrix units; the probe runs anywhere). Dispatch `[ceil(rows * cols / 1024), 1, 1]`;
+/// binding 1 holds `2 * rows * cols` floats.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Decode16ProbePush {
+    /// Rows of the matrix.
+    pub rows: u32,
+    /// Columns (whole super-blocks).
+    pub cols: u32,
+    /// 16-byte vec4s between rows of the GPU layout ([`crate::row_stride_field`]).
+    pub w_stride: u32,
+}
+const _: () = assert!(
+    std::mem::size_of::<Decode16ProbePush>()
+        == crate::DECODE16_PROBE_Q4_K.push_constant_bytes as usize
+);
+
 /// Rows per workgroup of [`matvec_batch_cmr`]: four subgroups of 16 (gated: 32 rows of
 /// the gate and the same 32 of the up matrix).
 const CMR_ROWS: u32 = 64;
 /// Columns per K chunk of [`matvec_batch_cmr`]: 64 for Q6_K (32 weights fetched and
 /// decoded at a time: 1.1-1.6x faster on the H100), 32 for f16 (64 measured 17% slower)
-/// and the other block formats (8 weights at a time, the K-quants 16; 32-weight groups
+/// and the other block formats (8 weights per fetch, Q4_K and Q5_K 16; 32-weight groups
 /// over 64 columns measured up to 1.3x slower for Q4_K and the 32-element formats, and
 /// slower than 16 over 32 for Q5_K). BENCHMARKS.md, twelfth, thirteenth and twentieth
 /// sessions.

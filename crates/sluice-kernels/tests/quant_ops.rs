@@ -380,6 +380,62 @@ fn quant_embed_matches_dequantized_rows() {
     }
 }
 
+/// The 16-weight Q4_K / Q5_K decoder of the row-owning staged batched matvec (a kernel
+/// that needs matrix units) through `decode16_probe`: bit for bit two 8-weight decodes,
+/// and the CPU dequantization.
+#[test]
+fn decode16_matches_two_decode8_and_dequantize() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(35);
+    for (dt, k) in [
+        (WeightDtype::Q4K, &DECODE16_PROBE_Q4_K),
+        (WeightDtype::Q5K, &DECODE16_PROBE_Q5_K),
+    ] {
+        let (rows, cols) = (5usize, 1280usize);
+        let m = qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 1.0));
+        let n = rows * cols;
+        let out = f32_buffer(
+            &d,
+            "out",
+            &vec![f32::NAN; 2 * n],
+            ResourceClass::TokenScratch,
+        );
+        let push = Decode16ProbePush {
+            rows: rows as u32,
+            cols: cols as u32,
+            w_stride: row_stride_field(dt, cols as u32),
+        };
+        let pipe = d.pipeline(k).unwrap();
+        let mut enc = d.encoder().unwrap();
+        enc.dispatch(
+            &pipe,
+            [(n / 16).div_ceil(64) as u32, 1, 1],
+            &[m.buf.slice(..), out.slice(..)],
+            &push,
+        )
+        .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let got: Vec<f32> = out.read(0, 2 * n).unwrap();
+        let (d16, d8) = got.split_at(n);
+        let diff = d16
+            .iter()
+            .zip(d8)
+            .position(|(a, b)| a.to_bits() != b.to_bits());
+        if let Some(i) = diff {
+            panic!(
+                "{}: q_decode16 differs from two q_decode8 at row {} column {}: {} vs {}",
+                dt.name(),
+                i / cols,
+                i % cols,
+                d16[i],
+                d8[i]
+            );
+        }
+        assert_close(&format!("decode16 {}", dt.name()), d16, &m.deq, NMSE_EMBED);
+    }
+}
+
 #[test]
 fn helpers_and_variants_cover_every_dtype() {
     for dt in quant::ALL_DTYPES {

@@ -20,7 +20,8 @@
 //! With `cmt`: the staged batched matvecs (operands staged through shared memory, K split
 //! over workgroups for matrices of few rows; matvec_batch_cmt and its row-owning twin
 //! matvec_batch_cmr) against matvec_batch_cm, in a chain, each checked against CPU dot
-//! products.
+//! products. A third argument keeps only the formats it names (`cmt q4_k,f16`), a fourth
+//! only the token counts it names (`cmt q4_k 32`; default 1, 8, 32, 64).
 //!
 //! With `i8mm`: the batched matvec on int8 matrix units (`matvec_batch_i8mm`, Q4_K) against
 //! the integer-dot one (`matvec_batch_dp`) and the staged f16 matrix-unit one the model
@@ -99,7 +100,12 @@ fn main() {
         return;
     }
     if std::env::args().nth(2).as_deref() == Some("cmt") {
-        cmt_bench(&d, reps, std::env::args().nth(3));
+        let tokens = std::env::args().nth(4).map_or(vec![1, 8, 32, 64], |l| {
+            l.split(',')
+                .map(|t| t.parse().expect("token counts: comma-separated integers"))
+                .collect()
+        });
+        cmt_bench(&d, reps, std::env::args().nth(3), &tokens);
         return;
     }
     let shapes: &[(&str, u32, u32)] = &[
@@ -769,8 +775,10 @@ fn weight_copies(
 /// shapes: µs in a chain of `reps` dispatches over rotating weight copies, GB/s, and each
 /// one's largest error relative to the largest |y| against a CPU dot product (weights
 /// decoded and rounded to f16) at four (token, row) points. The gate shapes run gated
-/// (gate and up: two matrices). `only`: comma-separated dtype names (default all four).
-fn cmt_bench(d: &Device, reps: u32, only: Option<String>) {
+/// (gate and up: two matrices). `only`: comma-separated dtype names (default all);
+/// `token_counts`: the token counts timed (the fourth argument, e.g. `32` or `8,64`;
+/// default 1, 8, 32, 64).
+fn cmt_bench(d: &Device, reps: u32, only: Option<String>, token_counts: &[u32]) {
     let shapes: &[(&str, u32, u32)] = &[
         ("4b qkv", 6144, 2560),
         ("4b o", 2560, 4096),
@@ -823,7 +831,7 @@ fn cmt_bench(d: &Device, reps: u32, only: Option<String>) {
             let deq: Vec<f32> = deq.iter().map(|&v| round_to(WeightDtype::F16, v)).collect();
             let mats = if gated { 2 } else { 1 };
             let (ws, wbytes, copies) = weight_copies(d, &packed, base, rows, mats, budget);
-            for tokens in [1u32, 8, 32, 64] {
+            for &tokens in token_counts {
                 let padded = tokens.next_multiple_of(16);
                 let xs: Vec<f32> = (0..(padded * cols) as usize)
                     .map(|i| {

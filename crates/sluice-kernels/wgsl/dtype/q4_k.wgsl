@@ -59,11 +59,9 @@ fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
     let hi = (r % 64u) / 32u;
     let o = (r % 16u) / 4u;
     let qp = vpair(w.q, o);
-    let sm2 = k_scale_min2(w.m, r / 64u);
-    let sm = select(sm2.xy, sm2.zw, hi == 1u);
-    let dm = unpack2x16float(w.m.x);
-    let a = dm.x * sm.x;
-    let mn = dm.y * sm.y;
+    let am = k_am(w.m, r);
+    let a = am.x;
+    let mn = am.y;
     let qa = u2fb(nibbles(qp.x, hi == 1u), 0.0);
     let qb = u2fb(nibbles(qp.y, hi == 1u), 0.0);
     return W8(a * qa - mn, a * qb - mn);
@@ -74,11 +72,9 @@ fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
 fn q_decode16(w: QRaw, nb: u32, c8: u32) -> W16 {
     let r = 8u * (c8 % 32u);
     let hi = (r % 64u) >= 32u;
-    let sm2 = k_scale_min2(w.m, r / 64u);
-    let sm = select(sm2.xy, sm2.zw, hi);
-    let dm = unpack2x16float(w.m.x);
-    let a = dm.x * sm.x;
-    let mn = dm.y * sm.y;
+    let am = k_am(w.m, r);
+    let a = am.x;
+    let mn = am.y;
     return W16(
         W8(a * u2fb(nibbles(w.q.x, hi), 0.0) - mn, a * u2fb(nibbles(w.q.y, hi), 0.0) - mn),
         W8(a * u2fb(nibbles(w.q.z, hi), 0.0) - mn, a * u2fb(nibbles(w.q.w, hi), 0.0) - mn),

@@ -14,19 +14,14 @@
 const KC: u32 = 32u;
 const WR: u32 = 2u;
 
-// Group g (0 .. KC / 16) of chunk ch of row r of the first matrix (sel: the second);
-// zeros past cols or rows (which decode to zeros).
+// Group g (0 .. KC / 16) of chunk ch of row r of the first matrix (sel: the second): the
+// 8-weight reader's fetch of its first run (zeros past cols or rows).
 fn fetch_wg(sel: bool, r: u32, ch: u32, g: u32) -> QRaw {
-    let c8 = ch * (KC / 8u) + 2u * g;
-    if (8u * c8 >= pc.cols || r >= pc.rows) {
-        return qraw_zero();
-    }
-    return q_fetch8(sel, r * pc.w_stride, pc.cols / QBLOCK, c8);
+    return fetch_w(sel, r, run_col(ch, 2u * g));
 }
 
 fn put_wg(o: u32, v: QRaw, ch: u32, g: u32) {
-    let c8 = ch * (KC / 8u) + 2u * g;
-    let d = q_decode16(v, pc.cols / QBLOCK, c8);
+    let d = q_decode16(v, pc.cols / QBLOCK, run_col(ch, 2u * g) / 8u);
     put8(o, vec4<f16>(d.r0.a), vec4<f16>(d.r0.b));
     put8(o + 8u, vec4<f16>(d.r1.a), vec4<f16>(d.r1.b));
 }

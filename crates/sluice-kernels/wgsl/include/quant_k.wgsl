@@ -16,3 +16,12 @@ fn k_scale_min2(m: vec4<u32>, c: u32) -> vec4<f32> {
     let v = vec4<u32>(sc & 255u, mn & 255u, sc >> 8u, mn >> 8u);
     return bitcast<vec4<f32>>(v | vec4<u32>(MAGIC)) - vec4<f32>(MAGIC_F);
 }
+
+// (d * scale, dmin * min) of the sub-block holding element r (0..255) of a super-block,
+// from its meta vec4: a Q4_K / Q5_K weight is a * q - mn with these (a, mn).
+fn k_am(m: vec4<u32>, r: u32) -> vec2<f32> {
+    let sm2 = k_scale_min2(m, r / 64u);
+    let sm = select(sm2.xy, sm2.zw, (r % 64u) >= 32u);
+    let dm = unpack2x16float(m.x);
+    return vec2<f32>(dm.x * sm.x, dm.y * sm.y);
+}

@@ -919,7 +919,7 @@ fn cmt_bench(d: &Device, reps: u32, only: Option<String>, token_counts: &[u32]) 
                 // The staged kernels, both shapes (the model runs the one
                 // matvec_batch_cmt_layout picks).
                 for shape in [StagedShape::KSteps, StagedShape::Rows] {
-                    let lay = matvec_batch_staged_layout(shape, dt, rows, cols, tokens, gated);
+                    let lay = matvec_batch_staged_layout(shape, rows, cols, tokens, gated);
                     let k = d.pipeline(lay.kernel(dt, gated).unwrap()).unwrap();
                     let (part, tick) = staged_scratch(d, &lay);
                     let push = push.staged(&lay);

@@ -502,8 +502,8 @@ const CMT_PART: u64 = 2048;
 const CMT_SPLIT_BELOW: u32 = 128;
 /// Workgroups a split aims for (four per multiprocessor of a 132-SM GPU).
 const CMT_SPLIT_TARGET: u32 = 528;
-/// Push constants of `decode16_probe_<q4_k|q5_k>`, a test probe of the 16-weight decoder
-/// with which [`matvec_batch_cmr`] stages Q4_K / Q5_K weights (a kernel for devices with
+/// Push constants of `decode16_probe_<q4_k|q5_k|q6_k>`, a test probe of the 16-weight
+/// decoder with which [`matvec_batch_cmr`] stages Q4_K / Q5_K / Q6_K weights (a kernel for devices with
 /// matrix units; the probe runs anywhere). Dispatch `[ceil(rows * cols / 1024), 1, 1]`;
 /// binding 1 holds `2 * rows * cols` floats.
 #[repr(C)]
@@ -524,18 +524,12 @@ const _: () = assert!(
 /// Rows per workgroup of [`matvec_batch_cmr`]: four subgroups of 16 (gated: 32 rows of
 /// the gate and the same 32 of the up matrix).
 const CMR_ROWS: u32 = 64;
-/// Columns per K chunk of [`matvec_batch_cmr`]: 64 for Q6_K (32 weights fetched and
-/// decoded at a time: 1.1-1.6x faster on the H100), 32 for f16 (64 measured 17% slower)
-/// and the other block formats (8 weights per fetch, Q4_K and Q5_K 16; 32-weight groups
-/// over 64 columns measured up to 1.3x slower for Q4_K and the 32-element formats, and
-/// slower than 16 over 32 for Q5_K). BENCHMARKS.md, twelfth, thirteenth and twentieth
-/// sessions.
-fn cmr_chunk(dtype: WeightDtype) -> u32 {
-    match dtype {
-        WeightDtype::Q6K => 64,
-        _ => 32,
-    }
-}
+/// Columns per K chunk of [`matvec_batch_cmr`], every format: f16 and the 32-element
+/// block formats fetch 8 weights at a time, the K-quants 16. On the H100, 64 columns
+/// measured 17% slower for f16; 32-weight groups over 64 columns up to 1.3x slower for
+/// Q4_K and the 32-element formats and slower than 16-weight groups over 32 for Q5_K and
+/// Q6_K (BENCHMARKS.md, twelfth, thirteenth, twentieth and twenty-first sessions).
+const CMR_CHUNK: u32 = 32;
 /// Floats of one workgroup's partial sums of [`matvec_batch_cmr`] (64 rows x 64 tokens).
 const CMR_PART: u64 = 4096;
 /// Workgroups a split of [`matvec_batch_cmr`] aims for (two per multiprocessor of a
@@ -656,19 +650,17 @@ pub fn matvec_batch_cmt_layout(
     } else {
         StagedShape::KSteps
     };
-    matvec_batch_staged_layout(shape, dtype, rows, cols, tokens, gated)
+    matvec_batch_staged_layout(shape, rows, cols, tokens, gated)
 }
 
-/// The layout of `shape` for a `rows` x `cols` matrix of `dtype` (`gated`: the gate/up
+/// The layout of `shape` for a `rows` x `cols` matrix of any format (`gated`: the gate/up
 /// pair, `rows` each) and `tokens`, 64 tokens per workgroup. [`StagedShape::KSteps`]: 32
 /// rows (gated: 16) per workgroup; a matrix of fewer than 128 row groups splits its K
 /// chunks (128 columns) into runs of at least two until the dispatch has about 528
-/// workgroups. [`StagedShape::Rows`]: 64 rows (gated: 32), chunks of [`cmr_chunk`]
-/// columns, split until about 264 workgroups. The split depends on the shape only
+/// workgroups. [`StagedShape::Rows`]: 64 rows (gated: 32), chunks of 32 columns, split until about 264 workgroups. The split depends on the shape only
 /// (batch invariance).
 pub fn matvec_batch_staged_layout(
     shape: StagedShape,
-    dtype: WeightDtype,
     rows: u32,
     cols: u32,
     tokens: u32,
@@ -684,7 +676,7 @@ pub fn matvec_batch_staged_layout(
         ),
         StagedShape::Rows => (
             if gated { CMR_ROWS / 2 } else { CMR_ROWS },
-            cmr_chunk(dtype),
+            CMR_CHUNK,
             CMR_PART,
             CMR_SPLIT_TARGET,
             CMR_SPLIT_TARGET,

@@ -667,7 +667,7 @@ fn run_matvec_batch_cm(
     };
     if let Some(shape) = staged {
         let gated = variant.has_silu();
-        let lay = matvec_batch_staged_layout(shape, dt, p.rows, p.cols, p.tokens, gated);
+        let lay = matvec_batch_staged_layout(shape, p.rows, p.cols, p.tokens, gated);
         let part = f32_buffer(
             d,
             "part",
@@ -859,7 +859,7 @@ fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
         (48, 4096, 33),
     ];
     let both = [StagedShape::KSteps, StagedShape::Rows];
-    let rows = matvec_batch_staged_layout(StagedShape::Rows, WeightDtype::F16, 48, 4096, 33, false);
+    let rows = matvec_batch_staged_layout(StagedShape::Rows, 48, 4096, 33, false);
     assert_eq!((rows.ksplit, rows.kchunks), (64, 2));
     let mut failures = Vec::new();
     for shape in both {

@@ -380,7 +380,7 @@ fn quant_embed_matches_dequantized_rows() {
     }
 }
 
-/// The 16-weight Q4_K / Q5_K decoder of the row-owning staged batched matvec (a kernel
+/// The 16-weight Q4_K / Q5_K / Q6_K decoder of the row-owning staged batched matvec (a kernel
 /// that needs matrix units) through `decode16_probe`: bit for bit two 8-weight decodes,
 /// and the CPU dequantization.
 #[test]
@@ -391,6 +391,7 @@ fn decode16_matches_two_decode8_and_dequantize() {
     for (dt, k) in [
         (WeightDtype::Q4K, &DECODE16_PROBE_Q4_K),
         (WeightDtype::Q5K, &DECODE16_PROBE_Q5_K),
+        (WeightDtype::Q6K, &DECODE16_PROBE_Q6_K),
     ] {
         let (rows, cols) = (5usize, 1280usize);
         let m = qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 1.0));

@@ -6,7 +6,7 @@
 //! replaces: matvec_body matvec_q_body
 //! replaces: matmul_load_float matmul_load_q
 //! replaces: matvec_batch_cmt_f16 matvec_batch_cmt_q
-//! replaces: matvec_batch_cmr_runs matvec_batch_cmr_qg
+//! replaces: matvec_batch_cmr_runs matvec_batch_cmr_q16
 //! include: quant_common
 const QBLOCK: u32 = 256u;
 // One unit = 16 consecutive l (one scale each) of one half, all four groups g (64
@@ -85,36 +85,23 @@ fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
     return W8(ds * fa, ds * fb);
 }
 
-// Weight groups (include/quant_common.wgsl): group g of super-block s = g / 8 is the 16
-// ql bytes of (half n, groups gl and gl + 2, l0 = 16 lam ..) with their qh bytes, where
-// g % 8 = 4 n + 2 gl + lam: runs j = 2 gh + mu are elements 128 n + 32 (gl + 2 gh) + 16 lam
-// + 8 mu + 0 .. 7 (scale 8 n + lam + 2 (gl + 2 gh)).
-fn q_c8(g: u32, j: u32) -> u32 {
-    let e = g % 8u;
-    return 32u * (g / 8u) + 16u * (e / 4u) + 4u * ((e / 2u) % 2u + 2u * (j / 2u)) + 2u * (e % 2u) + j % 2u;
-}
-fn q_gfetch(sel: bool, rb: u32, nb: u32, g: u32) -> QRaw {
-    return q_fetch8(sel, rb, nb, q_c8(g, 0u));
-}
-fn q_gdecode(w: QRaw, nb: u32, g: u32) -> W32 {
-    let s = g / 8u;
-    let e = g % 8u;
-    let gl = (e / 2u) % 2u;
-    // Scales si and si + 4 (groups gl and gl + 2): byte si % 4 of words si / 4 and + 1.
-    let si = 8u * (e / 4u) + e % 2u + 2u * gl;
-    let d = vhalf(w.e, nb * 208u + 2u * s);
-    let s0 = d * fsel(i8x4(vsel(w.m, si / 4u)), si % 4u);
-    let s1 = d * fsel(i8x4(vsel(w.m, si / 4u + 1u)), si % 4u);
-    let sh0 = 2u * gl;
-    let sh1 = sh0 + 4u;
-    return W32(
-        W8(s0 * u2fb(nibbles(w.q.x, false) | bits2(w.h.x, sh0), 32.0),
-            s0 * u2fb(nibbles(w.q.y, false) | bits2(w.h.y, sh0), 32.0)),
-        W8(s0 * u2fb(nibbles(w.q.z, false) | bits2(w.h.z, sh0), 32.0),
-            s0 * u2fb(nibbles(w.q.w, false) | bits2(w.h.w, sh0), 32.0)),
-        W8(s1 * u2fb(nibbles(w.q.x, true) | bits2(w.h.x, sh1), 32.0),
-            s1 * u2fb(nibbles(w.q.y, true) | bits2(w.h.y, sh1), 32.0)),
-        W8(s1 * u2fb(nibbles(w.q.z, true) | bits2(w.h.z, sh1), 32.0),
-            s1 * u2fb(nibbles(w.q.w, true) | bits2(w.h.w, sh1), 32.0)),
+// Elements 8 * c8 .. + 15 (c8 even): 16 l of one group g of one half, one scale
+// (include/quant_common.wgsl).
+fn q_decode16(w: QRaw, nb: u32, c8: u32) -> W16 {
+    let s = c8 / 32u;
+    let r = 8u * (c8 % 32u);
+    let n = r / 128u;
+    let g = (r % 128u) / 32u;
+    let l0 = r % 32u;
+    let si = 8u * n + l0 / 16u + 2u * g;
+    let sc = fsel(i8x4(vword(w.m, nb * 192u + 16u * s + (si & ~3u))), si & 3u);
+    let ds = vhalf(w.e, nb * 208u + 2u * s) * sc;
+    let hi = g >= 2u;
+    let sh = 2u * g;
+    return W16(
+        W8(ds * u2fb(nibbles(w.q.x, hi) | bits2(w.h.x, sh), 32.0),
+            ds * u2fb(nibbles(w.q.y, hi) | bits2(w.h.y, sh), 32.0)),
+        W8(ds * u2fb(nibbles(w.q.z, hi) | bits2(w.h.z, sh), 32.0),
+            ds * u2fb(nibbles(w.q.w, hi) | bits2(w.h.w, sh), 32.0)),
     );
 }

@@ -1,16 +1,18 @@
-// Q4_K and Q5_K weights in matvec_batch_cmr (include/matvec_batch_cmr_body.wgsl; swapped
-// in for _runs.wgsl by those dtype snippets): chunks of KC = 32 columns; a weight group is
-// 16 consecutive weights, both runs of 8 from ONE fetch of the snippet's vec4s (q_fetch8
-// of an even c8 holds what c8 + 1 needs too: one quant vec4 and its block's scales in
-// every format) decoded by the snippet's q_decode16, so a group costs half the vec4 loads
-// and scale decodes of two 8-weight reads (include/matvec_batch_cmr_runs.wgsl, which f16
-// and the 32-element block formats keep; Q6_K keeps 32-weight groups,
-// include/matvec_batch_cmr_qg.wgsl). The same columns in the same order (a chunk's stage
-// is column ch * KC + i). On the H100 at 32 tokens (BENCHMARKS.md, twentieth session):
-// Q4_K 4B gate/up 105 -> 81 us, down 62 -> 58; Q5_K (before: 32 weights per fetch over 64
+// K-quant (Q4_K, Q5_K, Q6_K) weights in matvec_batch_cmr
+// (include/matvec_batch_cmr_body.wgsl; swapped in for _runs.wgsl by those dtype
+// snippets): chunks of KC = 32 columns; a weight group is 16 consecutive weights, both
+// runs of 8 from ONE fetch of the snippet's vec4s (q_fetch8 of an even c8 holds what
+// c8 + 1 needs too: one quant vec4 and its block's scales in every format) decoded by the
+// snippet's q_decode16, so a group costs half the vec4 loads and scale decodes of two
+// 8-weight reads (include/matvec_batch_cmr_runs.wgsl, which f16 and the 32-element block
+// formats keep). The same columns in the same order (a chunk's stage is column
+// ch * KC + i). On the H100 at 32 tokens (BENCHMARKS.md, twentieth session): Q4_K 4B
+// gate/up 105 -> 81 us, down 62 -> 58; Q5_K (before: 32 weights per fetch over 64
 // columns) gate/up 138 -> 99, down 82 -> 65, the 4B o 35 -> 38; with two q_decode8
-// instead of q_decode16 3-10% slower; Q8_0 and Q4_0 within -2 .. +4%, Q6_K mixed (not
-// used). `WRaw` is QRaw (include/matvec_batch_cmt_q.wgsl, also included).
+// instead of q_decode16 3-10% slower; Q8_0 and Q4_0 within -2 .. +4%. Q6_K (before: 32
+// weights per fetch over 64 columns; twenty-first session): 4B gate/up 117 -> 97 us,
+// down 79 -> 65, qkv 49 -> 44, 0.6B LM head 239 -> 220 (the 4B o 34 -> 38); with two
+// q_decode8 it had lost. `WRaw` is QRaw (include/matvec_batch_cmt_q.wgsl, also included).
 const KC: u32 = 32u;
 const WR: u32 = 2u;
 

@@ -2,7 +2,7 @@
 // most block formats: one run of 8 weights, read and staged by the staged kernels' 8-weight
 // reader (`fetch_w` / `put_w`: include/matvec_batch_cmt_f16.wgsl, or _cmt_q.wgsl for block
 // formats), over chunks of KC = 32 columns; stage run p of chunk ch is column ch * KC + 8 p.
-// Q4_K and Q5_K swap this for include/matvec_batch_cmr_q16.wgsl, Q6_K for _qg.wgsl.
+// The K-quants (Q4_K, Q5_K, Q6_K) swap this for include/matvec_batch_cmr_q16.wgsl.
 const KC: u32 = 32u;
 const WR: u32 = 1u;
 

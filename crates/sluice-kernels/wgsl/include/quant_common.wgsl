@@ -32,13 +32,6 @@ fn qraw_zero() -> QRaw {
     return QRaw(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u));
 }
 
-// Weight groups (Q6_K in the staged batched matvec matvec_batch_cmr,
-// include/matvec_batch_cmr_qg.wgsl): group g of a row is 32 weights whose vec4s one fetch
-// holds. Those snippets define `q_c8(g, j) -> u32` (the c8 of its run j = 0..3, so its
-// columns are 8 c8 .. + 7; the groups of a row cover it once, group g inside the blocks
-// of its first 32 (g + 1) columns), `q_gfetch(sel, rb, nb, g) -> QRaw` and
-// `q_gdecode(raw, nb, g) -> W32` (the 4 runs, their scales decoded once).
-struct W32 { r0: W8, r1: W8, r2: W8, r3: W8 }
 
 // The vec4 of the row at vec4 `rb` that holds byte offset `byte`.
 fn wvec(sel: bool, rb: u32, byte: u32) -> vec4<u32> {

@@ -167,14 +167,22 @@ fn directive(source: &str, prefix: &str) -> Vec<String> {
         .collect()
 }
 
-/// Appends `wgsl/include/NAME.wgsl` for each name.
+/// Appends `wgsl/include/NAME.wgsl` for each name, and the includes those name with
+/// their own `//! include:` lines (each file once).
 fn append_includes(dir: &Path, path: &Path, source: &mut String, names: &[String]) {
-    for name in names {
+    let mut done: Vec<String> = Vec::new();
+    let mut todo: Vec<String> = names.iter().rev().cloned().collect();
+    while let Some(name) = todo.pop() {
+        if done.contains(&name) {
+            continue;
+        }
         let inc = dir.join("include").join(format!("{name}.wgsl"));
         println!("cargo:rerun-if-changed={}", inc.display());
         let text = std::fs::read_to_string(&inc)
             .unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), inc.display()));
+        todo.extend(directive(&text, "//! include:").into_iter().rev());
         source.push_str(&format!("\n// ---- include/{name}.wgsl ----\n{text}"));
+        done.push(name);
     }
 }
 
@@ -276,6 +284,7 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
     };
     let words =
         spv::write_vec(&module, &info, &options, Some(&pipeline)).map_err(|e| e.to_string())?;
+    let words = half_pair_fixup(words)?;
     let words = if caps.contains(Capabilities::COOPERATIVE_MATRIX) {
         int8_matrix_fixup(vulkan_memory_model_fixup(words))?
     } else {
@@ -305,6 +314,80 @@ fn instructions(words: &[u32]) -> Result<Vec<Vec<u32>>, String> {
         i += count;
     }
     Ok(insts)
+}
+
+/// Two halves from a word's bits: naga 30 types `bitcast<vec2<f16>>(u32)` as f32 and
+/// refuses it, so the kernels write such a function with a body that converts through f32
+/// (`h2_bits` in include/h16_q4_k.wgsl: the same value for every non-NaN pattern, an f16
+/// -> f32 -> f16 round trip per half); this pass gives every function of type
+/// (u32) -> vec2<f16> the body `OpBitcast`. A module without that function type is
+/// returned unchanged.
+fn half_pair_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
+    const OP_TYPE_INT: u32 = 21;
+    const OP_TYPE_FLOAT: u32 = 22;
+    const OP_TYPE_VECTOR: u32 = 23;
+    const OP_TYPE_FUNCTION: u32 = 33;
+    const OP_FUNCTION: u32 = 54;
+    const OP_FUNCTION_PARAMETER: u32 = 55;
+    const OP_FUNCTION_END: u32 = 56;
+    const OP_BITCAST: u32 = 124;
+    const OP_LABEL: u32 = 248;
+    const OP_RETURN_VALUE: u32 = 254;
+    let insts = instructions(&words)?;
+    let find = |op: u32, pred: &dyn Fn(&[u32]) -> bool| {
+        insts
+            .iter()
+            .find(|i| i[0] & 0xffff == op && pred(i))
+            .map(|i| i[1])
+    };
+    let Some(f16) = find(OP_TYPE_FLOAT, &|i| i[2] == 16) else {
+        return Ok(words);
+    };
+    let Some(u32_ty) = find(OP_TYPE_INT, &|i| i[2] == 32 && i[3] == 0) else {
+        return Ok(words);
+    };
+    let Some(h2) = find(OP_TYPE_VECTOR, &|i| i[2] == f16 && i[3] == 2) else {
+        return Ok(words);
+    };
+    let Some(fn_ty) = find(OP_TYPE_FUNCTION, &|i| {
+        i.len() == 4 && i[2] == h2 && i[3] == u32_ty
+    }) else {
+        return Ok(words);
+    };
+    let mut bound = words[3];
+    let mut out = words[..5].to_vec();
+    let push = |out: &mut Vec<u32>, inst: &[u32]| {
+        out.push(((inst.len() as u32) << 16) | (inst[0] & 0xffff));
+        out.extend_from_slice(&inst[1..]);
+    };
+    // Inside such a function: its parameter, then whether the new body is out.
+    let mut inside: Option<(Option<u32>, bool)> = None;
+    for inst in insts {
+        let op = inst[0] & 0xffff;
+        if op == OP_FUNCTION && inst[4] == fn_ty {
+            inside = Some((None, false));
+        } else if let Some((param, body_done)) = inside.as_mut() {
+            match op {
+                OP_FUNCTION_PARAMETER => *param = Some(inst[2]),
+                OP_LABEL if !*body_done => {
+                    let p = param.ok_or("a (u32) -> vec2<f16> function without its parameter")?;
+                    let v = bound;
+                    bound += 1;
+                    push(&mut out, &inst);
+                    push(&mut out, &[OP_BITCAST, h2, v, p]);
+                    push(&mut out, &[OP_RETURN_VALUE, v]);
+                    *body_done = true;
+                    continue;
+                }
+                OP_FUNCTION_END => inside = None,
+                _ if *body_done => continue,
+                _ => {}
+            }
+        }
+        push(&mut out, &inst);
+    }
+    out[3] = bound;
+    Ok(out)
 }
 
 /// naga declares the Vulkan memory model for modules with cooperative matrices (the

@@ -1,6 +1,6 @@
-//! variants: q4_k q5_k q6_k
+//! variants: q5_k q6_k
 // Test probe (no model path): the 16-weight decoder with which matvec_batch_cmr stages
-// Q4_K / Q5_K / Q6_K weights (include/matvec_batch_cmr_q16.wgsl), which runs only on devices with
+// Q5_K / Q6_K weights (include/matvec_batch_cmr_q16.wgsl), which runs only on devices with
 // matrix units; this lets any device (lavapipe in CI) check it. Invocation i decodes group
 // g = i % (cols / 16) of row r = i / (cols / 16) (16 weights from column 16 g) twice:
 // out[r * cols + 16 g ..] = q_decode16 of one q_fetch8 (c8 = 2 g), and the same index

@@ -5,7 +5,7 @@
 //! replaces: matvec_body matvec_q_body
 //! replaces: matmul_load_float matmul_load_q
 //! replaces: matvec_batch_cmt_f16 matvec_batch_cmt_q
-//! replaces: matvec_batch_cmr_runs matvec_batch_cmr_q16
+//! replaces: matvec_batch_cmr_runs matvec_batch_cmr_h16
 //! include: quant_common
 //! include: quant_k
 const QBLOCK: u32 = 256u;
@@ -67,16 +67,5 @@ fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
     return W8(a * qa - mn, a * qb - mn);
 }
 
-// Elements 8 * c8 .. + 15 (c8 even): one quant vec4's low or high nibbles, one scale and
-// min (include/quant_common.wgsl).
-fn q_decode16(w: QRaw, nb: u32, c8: u32) -> W16 {
-    let r = 8u * (c8 % 32u);
-    let hi = (r % 64u) >= 32u;
-    let am = k_am(w.m, r);
-    let a = am.x;
-    let mn = am.y;
-    return W16(
-        W8(a * u2fb(nibbles(w.q.x, hi), 0.0) - mn, a * u2fb(nibbles(w.q.y, hi), 0.0) - mn),
-        W8(a * u2fb(nibbles(w.q.z, hi), 0.0) - mn, a * u2fb(nibbles(w.q.w, hi), 0.0) - mn),
-    );
-}
+// The staged batched matvec decodes 16 weights at a time to f16 pairs instead
+// (include/h16_q4_k.wgsl).

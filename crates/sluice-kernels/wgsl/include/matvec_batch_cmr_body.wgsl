@@ -5,10 +5,11 @@
 // (subgroups), and includes the staged kernels' 8-weight reader
 // (include/matvec_batch_cmt_f16.wgsl, swapped for _cmt_q.wgsl by the block formats: `WRaw`,
 // `fetch_w`, `put_w`) and the weight groups (include/matvec_batch_cmr_runs.wgsl, swapped for
-// _q16.wgsl by the K-quants): KC (columns per K chunk), WR (runs of 8
+// _q16.wgsl by Q5_K / Q6_K, _h16.wgsl by Q4_K): KC (columns per K chunk), WR (runs of 8
 // weights per group), `fetch_wg(sel, r, ch, g)` (group g of chunk ch of row r: WR runs),
-// `put_wg(o, raw, ch, g)` (those runs to stage[o ..] as f16) and `run_col(ch, p)` (the
-// column of stage run p of chunk ch; the activations are staged in the same order).
+// `put_wg(o, raw, ch, g)` (those runs to stage[o ..] as f16), `run_col(ch, p)` (the
+// column of stage run p of chunk ch) and `put_x(o, v)` (an activation run to stage[o ..]
+// in the weights' order within the run).
 //
 // A workgroup takes BR = 16 SG weight rows (gated: BR / 2 rows of the gate and the same
 // rows of the up matrix), a token group of up to TT = 16 NTT tokens and one of `ksplit`
@@ -22,8 +23,8 @@
 // matvec_batch_cmt and smaller ones slower (BENCHMARKS.md, tenth session), so
 // `matvec_batch_cmt_layout` picks between the two by size (f16: from 12 Mi weights,
 // eleventh session). The K-quants fetch and decode 16 weights at a time (Q4_K and Q5_K
-// since the twentieth session, Q6_K the twenty-first), f16 and the other block formats 8;
-// chunks are 32 columns in every format.
+// since the twentieth session, Q6_K the twenty-first; Q4_K straight to f16 pairs, the
+// twenty-first), f16 and the other block formats 8; chunks are 32 columns in every format.
 //
 // Batch invariance: as matvec_batch_cmt (ksplit from the shape alone; each (row, token)
 // sum runs over the K steps in one order whatever the other tokens). Needs rows multiples
@@ -178,7 +179,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     for (var ch = ch0; ch < ch1; ch++) {
         for (var i = 0u; i < XU; i++) {
             if (pr + i * RPP < nt * 16u) {
-                put(so + i * RPP * LS, a[i]);
+                put_x(so + i * RPP * LS, a[i]);
             }
         }
         for (var i = 0u; i < WU; i++) {

@@ -1,4 +1,4 @@
-// K-quant (Q4_K, Q5_K, Q6_K) weights in matvec_batch_cmr
+// Q5_K and Q6_K weights in matvec_batch_cmr
 // (include/matvec_batch_cmr_body.wgsl; swapped in for _runs.wgsl by those dtype
 // snippets): chunks of KC = 32 columns; a weight group is 16 consecutive weights, both
 // runs of 8 from ONE fetch of the snippet's vec4s (q_fetch8 of an even c8 holds what
@@ -12,7 +12,8 @@
 // instead of q_decode16 3-10% slower; Q8_0 and Q4_0 within -2 .. +4%. Q6_K (before: 32
 // weights per fetch over 64 columns; twenty-first session): 4B gate/up 117 -> 97 us,
 // down 79 -> 65, qkv 49 -> 44, 0.6B LM head 239 -> 220 (the 4B o 34 -> 38); with two
-// q_decode8 it had lost. `WRaw` is QRaw (include/matvec_batch_cmt_q.wgsl, also included).
+// q_decode8 it had lost. Q4_K (here in the twentieth session) is decoded
+// straight to f16 pairs since the twenty-first (include/matvec_batch_cmr_h16.wgsl). `WRaw` is QRaw (include/matvec_batch_cmt_q.wgsl, also included).
 const KC: u32 = 32u;
 const WR: u32 = 2u;
 
@@ -31,4 +32,9 @@ fn put_wg(o: u32, v: QRaw, ch: u32, g: u32) {
 // The column of stage run p (8 weights) of chunk ch.
 fn run_col(ch: u32, p: u32) -> u32 {
     return ch * KC + 8u * p;
+}
+
+// An activation run (8 halves packed in v) at half o of the stage (column order).
+fn put_x(o: u32, v: vec4<u32>) {
+    put(o, v);
 }

@@ -2,7 +2,7 @@
 // most block formats: one run of 8 weights, read and staged by the staged kernels' 8-weight
 // reader (`fetch_w` / `put_w`: include/matvec_batch_cmt_f16.wgsl, or _cmt_q.wgsl for block
 // formats), over chunks of KC = 32 columns; stage run p of chunk ch is column ch * KC + 8 p.
-// The K-quants (Q4_K, Q5_K, Q6_K) swap this for include/matvec_batch_cmr_q16.wgsl.
+// Q5_K and Q6_K swap this for include/matvec_batch_cmr_q16.wgsl, Q4_K for _h16.wgsl.
 const KC: u32 = 32u;
 const WR: u32 = 1u;
 
@@ -18,4 +18,9 @@ fn put_wg(o: u32, v: WRaw, ch: u32, g: u32) {
 // The column of stage run p (8 weights) of chunk ch.
 fn run_col(ch: u32, p: u32) -> u32 {
     return ch * KC + 8u * p;
+}
+
+// An activation run (8 halves packed in v) at half o of the stage (column order).
+fn put_x(o: u32, v: vec4<u32>) {
+    put(o, v);
 }

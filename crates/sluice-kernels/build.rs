@@ -16,7 +16,11 @@
 //! rather than naga's bit-extract polyfill; only the `*_dp` matvec variants use it, and
 //! they run only where `DeviceInfo::int_dot` holds (shaderIntegerDotProduct enabled).
 //! A dtype snippet may include another one (`//! include: ../dtype/q4_k`: the `_dp`
-//! snippets reuse the f32 snippet's layout and work units).
+//! snippets reuse the f32 snippet's layout and work units). Included files' own
+//! `//! include:` lines are followed too; every file is appended once.
+//! Half pairs (naga 30 refuses `bitcast<vec2<f16>>(u32)`): every function of type
+//! (u32) -> vec2<f16> gets the body `OpBitcast` (`half_pair_fixup`; `h2_bits` in
+//! include/h16_q4_k.wgsl, docs/decisions/0009-f16-decode-in-staged-kernels.md).
 //! Int8 matrix units (naga 30 has no int8 cooperative-matrix types): in a module with
 //! cooperative matrices, the 8x8 types stand for int8 ones (`int8_matrix_fixup`):
 //! `coop_mat8x8<f32, A>` becomes a 16 x 32 s8 A matrix, `coop_mat8x8<f32, B>` a 32 x 16 s8
@@ -300,6 +304,12 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
     })
 }
 
+/// Appends an instruction (its opcode word's count recomputed from its length).
+fn push_inst(out: &mut Vec<u32>, inst: &[u32]) {
+    out.push(((inst.len() as u32) << 16) | (inst[0] & 0xffff));
+    out.extend_from_slice(&inst[1..]);
+}
+
 /// The instructions of a SPIR-V module (after its five header words), each with its
 /// word-count / opcode word first.
 fn instructions(words: &[u32]) -> Result<Vec<Vec<u32>>, String> {
@@ -356,10 +366,6 @@ fn half_pair_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
     };
     let mut bound = words[3];
     let mut out = words[..5].to_vec();
-    let push = |out: &mut Vec<u32>, inst: &[u32]| {
-        out.push(((inst.len() as u32) << 16) | (inst[0] & 0xffff));
-        out.extend_from_slice(&inst[1..]);
-    };
     // Inside such a function: its parameter, then whether the new body is out.
     let mut inside: Option<(Option<u32>, bool)> = None;
     for inst in insts {
@@ -373,9 +379,9 @@ fn half_pair_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
                     let p = param.ok_or("a (u32) -> vec2<f16> function without its parameter")?;
                     let v = bound;
                     bound += 1;
-                    push(&mut out, &inst);
-                    push(&mut out, &[OP_BITCAST, h2, v, p]);
-                    push(&mut out, &[OP_RETURN_VALUE, v]);
+                    push_inst(&mut out, &inst);
+                    push_inst(&mut out, &[OP_BITCAST, h2, v, p]);
+                    push_inst(&mut out, &[OP_RETURN_VALUE, v]);
                     *body_done = true;
                     continue;
                 }
@@ -384,7 +390,7 @@ fn half_pair_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
                 _ => {}
             }
         }
-        push(&mut out, &inst);
+        push_inst(&mut out, &inst);
     }
     out[3] = bound;
     Ok(out)
@@ -472,10 +478,6 @@ fn vulkan_memory_model_fixup(words: Vec<u32>) -> Vec<u32> {
     // Pass 2: rewrite.
     let mut out = words[..5].to_vec();
     out[3] = bound;
-    let push = |out: &mut Vec<u32>, inst: &[u32]| {
-        out.push(((inst.len() as u32) << 16) | (inst[0] & 0xffff));
-        out.extend_from_slice(&inst[1..]);
-    };
     for mut inst in insts {
         let op = inst[0] & 0xffff;
         if op == OP_DECORATE
@@ -521,7 +523,7 @@ fn vulkan_memory_model_fixup(words: Vec<u32>) -> Vec<u32> {
             OP_MEMORY_BARRIER => inst[2] = new_sem[&inst[2]],
             _ => {}
         }
-        push(&mut out, &inst);
+        push_inst(&mut out, &inst);
         if op == OP_CONSTANT && inst.len() == 4 {
             // Right after an old semantics constant: its MakeAvailable|MakeVisible twin. A
             // subgroup barrier's (naga: SubgroupMemory) also orders workgroup memory, which
@@ -533,7 +535,7 @@ fn vulkan_memory_model_fixup(words: Vec<u32>) -> Vec<u32> {
                 } else {
                     0
                 };
-                push(
+                push_inst(
                     &mut out,
                     &[OP_CONSTANT, ty, new_id, value | MAKE_AVAILABLE_VISIBLE | wg],
                 );
@@ -642,10 +644,6 @@ fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
         bound - 1
     };
     let mut out = words[..5].to_vec();
-    let push = |out: &mut Vec<u32>, inst: &[u32]| {
-        out.push(((inst.len() as u32) << 16) | (inst[0] & 0xffff));
-        out.extend_from_slice(&inst[1..]);
-    };
     // New ids: s8 and s32 (unless declared), the dimensions 16 and 32 (of the 8's type).
     // s8 and s32 as declared; one declared after the first matrix type is moved up to it
     // (not duplicated: SPIR-V allows one declaration per scalar type).
@@ -686,10 +684,10 @@ fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
                     }
                     let (ty, p, r) = (*ty, params[0], params[1]);
                     let (f, q) = (fresh(), fresh());
-                    push(&mut out, &inst);
-                    push(&mut out, &[OP_CONVERT_S_TO_F, ty, f, p]);
-                    push(&mut out, &[OP_FDIV, ty, q, f, r]);
-                    push(&mut out, &[OP_RETURN_VALUE, q]);
+                    push_inst(&mut out, &inst);
+                    push_inst(&mut out, &[OP_CONVERT_S_TO_F, ty, f, p]);
+                    push_inst(&mut out, &[OP_FDIV, ty, q, f, r]);
+                    push_inst(&mut out, &[OP_RETURN_VALUE, q]);
                     body_done = true;
                     continue;
                 }
@@ -699,7 +697,7 @@ fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
             }
         }
         if op == OP_CAPABILITY && !cap_done {
-            push(&mut out, &[OP_CAPABILITY, CAP_INT8]);
+            push_inst(&mut out, &[OP_CAPABILITY, CAP_INT8]);
             cap_done = true;
         }
         match op {
@@ -709,13 +707,13 @@ fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
                     // s8 and s32 where new or moved.
                     let dim_ty = consts[&inst[4]].0;
                     if s8.is_none() || moved.contains(&s8_id) {
-                        push(&mut out, &[OP_TYPE_INT, s8_id, 8, 1]);
+                        push_inst(&mut out, &[OP_TYPE_INT, s8_id, 8, 1]);
                     }
                     if s32.is_none() || moved.contains(&s32_id) {
-                        push(&mut out, &[OP_TYPE_INT, s32_id, 32, 1]);
+                        push_inst(&mut out, &[OP_TYPE_INT, s32_id, 32, 1]);
                     }
-                    push(&mut out, &[OP_CONSTANT, dim_ty, c16, 16]);
-                    push(&mut out, &[OP_CONSTANT, dim_ty, c32, 32]);
+                    push_inst(&mut out, &[OP_CONSTANT, dim_ty, c16, 16]);
+                    push_inst(&mut out, &[OP_CONSTANT, dim_ty, c32, 32]);
                     declared = true;
                 }
                 let (component, rows, cols) = match marked[&inst[1]] {
@@ -744,7 +742,7 @@ fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
             }
             _ => {}
         }
-        push(&mut out, &inst);
+        push_inst(&mut out, &inst);
     }
     out[3] = bound;
     Ok(out)

@@ -503,9 +503,10 @@ const CMT_SPLIT_BELOW: u32 = 128;
 /// Workgroups a split aims for (four per multiprocessor of a 132-SM GPU).
 const CMT_SPLIT_TARGET: u32 = 528;
 /// Push constants of `decode16_probe_<q5_k|q6_k>` and `decode16h_probe_q4_k`, test probes
-/// of the 16-weight decoders with which [`matvec_batch_cmr`] stages K-quant weights (a kernel for devices with
-/// matrix units; the probe runs anywhere). Dispatch `[ceil(rows * cols / 1024), 1, 1]`;
-/// binding 1 holds `2 * rows * cols` floats.
+/// of the 16-weight decoders with which [`matvec_batch_cmr`] stages K-quant weights (a
+/// kernel for devices with matrix units; the probes run anywhere). Dispatch
+/// `[ceil(rows * cols / 1024), 1, 1]`; binding 1 holds `2 * rows * cols` floats
+/// (`decode16h_probe`: `rows * cols`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Decode16ProbePush {
@@ -657,8 +658,8 @@ pub fn matvec_batch_cmt_layout(
 /// pair, `rows` each) and `tokens`, 64 tokens per workgroup. [`StagedShape::KSteps`]: 32
 /// rows (gated: 16) per workgroup; a matrix of fewer than 128 row groups splits its K
 /// chunks (128 columns) into runs of at least two until the dispatch has about 528
-/// workgroups. [`StagedShape::Rows`]: 64 rows (gated: 32), chunks of 32 columns, split until about 264 workgroups. The split depends on the shape only
-/// (batch invariance).
+/// workgroups. [`StagedShape::Rows`]: 64 rows (gated: 32), chunks of 32 columns, split
+/// until about 264 workgroups. The split depends on the shape only (batch invariance).
 pub fn matvec_batch_staged_layout(
     shape: StagedShape,
     rows: u32,

@@ -380,6 +380,41 @@ fn quant_embed_matches_dequantized_rows() {
     }
 }
 
+/// Runs a decode probe (`decode16_probe_*`, `decode16h_probe_*`: one invocation per 16
+/// weights of the `rows` x `cols` matrix `m`) and reads `floats` of its output.
+fn run_decode_probe(
+    d: &Device,
+    k: &KernelDesc,
+    dt: WeightDtype,
+    m: &QMat,
+    rows: usize,
+    cols: usize,
+    floats: usize,
+) -> Vec<f32> {
+    let out = f32_buffer(
+        d,
+        "out",
+        &vec![f32::NAN; floats],
+        ResourceClass::TokenScratch,
+    );
+    let push = Decode16ProbePush {
+        rows: rows as u32,
+        cols: cols as u32,
+        w_stride: row_stride_field(dt, cols as u32),
+    };
+    let pipe = d.pipeline(k).unwrap();
+    let mut enc = d.encoder().unwrap();
+    enc.dispatch(
+        &pipe,
+        [(rows * cols / 16).div_ceil(64) as u32, 1, 1],
+        &[m.buf.slice(..), out.slice(..)],
+        &push,
+    )
+    .unwrap();
+    enc.submit().unwrap().wait().unwrap();
+    out.read(0, floats).unwrap()
+}
+
 /// The 16-weight Q5_K / Q6_K decoder of the row-owning staged batched matvec (a kernel
 /// that needs matrix units) through `decode16_probe`: bit for bit two 8-weight decodes,
 /// and the CPU dequantization.
@@ -395,28 +430,7 @@ fn decode16_matches_two_decode8_and_dequantize() {
         let (rows, cols) = (5usize, 1280usize);
         let m = qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 1.0));
         let n = rows * cols;
-        let out = f32_buffer(
-            &d,
-            "out",
-            &vec![f32::NAN; 2 * n],
-            ResourceClass::TokenScratch,
-        );
-        let push = Decode16ProbePush {
-            rows: rows as u32,
-            cols: cols as u32,
-            w_stride: row_stride_field(dt, cols as u32),
-        };
-        let pipe = d.pipeline(k).unwrap();
-        let mut enc = d.encoder().unwrap();
-        enc.dispatch(
-            &pipe,
-            [(n / 16).div_ceil(64) as u32, 1, 1],
-            &[m.buf.slice(..), out.slice(..)],
-            &push,
-        )
-        .unwrap();
-        enc.submit().unwrap().wait().unwrap();
-        let got: Vec<f32> = out.read(0, 2 * n).unwrap();
+        let got = run_decode_probe(&d, k, dt, &m, rows, cols, 2 * n);
         let (d16, d8) = got.split_at(n);
         let diff = d16
             .iter()
@@ -448,24 +462,7 @@ fn decode16h_is_the_dequantization_in_f16() {
     let dt = WeightDtype::Q4K;
     let (rows, cols) = (5usize, 1280usize);
     let m = qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 1.0));
-    let n = rows * cols;
-    let out = f32_buffer(&d, "out", &vec![f32::NAN; n], ResourceClass::TokenScratch);
-    let push = Decode16ProbePush {
-        rows: rows as u32,
-        cols: cols as u32,
-        w_stride: row_stride_field(dt, cols as u32),
-    };
-    let pipe = d.pipeline(&DECODE16H_PROBE_Q4_K).unwrap();
-    let mut enc = d.encoder().unwrap();
-    enc.dispatch(
-        &pipe,
-        [(n / 16).div_ceil(64) as u32, 1, 1],
-        &[m.buf.slice(..), out.slice(..)],
-        &push,
-    )
-    .unwrap();
-    enc.submit().unwrap().wait().unwrap();
-    let got: Vec<f32> = out.read(0, n).unwrap();
+    let got = run_decode_probe(&d, &DECODE16H_PROBE_Q4_K, dt, &m, rows, cols, rows * cols);
     for (i, (&g, &w)) in got.iter().zip(&m.deq).enumerate() {
         let sub = &m.deq[i / 32 * 32..i / 32 * 32 + 32];
         let big = sub.iter().fold(0f32, |a, v| a.max(v.abs()));

@@ -66,18 +66,21 @@ fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
     w.e = wvec(sel, rb, nb * 208u + 2u * s);
     return w;
 }
-fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
+// d * scale of the 16 elements holding element 8 * c8 (of q_fetch8(.., c8)'s raw).
+fn q6_ds(w: QRaw, nb: u32, c8: u32) -> f32 {
     let s = c8 / 32u;
     let r = 8u * (c8 % 32u);
-    let n = r / 128u;
+    let si = 8u * (r / 128u) + (r % 32u) / 16u + 2u * ((r % 128u) / 32u);
+    let sc = fsel(i8x4(vword(w.m, nb * 192u + 16u * s + (si & ~3u))), si & 3u);
+    return vhalf(w.e, nb * 208u + 2u * s) * sc;
+}
+fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
+    let r = 8u * (c8 % 32u);
     let g = (r % 128u) / 32u;
-    let l0 = r % 32u;
-    let o = (l0 % 16u) / 4u;
+    let o = (r % 16u) / 4u;
     let qp = vpair(w.q, o);
     let hp = vpair(w.h, o);
-    let si = 8u * n + l0 / 16u + 2u * g;
-    let sc = fsel(i8x4(vword(w.m, nb * 192u + 16u * s + (si & ~3u))), si & 3u);
-    let ds = vhalf(w.e, nb * 208u + 2u * s) * sc;
+    let ds = q6_ds(w, nb, c8);
     let qa = nibbles(qp.x, g >= 2u);
     let qb = nibbles(qp.y, g >= 2u);
     let fa = u2fb(qa | bits2(hp.x, 2u * g), 32.0);
@@ -88,14 +91,8 @@ fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
 // Elements 8 * c8 .. + 15 (c8 even): 16 l of one group g of one half, one scale
 // (include/quant_common.wgsl).
 fn q_decode16(w: QRaw, nb: u32, c8: u32) -> W16 {
-    let s = c8 / 32u;
-    let r = 8u * (c8 % 32u);
-    let n = r / 128u;
-    let g = (r % 128u) / 32u;
-    let l0 = r % 32u;
-    let si = 8u * n + l0 / 16u + 2u * g;
-    let sc = fsel(i8x4(vword(w.m, nb * 192u + 16u * s + (si & ~3u))), si & 3u);
-    let ds = vhalf(w.e, nb * 208u + 2u * s) * sc;
+    let g = (8u * (c8 % 32u) % 128u) / 32u;
+    let ds = q6_ds(w, nb, c8);
     let hi = g >= 2u;
     let sh = 2u * g;
     return W16(

@@ -1,4 +1,5 @@
 //! include: h16_q4_k
+//! include: matvec_batch_cmr_g16
 // Q4_K weights in matvec_batch_cmr (include/matvec_batch_cmr_body.wgsl; swapped in for
 // _runs.wgsl by dtype/q4_k.wgsl): as include/matvec_batch_cmr_q16.wgsl (chunks of KC = 32
 // columns, groups of 16 weights from one fetch), but decoded straight to f16 pairs
@@ -6,25 +7,13 @@
 // weight and no f32 -> f16 conversion), which leaves each 4 consecutive columns in the
 // order 0, 2, 1, 3; the activations are staged in the same order (from their f16 pairs,
 // without the f32 round trip of `put`), so a row's sum covers the same products in an
-// order fixed by the shape. `WRaw` is QRaw (include/matvec_batch_cmt_q.wgsl).
-const KC: u32 = 32u;
-const WR: u32 = 2u;
-
-// Group g (0 .. KC / 16) of chunk ch of row r of the first matrix (sel: the second): the
-// 8-weight reader's fetch of its first run (zeros past cols or rows).
-fn fetch_wg(sel: bool, r: u32, ch: u32, g: u32) -> QRaw {
-    return fetch_w(sel, r, run_col(ch, 2u * g));
-}
+// order fixed by the shape. KC, WR, `fetch_wg` and `run_col`:
+// include/matvec_batch_cmr_g16.wgsl.
 
 fn put_wg(o: u32, v: QRaw, ch: u32, g: u32) {
     let d = q_decode16h(v, pc.cols / QBLOCK, run_col(ch, 2u * g) / 8u);
     put8(o, d.a, d.b);
     put8(o + 8u, d.c, d.d);
-}
-
-// The first column of stage run p (8 weights) of chunk ch.
-fn run_col(ch: u32, p: u32) -> u32 {
-    return ch * KC + 8u * p;
 }
 
 // An activation run (8 halves packed in v) at half o of the stage, in the weights' order.

@@ -1,3 +1,4 @@
+//! include: matvec_batch_cmr_g16
 // Q5_K and Q6_K weights in matvec_batch_cmr
 // (include/matvec_batch_cmr_body.wgsl; swapped in for _runs.wgsl by those dtype
 // snippets): chunks of KC = 32 columns; a weight group is 16 consecutive weights, both
@@ -13,25 +14,13 @@
 // weights per fetch over 64 columns; twenty-first session): 4B gate/up 117 -> 97 us,
 // down 79 -> 65, qkv 49 -> 44, 0.6B LM head 239 -> 220 (the 4B o 34 -> 38); with two
 // q_decode8 it had lost. Q4_K (here in the twentieth session) is decoded
-// straight to f16 pairs since the twenty-first (include/matvec_batch_cmr_h16.wgsl). `WRaw` is QRaw (include/matvec_batch_cmt_q.wgsl, also included).
-const KC: u32 = 32u;
-const WR: u32 = 2u;
-
-// Group g (0 .. KC / 16) of chunk ch of row r of the first matrix (sel: the second): the
-// 8-weight reader's fetch of its first run (zeros past cols or rows).
-fn fetch_wg(sel: bool, r: u32, ch: u32, g: u32) -> QRaw {
-    return fetch_w(sel, r, run_col(ch, 2u * g));
-}
+// straight to f16 pairs since the twenty-first (include/matvec_batch_cmr_h16.wgsl). KC,
+// WR, `fetch_wg` and `run_col`: include/matvec_batch_cmr_g16.wgsl.
 
 fn put_wg(o: u32, v: QRaw, ch: u32, g: u32) {
     let d = q_decode16(v, pc.cols / QBLOCK, run_col(ch, 2u * g) / 8u);
     put8(o, vec4<f16>(d.r0.a), vec4<f16>(d.r0.b));
     put8(o + 8u, vec4<f16>(d.r1.a), vec4<f16>(d.r1.b));
-}
-
-// The column of stage run p (8 weights) of chunk ch.
-fn run_col(ch: u32, p: u32) -> u32 {
-    return ch * KC + 8u * p;
 }
 
 // An activation run (8 halves packed in v) at half o of the stage (column order).

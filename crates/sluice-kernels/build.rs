@@ -20,7 +20,7 @@
 //! `//! include:` lines are followed too; every file is appended once.
 //! Half pairs (naga 30 refuses `bitcast<vec2<f16>>(u32)`): every function of type
 //! (u32) -> vec2<f16> gets the body `OpBitcast` (`half_pair_fixup`; `h2_bits` in
-//! include/h16_q4_k.wgsl, docs/decisions/0009-f16-decode-in-staged-kernels.md).
+//! include/half_bits.wgsl, docs/decisions/0009-f16-decode-in-staged-kernels.md).
 //! Int8 matrix units (naga 30 has no int8 cooperative-matrix types): in a module with
 //! cooperative matrices, the 8x8 types stand for int8 ones (`int8_matrix_fixup`):
 //! `coop_mat8x8<f32, A>` becomes a 16 x 32 s8 A matrix, `coop_mat8x8<f32, B>` a 32 x 16 s8
@@ -328,7 +328,7 @@ fn instructions(words: &[u32]) -> Result<Vec<Vec<u32>>, String> {
 
 /// Two halves from a word's bits: naga 30 types `bitcast<vec2<f16>>(u32)` as f32 and
 /// refuses it, so the kernels write such a function with a body that converts through f32
-/// (`h2_bits` in include/h16_q4_k.wgsl: the same value for every non-NaN pattern, an f16
+/// (`h2_bits` in include/half_bits.wgsl: the same value for every non-NaN pattern, an f16
 /// -> f32 -> f16 round trip per half); this pass gives every function of type
 /// (u32) -> vec2<f16> the body `OpBitcast`. A module without that function type is
 /// returned unchanged.

@@ -1,14 +1,7 @@
+//! include: half_bits
 // Q4_K weights decoded straight to f16 pairs (the staged batched matvec's Q4_K reader,
 // include/matvec_batch_cmr_h16.wgsl, and its probe decode16h_probe). Needs the q4_k dtype
 // snippet (QRaw, k_am) and `enable f16`.
-
-// The two halves of a word's bits (bits 0-15 first). naga 30 refuses
-// bitcast<vec2<f16>>(u32), so the body converts through f32 (the same value for every
-// non-NaN pattern) and build.rs (half_pair_fixup) replaces the body of every function of
-// this type with one OpBitcast.
-fn h2_bits(b: u32) -> vec2<f16> {
-    return vec2<f16>(unpack2x16float(b));
-}
 
 // 16 weights as f16 in stage order: each 4 consecutive columns as 0, 2, 1, 3.
 struct H16 { a: vec4<f16>, b: vec4<f16>, c: vec4<f16>, d: vec4<f16> }

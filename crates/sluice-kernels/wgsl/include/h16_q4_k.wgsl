@@ -18,8 +18,8 @@ fn q4_h4(v: u32, sh: u32, a: vec2<f16>, mn: vec2<f16>) -> vec4<f16> {
 }
 
 // Elements 8 * c8 .. + 15 (c8 even) from the raw of q_fetch8(.., c8), in stage order:
-// within 2^-10 of the f32 decoder's values relative to the block's scale (a and mn are
-// rounded to f16 before the product).
+// each within 2^-9 of its 32-element sub-block's largest magnitude of the exact value (a
+// and mn are rounded to f16 before the product; decision 0009).
 fn q_decode16h(w: QRaw, nb: u32, c8: u32) -> H16 {
     let r = 8u * (c8 % 32u);
     let sh = select(0u, 4u, (r % 64u) >= 32u);

@@ -33,7 +33,6 @@ fn qraw_zero() -> QRaw {
     return QRaw(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u));
 }
 
-
 // The vec4 of the row at vec4 `rb` that holds byte offset `byte`.
 fn wvec(sel: bool, rb: u32, byte: u32) -> vec4<u32> {
     return wraw(sel, rb + (byte >> 4u));

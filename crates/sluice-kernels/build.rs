@@ -326,6 +326,56 @@ fn instructions(words: &[u32]) -> Result<Vec<Vec<u32>>, String> {
     Ok(insts)
 }
 
+// SPIR-V opcodes used by more than one pass.
+const OP_TYPE_INT: u32 = 21;
+const OP_TYPE_FUNCTION: u32 = 33;
+const OP_CONSTANT: u32 = 43;
+const OP_FUNCTION: u32 = 54;
+const OP_FUNCTION_PARAMETER: u32 = 55;
+const OP_FUNCTION_END: u32 = 56;
+const OP_LABEL: u32 = 248;
+const OP_RETURN_VALUE: u32 = 254;
+
+/// Gives every function whose type (OpTypeFunction id) is in `fn_types` a new body: its
+/// first label, then the instructions `body(result type, parameters, bound)` returns
+/// (new ids taken from `bound`, which it advances); the old body is dropped.
+fn replace_function_bodies(
+    words: Vec<u32>,
+    fn_types: &[u32],
+    body: impl Fn(u32, &[u32], &mut u32) -> Result<Vec<Vec<u32>>, String>,
+) -> Result<Vec<u32>, String> {
+    let insts = instructions(&words)?;
+    let mut bound = words[3];
+    let mut out = words[..5].to_vec();
+    // Inside such a function: its result type and parameters, then whether the new body
+    // is out.
+    let mut inside: Option<(u32, Vec<u32>, bool)> = None;
+    for inst in insts {
+        let op = inst[0] & 0xffff;
+        if op == OP_FUNCTION && fn_types.contains(&inst[4]) {
+            inside = Some((inst[1], Vec::new(), false));
+        } else if let Some((ty, params, done)) = inside.as_mut() {
+            match op {
+                OP_FUNCTION_PARAMETER => params.push(inst[2]),
+                OP_LABEL if !*done => {
+                    push_inst(&mut out, &inst);
+                    for new in body(*ty, params, &mut bound)? {
+                        push_inst(&mut out, &new);
+                    }
+                    *done = true;
+                    continue;
+                }
+                OP_FUNCTION_END => inside = None,
+                _ if *done => continue,
+                _ => {}
+            }
+        }
+        push_inst(&mut out, &inst);
+    }
+    out[3] = bound;
+    Ok(out)
+}
+
 /// Two halves from a word's bits: naga 30 types `bitcast<vec2<f16>>(u32)` as f32 and
 /// refuses it, so the kernels write such a function with a body that converts through f32
 /// (`h2_bits` in include/half_bits.wgsl: the same value for every non-NaN pattern, an f16
@@ -333,16 +383,9 @@ fn instructions(words: &[u32]) -> Result<Vec<Vec<u32>>, String> {
 /// (u32) -> vec2<f16> the body `OpBitcast`. A module without that function type is
 /// returned unchanged.
 fn half_pair_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
-    const OP_TYPE_INT: u32 = 21;
     const OP_TYPE_FLOAT: u32 = 22;
     const OP_TYPE_VECTOR: u32 = 23;
-    const OP_TYPE_FUNCTION: u32 = 33;
-    const OP_FUNCTION: u32 = 54;
-    const OP_FUNCTION_PARAMETER: u32 = 55;
-    const OP_FUNCTION_END: u32 = 56;
     const OP_BITCAST: u32 = 124;
-    const OP_LABEL: u32 = 248;
-    const OP_RETURN_VALUE: u32 = 254;
     let insts = instructions(&words)?;
     let find = |op: u32, pred: &dyn Fn(&[u32]) -> bool| {
         insts
@@ -364,36 +407,14 @@ fn half_pair_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
     }) else {
         return Ok(words);
     };
-    let mut bound = words[3];
-    let mut out = words[..5].to_vec();
-    // Inside such a function: its parameter, then whether the new body is out.
-    let mut inside: Option<(Option<u32>, bool)> = None;
-    for inst in insts {
-        let op = inst[0] & 0xffff;
-        if op == OP_FUNCTION && inst[4] == fn_ty {
-            inside = Some((None, false));
-        } else if let Some((param, body_done)) = inside.as_mut() {
-            match op {
-                OP_FUNCTION_PARAMETER => *param = Some(inst[2]),
-                OP_LABEL if !*body_done => {
-                    let p = param.ok_or("a (u32) -> vec2<f16> function without its parameter")?;
-                    let v = bound;
-                    bound += 1;
-                    push_inst(&mut out, &inst);
-                    push_inst(&mut out, &[OP_BITCAST, h2, v, p]);
-                    push_inst(&mut out, &[OP_RETURN_VALUE, v]);
-                    *body_done = true;
-                    continue;
-                }
-                OP_FUNCTION_END => inside = None,
-                _ if *body_done => continue,
-                _ => {}
-            }
-        }
-        push_inst(&mut out, &inst);
-    }
-    out[3] = bound;
-    Ok(out)
+    replace_function_bodies(words, &[fn_ty], |_, params, bound| {
+        let p = *params
+            .first()
+            .ok_or("a (u32) -> vec2<f16> function without its parameter")?;
+        let v = *bound;
+        *bound += 1;
+        Ok(vec![vec![OP_BITCAST, h2, v, p], vec![OP_RETURN_VALUE, v]])
+    })
 }
 
 /// naga declares the Vulkan memory model for modules with cooperative matrices (the
@@ -414,7 +435,6 @@ fn vulkan_memory_model_fixup(words: Vec<u32>) -> Vec<u32> {
     const OP_TYPE_ARRAY: u32 = 28;
     const DECORATION_ARRAY_STRIDE: u32 = 6;
     const OP_TYPE_POINTER: u32 = 32;
-    const OP_CONSTANT: u32 = 43;
     const OP_VARIABLE: u32 = 59;
     const OP_LOAD: u32 = 61;
     const OP_STORE: u32 = 62;
@@ -560,20 +580,12 @@ fn vulkan_memory_model_fixup(words: Vec<u32>) -> Vec<u32> {
 fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
     use std::collections::HashMap;
     const OP_CAPABILITY: u32 = 17;
-    const OP_TYPE_INT: u32 = 21;
-    const OP_CONSTANT: u32 = 43;
     const OP_TYPE_COOP: u32 = 4456;
     const OP_COOP_MUL_ADD: u32 = 4459;
     const OP_IADD: u32 = 128;
     const OP_FADD: u32 = 129;
     const OP_ISUB: u32 = 130;
     const OP_FSUB: u32 = 131;
-    const OP_TYPE_FUNCTION: u32 = 33;
-    const OP_FUNCTION: u32 = 54;
-    const OP_FUNCTION_PARAMETER: u32 = 55;
-    const OP_FUNCTION_END: u32 = 56;
-    const OP_LABEL: u32 = 248;
-    const OP_RETURN_VALUE: u32 = 254;
     const OP_CONVERT_S_TO_F: u32 = 111;
     const OP_FDIV: u32 = 136;
     const CAP_INT8: u32 = 39;
@@ -626,7 +638,7 @@ fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
         .filter(|i| i[0] & 0xffff == OP_TYPE_COOP)
         .map(|i| i[1])
         .collect();
-    let scaling: std::collections::HashSet<u32> = insts
+    let scaling: Vec<u32> = insts
         .iter()
         .filter(|i| {
             i[0] & 0xffff == OP_TYPE_FUNCTION
@@ -662,39 +674,10 @@ fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
     );
     let mut declared = false;
     let mut cap_done = false;
-    // Inside a scaling function: its result type and parameters, then whether its label
-    // (the new body) is out.
-    let mut scale_fn: Option<(u32, Vec<u32>)> = None;
-    let mut body_done = false;
     for mut inst in insts {
         let op = inst[0] & 0xffff;
         if op == OP_TYPE_INT && moved.contains(&inst[1]) {
             continue;
-        }
-        if op == OP_FUNCTION && scaling.contains(&inst[4]) {
-            scale_fn = Some((inst[1], Vec::new()));
-            body_done = false;
-        }
-        if let Some((ty, params)) = scale_fn.as_mut() {
-            match op {
-                OP_FUNCTION_PARAMETER => params.push(inst[2]),
-                OP_LABEL if !body_done => {
-                    if params.len() != 2 {
-                        return Err("a scaling function without its two parameters".into());
-                    }
-                    let (ty, p, r) = (*ty, params[0], params[1]);
-                    let (f, q) = (fresh(), fresh());
-                    push_inst(&mut out, &inst);
-                    push_inst(&mut out, &[OP_CONVERT_S_TO_F, ty, f, p]);
-                    push_inst(&mut out, &[OP_FDIV, ty, q, f, r]);
-                    push_inst(&mut out, &[OP_RETURN_VALUE, q]);
-                    body_done = true;
-                    continue;
-                }
-                OP_FUNCTION_END => scale_fn = None,
-                _ if body_done => continue,
-                _ => {}
-            }
         }
         if op == OP_CAPABILITY && !cap_done {
             push_inst(&mut out, &[OP_CAPABILITY, CAP_INT8]);
@@ -745,5 +728,16 @@ fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
         push_inst(&mut out, &inst);
     }
     out[3] = bound;
-    Ok(out)
+    replace_function_bodies(out, &scaling, |ty, params, bound| {
+        let &[p, r] = params else {
+            return Err("a scaling function without its two parameters".into());
+        };
+        let (f, q) = (*bound, *bound + 1);
+        *bound += 2;
+        Ok(vec![
+            vec![OP_CONVERT_S_TO_F, ty, f, p],
+            vec![OP_FDIV, ty, q, f, r],
+            vec![OP_RETURN_VALUE, q],
+        ])
+    })
 }

@@ -459,25 +459,32 @@ fn decode16h_is_the_dequantization_in_f16() {
     let d = test_device();
     let _guard = ValidationGuard::new(&d);
     let mut rng = Rng::new(36);
-    let dt = WeightDtype::Q4K;
-    let (rows, cols) = (5usize, 1280usize);
-    let m = qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 1.0));
-    let got = run_decode_probe(&d, &DECODE16H_PROBE_Q4_K, dt, &m, rows, cols, rows * cols);
-    for (i, (&g, &w)) in got.iter().zip(&m.deq).enumerate() {
-        let sub = &m.deq[i / 32 * 32..i / 32 * 32 + 32];
-        let big = sub.iter().fold(0f32, |a, v| a.max(v.abs()));
+    for (dt, k) in [
+        (WeightDtype::Q4K, &DECODE16H_PROBE_Q4_K),
+        (WeightDtype::Q5K, &DECODE16H_PROBE_Q5_K),
+        (WeightDtype::Q6K, &DECODE16H_PROBE_Q6_K),
+    ] {
+        let (rows, cols) = (5usize, 1280usize);
+        let m = qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 1.0));
+        let got = run_decode_probe(&d, k, dt, &m, rows, cols, rows * cols);
+        for (i, (&g, &w)) in got.iter().zip(&m.deq).enumerate() {
+            let sub = &m.deq[i / 32 * 32..i / 32 * 32 + 32];
+            let big = sub.iter().fold(0f32, |a, v| a.max(v.abs()));
+            assert!(
+                (g - w).abs() <= big / 512.0,
+                "decode16h {}: row {} column {}: {g} vs the CPU's {w} (sub-block max {big})",
+                dt.name(),
+                i / cols,
+                i % cols
+            );
+        }
+        assert_close(&format!("decode16h {}", dt.name()), &got, &m.deq, NMSE_MAX);
         assert!(
-            (g - w).abs() <= big / 512.0,
-            "decode16h: row {} column {}: {g} vs the CPU's {w} (sub-block max {big})",
-            i / cols,
-            i % cols
+            has_half_pair_bitcast(k.spirv),
+            "{}: no OpBitcast to vec2<f16> (build.rs half_pair_fixup)",
+            k.name
         );
     }
-    assert_close("decode16h q4_k", &got, &m.deq, NMSE_MAX);
-    assert!(
-        has_half_pair_bitcast(DECODE16H_PROBE_Q4_K.spirv),
-        "decode16h_probe_q4_k: no OpBitcast to vec2<f16> (build.rs half_pair_fixup)"
-    );
 }
 
 /// Whether a SPIR-V module has an OpBitcast whose result is a vector of two 16-bit floats.

@@ -1,9 +1,9 @@
-//! variants: q4_k
+//! variants: q4_k q5_k q6_k
 //! include: decode_probe_io
-//! include: h16_q4_k
+//! include: h16_dec
 enable f16;
-// Test probe (no model path): the f16 decoder with which matvec_batch_cmr stages Q4_K
-// weights (include/h16_q4_k.wgsl; that kernel runs only on devices with matrix units),
+// Test probe (no model path): the f16 decoders with which matvec_batch_cmr stages K-quant
+// weights (include/h16_<format>.wgsl; that kernel runs only on devices with matrix units),
 // so any device (lavapipe in CI) checks it and build.rs's bitcast rewrite of h2_bits.
 // Each group of 16 weights (include/decode_probe_io.wgsl): out[o + j] = weight j as f32,
 // back in column order (the decoder's stage order is 0, 2, 1, 3 per 4 columns).

@@ -2,6 +2,7 @@
 //! include: matvec_batch_cmr_body
 //! include: matvec_batch_cmt_f16
 //! include: matvec_batch_cmr_runs
+//! include: h16_dec
 //! include: matvec_batch_staged_io
 //! include: batch_y_pairs
 enable f16;

@@ -6,6 +6,7 @@
 //! replaces: matmul_load_float matmul_load_q
 //! replaces: matvec_batch_cmt_f16 matvec_batch_cmt_q
 //! replaces: matvec_batch_cmr_runs matvec_batch_cmr_h16
+//! replaces: h16_dec h16_q4_k
 //! include: quant_common
 //! include: quant_k
 const QBLOCK: u32 = 256u;

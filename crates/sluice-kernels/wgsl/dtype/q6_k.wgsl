@@ -6,7 +6,8 @@
 //! replaces: matvec_body matvec_q_body
 //! replaces: matmul_load_float matmul_load_q
 //! replaces: matvec_batch_cmt_f16 matvec_batch_cmt_q
-//! replaces: matvec_batch_cmr_runs matvec_batch_cmr_q16
+//! replaces: matvec_batch_cmr_runs matvec_batch_cmr_h16
+//! replaces: h16_dec h16_q6_k
 //! include: quant_common
 const QBLOCK: u32 = 256u;
 // One unit = 16 consecutive l (one scale each) of one half, all four groups g (64

@@ -6,3 +6,7 @@
 fn h2_bits(b: u32) -> vec2<f16> {
     return vec2<f16>(unpack2x16float(b));
 }
+
+// 16 weights as f16 in stage order: each 4 consecutive columns as 0, 2, 1, 3 (the f16
+// decoders of the staged batched matvec, include/h16_<format>.wgsl).
+struct H16 { a: vec4<f16>, b: vec4<f16>, c: vec4<f16>, d: vec4<f16> }

@@ -1,7 +1,8 @@
-//! include: h16_q4_k
 //! include: matvec_batch_cmr_g16
-// Q4_K weights in matvec_batch_cmr (include/matvec_batch_cmr_body.wgsl; swapped in for
-// _runs.wgsl by dtype/q4_k.wgsl): as include/matvec_batch_cmr_q16.wgsl (chunks of KC = 32
+// K-quant weights decoded straight to f16 in matvec_batch_cmr
+// (include/matvec_batch_cmr_body.wgsl; swapped in for _runs.wgsl by dtype/q4_k.wgsl,
+// q5_k.wgsl, q6_k.wgsl, which also swap the kernels' include h16_dec for their decoder
+// include/h16_<format>.wgsl): as include/matvec_batch_cmr_q16.wgsl (chunks of KC = 32
 // columns, groups of 16 weights from one fetch), but decoded straight to f16 pairs
 // (include/h16_q4_k.wgsl: packed integer-to-half tricks and packed fmas, no f32 per
 // weight and no f32 -> f16 conversion), which leaves each 4 consecutive columns in the

@@ -502,11 +502,10 @@ const CMT_PART: u64 = 2048;
 const CMT_SPLIT_BELOW: u32 = 128;
 /// Workgroups a split aims for (four per multiprocessor of a 132-SM GPU).
 const CMT_SPLIT_TARGET: u32 = 528;
-/// Push constants of `decode16_probe_<q5_k|q6_k>` and `decode16h_probe_q4_k`, test probes
-/// of the 16-weight decoders with which [`matvec_batch_cmr`] stages K-quant weights (a
-/// kernel for devices with matrix units; the probes run anywhere). Dispatch
-/// `[ceil(rows * cols / 1024), 1, 1]`; binding 1 holds `2 * rows * cols` floats
-/// (`decode16h_probe`: `rows * cols`).
+/// Push constants of `decode16h_probe_<q4_k|q5_k|q6_k>`, test probes of the f16 decoders
+/// with which [`matvec_batch_cmr`] stages K-quant weights (a kernel for devices with
+/// matrix units; the probes run anywhere). Dispatch `[ceil(rows * cols / 1024), 1, 1]`;
+/// binding 1 holds `rows * cols` floats.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Decode16ProbePush {
@@ -519,7 +518,7 @@ pub struct Decode16ProbePush {
 }
 const _: () = assert!(
     std::mem::size_of::<Decode16ProbePush>()
-        == crate::DECODE16_PROBE_Q5_K.push_constant_bytes as usize
+        == crate::DECODE16H_PROBE_Q4_K.push_constant_bytes as usize
 );
 
 /// Rows per workgroup of [`matvec_batch_cmr`]: four subgroups of 16 (gated: 32 rows of

@@ -68,22 +68,3 @@ fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
     let sh = 2u * c + hi;
     return W8(a * (qa + bits16(hp.x, sh)) - mn, a * (qb + bits16(hp.y, sh)) - mn);
 }
-
-// Elements 8 * c8 .. + 15 (c8 even): one quant vec4's low or high nibbles with their
-// fifth bits, one scale and min (include/quant_common.wgsl).
-fn q_decode16(w: QRaw, nb: u32, c8: u32) -> W16 {
-    let r = 8u * (c8 % 32u);
-    let c = r / 64u;
-    let hi = (r % 64u) / 32u;
-    let h = hi == 1u;
-    let am = k_am(w.m, r);
-    let a = am.x;
-    let mn = am.y;
-    let sh = 2u * c + hi;
-    return W16(
-        W8(a * (u2fb(nibbles(w.q.x, h), 0.0) + bits16(w.h.x, sh)) - mn,
-            a * (u2fb(nibbles(w.q.y, h), 0.0) + bits16(w.h.y, sh)) - mn),
-        W8(a * (u2fb(nibbles(w.q.z, h), 0.0) + bits16(w.h.z, sh)) - mn,
-            a * (u2fb(nibbles(w.q.w, h), 0.0) + bits16(w.h.w, sh)) - mn),
-    );
-}

@@ -88,18 +88,3 @@ fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
     let fb = u2fb(qb | bits2(hp.y, 2u * g), 32.0);
     return W8(ds * fa, ds * fb);
 }
-
-// Elements 8 * c8 .. + 15 (c8 even): 16 l of one group g of one half, one scale
-// (include/quant_common.wgsl).
-fn q_decode16(w: QRaw, nb: u32, c8: u32) -> W16 {
-    let g = (8u * (c8 % 32u) % 128u) / 32u;
-    let ds = q6_ds(w, nb, c8);
-    let hi = g >= 2u;
-    let sh = 2u * g;
-    return W16(
-        W8(ds * u2fb(nibbles(w.q.x, hi) | bits2(w.h.x, sh), 32.0),
-            ds * u2fb(nibbles(w.q.y, hi) | bits2(w.h.y, sh), 32.0)),
-        W8(ds * u2fb(nibbles(w.q.z, hi) | bits2(w.h.z, sh), 32.0),
-            ds * u2fb(nibbles(w.q.w, hi) | bits2(w.h.w, sh), 32.0)),
-    );
-}

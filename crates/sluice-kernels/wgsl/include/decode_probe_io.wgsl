@@ -1,4 +1,4 @@
-// What the decode probes (decode16_probe, decode16h_probe: test kernels, no model path)
+// What the decode probes (decode16h_probe: a test kernel, no model path)
 // share: the weight matrix (binding 0, the GPU layout), the f32 output (binding 1), the
 // push constants (rows, cols: a multiple of QBLOCK, w_stride: 16-byte vec4s between rows)
 // and the entry point. Invocation i takes group g = i % (cols / 16) of row r =

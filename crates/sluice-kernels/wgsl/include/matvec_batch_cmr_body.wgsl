@@ -5,7 +5,7 @@
 // (subgroups), and includes the staged kernels' 8-weight reader
 // (include/matvec_batch_cmt_f16.wgsl, swapped for _cmt_q.wgsl by the block formats: `WRaw`,
 // `fetch_w`, `put_w`) and the weight groups (include/matvec_batch_cmr_runs.wgsl, swapped for
-// _q16.wgsl by Q5_K / Q6_K, _h16.wgsl by Q4_K): KC (columns per K chunk), WR (runs of 8
+// _h16.wgsl by the K-quants): KC (columns per K chunk), WR (runs of 8
 // weights per group), `fetch_wg(sel, r, ch, g)` (group g of chunk ch of row r: WR runs),
 // `put_wg(o, raw, ch, g)` (those runs to stage[o ..] as f16), `run_col(ch, p)` (the
 // column of stage run p of chunk ch) and `put_x(o, v)` (an activation run to stage[o ..]
@@ -23,8 +23,8 @@
 // matvec_batch_cmt and smaller ones slower (BENCHMARKS.md, tenth session), so
 // `matvec_batch_cmt_layout` picks between the two by size (f16: from 12 Mi weights,
 // eleventh session). The K-quants fetch and decode 16 weights at a time (Q4_K and Q5_K
-// since the twentieth session, Q6_K the twenty-first; Q4_K straight to f16 pairs, the
-// twenty-first), f16 and the other block formats 8; chunks are 32 columns in every format.
+// since the twentieth session, Q6_K the twenty-first; straight to f16 pairs: Q4_K the
+// twenty-first, Q5_K and Q6_K the twenty-second), f16 and the other block formats 8; chunks are 32 columns in every format.
 //
 // Batch invariance: as matvec_batch_cmt (ksplit from the shape alone; each (row, token)
 // sum runs over the K steps in one order whatever the other tokens). Needs rows multiples

@@ -1,16 +1,28 @@
-//! include: matvec_batch_cmr_g16
 // K-quant weights decoded straight to f16 in matvec_batch_cmr
 // (include/matvec_batch_cmr_body.wgsl; swapped in for _runs.wgsl by dtype/q4_k.wgsl,
 // q5_k.wgsl, q6_k.wgsl, which also swap the kernels' include h16_dec for their decoder
-// include/h16_<format>.wgsl): as include/matvec_batch_cmr_q16.wgsl (chunks of KC = 32
-// columns, groups of 16 weights from one fetch), but decoded straight to f16 pairs
-// (include/h16_q4_k.wgsl: packed integer-to-half tricks and packed fmas, no f32 per
-// weight and no f32 -> f16 conversion), which leaves each 4 consecutive columns in the
-// order 0, 2, 1, 3; the activations are staged in the same order (from their f16 pairs,
-// without the f32 round trip of `put`), so a row's sum covers the same products in an
-// order fixed by the shape. KC, WR, `fetch_wg` and `run_col`:
-// include/matvec_batch_cmr_g16.wgsl.
+// include/h16_<format>.wgsl): chunks of KC = 32 columns, a group is the 16 consecutive
+// weights of one 8-weight fetch (`fetch_w` of its first run,
+// include/matvec_batch_cmt_q.wgsl), decoded straight to f16 pairs (`q_decode16h`: packed
+// integer-to-half tricks and packed fmas, no f32 per weight and no f32 -> f16
+// conversion), which leaves each 4 consecutive columns in the order 0, 2, 1, 3; the
+// activations are staged in the same order (from their f16 pairs, without the f32 round
+// trip of `put`), so a row's sum covers the same products in an order fixed by the shape.
+const KC: u32 = 32u;
+const WR: u32 = 2u;
 
+// Group g (0 .. KC / 16) of chunk ch of row r of the first matrix (sel: the second): the
+// 8-weight reader's fetch of its first run (zeros past cols or rows).
+fn fetch_wg(sel: bool, r: u32, ch: u32, g: u32) -> QRaw {
+    return fetch_w(sel, r, run_col(ch, 2u * g));
+}
+
+// The first column of stage run p (8 weights) of chunk ch.
+fn run_col(ch: u32, p: u32) -> u32 {
+    return ch * KC + 8u * p;
+}
+
+// Group g of chunk ch (raw v) to stage[o ..] as f16, in stage order.
 fn put_wg(o: u32, v: QRaw, ch: u32, g: u32) {
     let d = q_decode16h(v, pc.cols / QBLOCK, run_col(ch, 2u * g) / 8u);
     put8(o, d.a, d.b);

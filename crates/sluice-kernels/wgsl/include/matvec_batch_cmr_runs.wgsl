@@ -2,7 +2,7 @@
 // most block formats: one run of 8 weights, read and staged by the staged kernels' 8-weight
 // reader (`fetch_w` / `put_w`: include/matvec_batch_cmt_f16.wgsl, or _cmt_q.wgsl for block
 // formats), over chunks of KC = 32 columns; stage run p of chunk ch is column ch * KC + 8 p.
-// Q5_K and Q6_K swap this for include/matvec_batch_cmr_q16.wgsl, Q4_K for _h16.wgsl.
+// The K-quants swap this for include/matvec_batch_cmr_h16.wgsl.
 const KC: u32 = 32u;
 const WR: u32 = 1u;
 

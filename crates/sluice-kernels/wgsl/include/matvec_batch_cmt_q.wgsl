@@ -1,5 +1,5 @@
 // Block-format weights in matvec_batch_cmt (include/matvec_batch_cmt_body.wgsl; and in
-// matvec_batch_cmr, include/matvec_batch_cmr_runs.wgsl / _q16.wgsl / _qg.wgsl): the
+// matvec_batch_cmr, include/matvec_batch_cmr_runs.wgsl / _h16.wgsl): the
 // vec4s of 8 weights (the dtype snippet's q_fetch8) are loaded ahead, and decoded
 // (q_decode8) to f16 when staged. Push field `w_stride`: 16-byte vec4s between rows of
 // the GPU layout.

@@ -11,13 +11,9 @@
 // rb, nb, c8) -> QRaw` (the vec4s those elements need) and `q_decode8(raw, nb, c8) -> W8`.
 // The raw of an even c8 also holds everything c8 + 1 needs (16 consecutive elements sit
 // in one quant vec4 and one set of scales in every format): the staged batched matvec
-// decodes both from one fetch (include/matvec_batch_cmr_q16.wgsl) where the snippet
-// defines `q_decode16(raw, nb, c8) -> W16` (Q5_K, Q6_K; c8 even: runs c8 and c8 + 1, the
-// same values as two q_decode8, their scales decoded once), or Q4_K's f16 decoder
-// (include/h16_q4_k.wgsl).
+// decodes the K-quants' 16 from one fetch straight to f16 (include/h16_<format>.wgsl).
 
 struct W8 { a: vec4<f32>, b: vec4<f32> }
-struct W16 { r0: W8, r1: W8 }
 
 // Unused by the block formats (the float kernels' chunk decoder); kept so kernel files
 // can name it for every variant.

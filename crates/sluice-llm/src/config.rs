@@ -585,6 +585,17 @@ impl ModelConfig {
         self.kv_heads * self.head_dim
     }
 
+    /// Weights of one decoder layer's projections (q, k, v, o, gate, up, down).
+    pub fn layer_projection_weights(&self) -> u64 {
+        let (h, q, kv, i) = (
+            self.hidden as u64,
+            self.q_dim() as u64,
+            self.kv_dim() as u64,
+            self.intermediate as u64,
+        );
+        h * (q + 2 * kv) + q * h + 3 * h * i
+    }
+
     /// Query heads per key/value head.
     pub fn group_size(&self) -> usize {
         self.heads / self.kv_heads

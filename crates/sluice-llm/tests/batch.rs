@@ -10,7 +10,8 @@ use sluice_llm::batch::BatchRunner;
 use sluice_llm::config::ModelConfig;
 use sluice_llm::decode::Mode;
 use sluice_llm::gpu::{
-    BatchRow, PagedOptions, BLOCK_MATRIX_UNITS_MIN_SEQUENCES, BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES,
+    BatchRow, PagedOptions, BLOCK_MATRIX_UNITS_MIN_SEQUENCES, BLOCK_ROWS_LARGE_LAYER_WEIGHTS,
+    BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES,
 };
 use sluice_llm::load::{open_model, LoadOptions, Loaded};
 use sluice_llm::reference::CpuModel;
@@ -291,8 +292,14 @@ fn quantized_batch_check(
     assert_eq!(loaded.dtype, "q4_k+q6_k");
     // Which linear ops of the decode rows run on the matrix units: none in small engines
     // (integer dot products), the LM head from BLOCK_MATRIX_UNITS_MIN_SEQUENCES slots,
-    // every op from BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES; none without matrix units.
+    // every op from BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES (this model's layers are small);
+    // none without matrix units.
     let (m, linear) = (&loaded.model, 4 * cfg.layers + 1);
+    assert!(cfg.layer_projection_weights() < BLOCK_ROWS_LARGE_LAYER_WEIGHTS);
+    assert_eq!(
+        m.block_rows_on_matrix_units(),
+        sequences >= BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES
+    );
     let want = match sequences {
         _ if !m.uses_coopmat() => 0,
         s if s >= BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES => linear,

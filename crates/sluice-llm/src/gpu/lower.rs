@@ -544,9 +544,8 @@ impl GpuModel {
         let paged = self.paged_options();
         let head = l.weight == Weight::Head;
         let rows_cm = self.batch_xh().is_some()
-            && paged.is_some_and(|o| {
-                o.block_rows_on_matrix_units() || (head && o.block_formats_on_matrix_units())
-            });
+            && (self.block_rows_on_matrix_units()
+                || paged.is_some_and(|o| head && o.block_formats_on_matrix_units()));
         let decode_rows = matches!(shape, Shape::Batch(_));
         if decode_rows && !rows_cm && self.batch_dp_scratch().is_some() {
             let ok = |m: &Matrix| k::matvec_batch_dp(m.dtype, false).is_some();

@@ -65,11 +65,27 @@ pub const BLOCK_MATRIX_UNITS_MIN_SEQUENCES: usize = 32;
 
 /// Sequence slots from which a paged engine also runs the decode rows of block-format
 /// weights on the matrix units; smaller engines run them on integer dot products
-/// (`sluice_kernels::matvec_batch_dp`, where the device has them). Measured on the H100
-/// (BENCHMARKS.md, sixth session), 4B Q4_K_M in one engine of 64 slots, tok/s at 1 / 8 /
-/// 32 / 64 rows: integer dots 230 / 1203 / 1947 / 2190, matrix units 64 / 505 / 1703 /
-/// 2830: the matrix units win only when nearly every slot of a large engine runs.
+/// (`sluice_kernels::matvec_batch_dp`, where the device has them), except engines of
+/// [`BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES_LARGE`] slots or more of models with large
+/// layers ([`BLOCK_ROWS_LARGE_LAYER_WEIGHTS`]). Measured on the H100 (BENCHMARKS.md, sixth
+/// session), 4B Q4_K_M in one engine of 64 slots, tok/s at 1 / 8 / 32 / 64 rows: integer
+/// dots 230 / 1203 / 1947 / 2190, matrix units 64 / 505 / 1703 / 2830: the matrix units
+/// won only when nearly every slot of a large engine ran.
 pub const BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES: usize = 64;
+
+/// Sequence slots from which a paged engine of a model with large layers runs its decode
+/// rows of block-format weights on the matrix units ([`PagedOptions::block_rows_on_matrix_units`]).
+/// Measured on an H200 (BENCHMARKS.md, twenty-second session), Q4_K_M, tok/s at 1 / 8 / 16
+/// / 32 rows, integer dots (32-slot engine) vs matrix units (64-slot engine): qwen3-4b 178
+/// / 1292 / 1866 / 2305 vs 115 / 921 / 1815 / 3002 (+30% with every slot busy, -3% with
+/// half); qwen3-0.6b 411 / 3422 / 6061 / 9126 vs 222 / 2555 / 5321 / 9303 (+2%, -12%),
+/// which keeps integer dots below 64 slots.
+pub const BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES_LARGE: usize = 32;
+
+/// Projection weights per decoder layer ([`ModelConfig::layer_projection_weights`]) from
+/// which a model counts as large for [`BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES_LARGE`]:
+/// qwen3-4b has 101 M, qwen3-0.6b 16 M.
+pub const BLOCK_ROWS_LARGE_LAYER_WEIGHTS: u64 = 1 << 25;
 
 impl PagedOptions {
     /// Whether prompt chunks (and the LM head of decode rows) run block-format weights on
@@ -79,11 +95,16 @@ impl PagedOptions {
         self.sequences >= BLOCK_MATRIX_UNITS_MIN_SEQUENCES
     }
 
-    /// Whether decode rows run block-format weights on the matrix units (where the device
-    /// has them) rather than on integer dot products:
-    /// [`BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES`] slots or more.
-    pub fn block_rows_on_matrix_units(&self) -> bool {
+    /// Whether decode rows of a model with `layer_weights` projection weights per layer
+    /// run block-format weights on the matrix units (where the device has them) rather
+    /// than on integer dot products: [`BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES`] slots or
+    /// more, or [`BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES_LARGE`] for layers of
+    /// [`BLOCK_ROWS_LARGE_LAYER_WEIGHTS`] or more. Fixed per engine and model (batch
+    /// invariance).
+    pub fn block_rows_on_matrix_units(&self, layer_weights: u64) -> bool {
         self.sequences >= BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES
+            || (self.sequences >= BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES_LARGE
+                && layer_weights >= BLOCK_ROWS_LARGE_LAYER_WEIGHTS)
     }
 
     /// Table entries per sequence slot.
@@ -370,6 +391,14 @@ impl GpuModel {
         self.paged.as_ref().map(|p| &p.opts)
     }
 
+    /// Whether the batched step runs decode rows of block-format weights on the matrix
+    /// units (where the device has them): [`PagedOptions::block_rows_on_matrix_units`] for
+    /// this model's layers; false without a paged cache.
+    pub fn block_rows_on_matrix_units(&self) -> bool {
+        self.paged_options()
+            .is_some_and(|o| o.block_rows_on_matrix_units(self.config.layer_projection_weights()))
+    }
+
     pub(super) fn paged_tokens(&self) -> &Buffer {
         &self.paged.as_ref().expect("checked by encode_batch").tokens
     }
@@ -464,7 +493,7 @@ impl GpuModel {
     pub fn batch_row_group(&self) -> usize {
         let Some(p) = &self.paged else { return 0 };
         let dp_rows = p.dp.is_some()
-            && !p.opts.block_rows_on_matrix_units()
+            && !self.block_rows_on_matrix_units()
             && self
                 .weight_formats()
                 .iter()
@@ -652,5 +681,55 @@ impl GpuModel {
                 stride: vocab,
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Engines of the given slots for a model.
+    fn engine(sequences: usize) -> PagedOptions {
+        PagedOptions {
+            max_rows: sequences,
+            sequences,
+            seq_context: 256,
+            block: DEFAULT_KV_BLOCK,
+        }
+    }
+
+    /// Decode rows on the matrix units: from 64 slots for every model, from 32 for models
+    /// with large layers (qwen3-4b), not for small ones (qwen3-0.6b) or small engines.
+    #[test]
+    fn decode_rows_move_to_the_matrix_units_by_slots_and_layer_size() {
+        let small = ModelConfig::synthetic("qwen3-0.6b").unwrap();
+        let large = ModelConfig::synthetic("qwen3-4b").unwrap();
+        let (s, l) = (
+            small.layer_projection_weights(),
+            large.layer_projection_weights(),
+        );
+        // q 2048 + k, v 1024 each from hidden 1024, o back, gate/up/down over 3072.
+        assert_eq!(s, 1024 * 4096 + 2048 * 1024 + 3 * 1024 * 3072);
+        assert!(s < BLOCK_ROWS_LARGE_LAYER_WEIGHTS && l >= BLOCK_ROWS_LARGE_LAYER_WEIGHTS);
+        for (slots, small_cm, large_cm) in [
+            (8, false, false),
+            (16, false, false),
+            (31, false, false),
+            (32, false, true),
+            (63, false, true),
+            (64, true, true),
+        ] {
+            let e = engine(slots);
+            assert_eq!(
+                e.block_rows_on_matrix_units(s),
+                small_cm,
+                "{slots} slots, 0.6b"
+            );
+            assert_eq!(
+                e.block_rows_on_matrix_units(l),
+                large_cm,
+                "{slots} slots, 4b"
+            );
+        }
     }
 }

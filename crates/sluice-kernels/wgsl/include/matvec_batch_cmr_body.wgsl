@@ -24,7 +24,8 @@
 // `matvec_batch_cmt_layout` picks between the two by size (f16: from 12 Mi weights,
 // eleventh session). The K-quants fetch and decode 16 weights at a time (Q4_K and Q5_K
 // since the twentieth session, Q6_K the twenty-first; straight to f16 pairs: Q4_K the
-// twenty-first, Q5_K and Q6_K the twenty-second), f16 and the other block formats 8; chunks are 32 columns in every format.
+// twenty-first, Q5_K and Q6_K the twenty-second), f16 and the other block formats 8;
+// chunks are 32 columns in every format.
 //
 // Batch invariance: as matvec_batch_cmt (ksplit from the shape alone; each (row, token)
 // sum runs over the K steps in one order whatever the other tokens). Needs rows multiples

@@ -8,8 +8,14 @@
 // conversion), which leaves each 4 consecutive columns in the order 0, 2, 1, 3; the
 // activations are staged in the same order (from their f16 pairs, without the f32 round
 // trip of `put`), so a row's sum covers the same products in an order fixed by the shape.
+// One fetch serves 16 weights (q_fetch8 of an even c8 holds what c8 + 1 needs: one quant
+// vec4 and its block's scales): half the loads and scale decodes of two 8-weight reads
+// (Q4_K 4B gate/up 105 -> 81 us on the H100, twentieth session); the f16 decode took it
+// to 76, Q5_K 102 -> 86 and Q6_K 100 -> 92 on an H200 (BENCHMARKS.md, twenty-first and
+// twenty-second sessions).
 const KC: u32 = 32u;
 const WR: u32 = 2u;
+
 
 // Group g (0 .. KC / 16) of chunk ch of row r of the first matrix (sel: the second): the
 // 8-weight reader's fetch of its first run (zeros past cols or rows).

@@ -402,17 +402,16 @@ fn run_decode_probe(
         cols: cols as u32,
         w_stride: row_stride_field(dt, cols as u32),
     };
-    let pipe = d.pipeline(k).unwrap();
-    let mut enc = d.encoder().unwrap();
-    enc.dispatch(
-        &pipe,
-        [(rows * cols / 16).div_ceil(64) as u32, 1, 1],
+    let groups = [(rows * cols / 16).div_ceil(64) as u32, 1, 1];
+    run_one(
+        d,
+        k,
+        groups,
         &[m.buf.slice(..), out.slice(..)],
         &push,
+        &out,
+        floats,
     )
-    .unwrap();
-    enc.submit().unwrap().wait().unwrap();
-    out.read(0, floats).unwrap()
 }
 
 /// The f16 K-quant decoders (Q4_K, Q5_K, Q6_K) of the row-owning staged batched matvec
@@ -665,12 +664,12 @@ fn dp_shapes(dt: WeightDtype) -> &'static [(usize, usize)] {
 }
 
 /// One dispatch of `desc`, waited for; returns y's first `n` floats.
-fn run_one(
+fn run_one<P: bytemuck::Pod>(
     d: &Device,
     desc: &KernelDesc,
     groups: [u32; 3],
     slices: &[sluice::BufferSlice<'_>],
-    push: &MatvecPush,
+    push: &P,
     y: &Buffer,
     n: usize,
 ) -> Vec<f32> {

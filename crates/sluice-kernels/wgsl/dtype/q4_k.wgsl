@@ -67,6 +67,3 @@ fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
     let qb = u2fb(nibbles(qp.y, hi == 1u), 0.0);
     return W8(a * qa - mn, a * qb - mn);
 }
-
-// The staged batched matvec decodes 16 weights at a time to f16 pairs instead
-// (include/h16_q4_k.wgsl).

@@ -53,6 +53,21 @@ fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
     w.m = wraw(sel, rb + nb * 10u + s);
     return w;
 }
+// q_fetch8(.., c8) where `prev` is q_fetch8 of the same row's c8 - 4 and `same` says it
+// lies in the same block: the fifth bits (the same vec4 for c8 and c8 - 4) and the scales
+// are kept.
+fn q_fetch8_next(sel: bool, rb: u32, nb: u32, c8: u32, prev: QRaw, same: bool) -> QRaw {
+    let s = c8 / 32u;
+    let r = 8u * (c8 % 32u);
+    let l0 = r % 32u;
+    var w = prev;
+    w.q = wraw(sel, rb + 8u * s + 2u * (r / 64u) + l0 / 16u);
+    if (!same) {
+        w.h = wraw(sel, rb + nb * 8u + 2u * s + l0 / 16u);
+        w.m = wraw(sel, rb + nb * 10u + s);
+    }
+    return w;
+}
 fn q_decode8(w: QRaw, nb: u32, c8: u32) -> W8 {
     let r = 8u * (c8 % 32u);
     let c = r / 64u;

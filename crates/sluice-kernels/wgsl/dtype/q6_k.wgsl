@@ -67,6 +67,24 @@ fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
     w.e = wvec(sel, rb, nb * 208u + 2u * s);
     return w;
 }
+// q_fetch8(.., c8) where `prev` is q_fetch8 of the same row's c8 - 4 and `same` says it
+// lies in the same block: the scales and d are kept.
+fn q_fetch8_next(sel: bool, rb: u32, nb: u32, c8: u32, prev: QRaw, same: bool) -> QRaw {
+    let s = c8 / 32u;
+    let r = 8u * (c8 % 32u);
+    let n = r / 128u;
+    let g = (r % 128u) / 32u;
+    let l0 = r % 32u;
+    let si = 8u * n + l0 / 16u + 2u * g;
+    var w = prev;
+    w.q = wraw(sel, rb + 12u * s + 4u * n + 2u * (g % 2u) + l0 / 16u);
+    w.h = wraw(sel, rb + 12u * s + 8u + 2u * n + l0 / 16u);
+    if (!same) {
+        w.m = wvec(sel, rb, nb * 192u + 16u * s + (si & ~3u));
+        w.e = wvec(sel, rb, nb * 208u + 2u * s);
+    }
+    return w;
+}
 // d * scale of the 16 elements holding element 8 * c8 (of q_fetch8(.., c8)'s raw).
 fn q6_ds(w: QRaw, nb: u32, c8: u32) -> f32 {
     let s = c8 / 32u;

@@ -25,7 +25,9 @@
 // eleventh session). The K-quants fetch and decode 16 weights at a time (Q4_K and Q5_K
 // since the twentieth session, Q6_K the twenty-first; straight to f16 pairs: Q4_K the
 // twenty-first, Q5_K and Q6_K the twenty-second), f16 and the other block formats 8;
-// chunks are 32 columns in every format.
+// chunks are 32 columns in every format. A K-quant group fetched for the next chunk of
+// the same block keeps the block's constant fields (scales, Q5_K's fifth bits, Q6_K's d)
+// from the chunk before (`fetch_wg_next`; twenty-third session, 4B Q4_K_M engine +1.5-2%).
 //
 // Batch invariance: as matvec_batch_cmt (ksplit from the shape alone; each (row, token)
 // sum runs over the K steps in one order whatever the other tokens). Needs rows multiples
@@ -196,7 +198,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
             for (var i = 0u; i < WU; i++) {
                 let j = pw + i * RPW;
-                b[i] = fetch_wg(SILU && j >= BR / 2u, w_row(r0, j), ch + 1u, gw);
+                b[i] = fetch_wg_next(SILU && j >= BR / 2u, w_row(r0, j), ch + 1u, gw, b[i]);
             }
         }
         for (var s = 0u; s < KS; s++) {

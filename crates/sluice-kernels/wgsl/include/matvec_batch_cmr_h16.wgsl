@@ -23,6 +23,18 @@ fn fetch_wg(sel: bool, r: u32, ch: u32, g: u32) -> QRaw {
     return fetch_w(sel, r, run_col(ch, 2u * g));
 }
 
+// Group g of chunk ch of row r, `prev` holding its group of chunk ch - 1: the fields
+// that stay the same through a block (scales) are kept from `prev` unless chunk ch starts
+// a block (the dtype snippet's q_fetch8_next).
+fn fetch_wg_next(sel: bool, r: u32, ch: u32, g: u32, prev: QRaw) -> QRaw {
+    let c = run_col(ch, 2u * g);
+    if (c >= pc.cols || r >= pc.rows) {
+        return qraw_zero();
+    }
+    let same = (ch * KC) % QBLOCK != 0u;
+    return q_fetch8_next(sel, r * pc.w_stride, pc.cols / QBLOCK, c / 8u, prev, same);
+}
+
 // The first column of stage run p (8 weights) of chunk ch.
 fn run_col(ch: u32, p: u32) -> u32 {
     return ch * KC + 8u * p;

@@ -11,6 +11,11 @@ fn fetch_wg(sel: bool, r: u32, ch: u32, g: u32) -> WRaw {
     return fetch_w(sel, r, run_col(ch, g));
 }
 
+// Group g of chunk ch (the chunk after the one whose group `prev` holds): fetch_wg.
+fn fetch_wg_next(sel: bool, r: u32, ch: u32, g: u32, prev: WRaw) -> WRaw {
+    return fetch_wg(sel, r, ch, g);
+}
+
 fn put_wg(o: u32, v: WRaw, ch: u32, g: u32) {
     put_w(o, v, run_col(ch, g));
 }

@@ -32,12 +32,16 @@ pub struct BatchRopePush {
     pub eps: f32,
     /// RoPE base.
     pub theta: f32,
-    /// Floats between consecutive rows' q (and k, v).
+    /// Floats between consecutive rows' q.
     pub token_stride: u32,
     /// Positions per block.
     pub block: u32,
     /// Table entries per sequence slot.
     pub max_blocks: u32,
+    /// Floats between consecutive rows' k.
+    pub k_stride: u32,
+    /// Floats between consecutive rows' v.
+    pub v_stride: u32,
 }
 const _: () =
     assert!(std::mem::size_of::<BatchRopePush>() == crate::BATCH_ROPE.push_constant_bytes as usize);

@@ -309,9 +309,13 @@ fn batch_rope_appends_to_paged_rows() {
     let _guard = ValidationGuard::new(&d);
     let k = d.pipeline(&BATCH_ROPE).unwrap();
     let mut rng = Rng::new(5);
-    for (heads, kv_heads, hd, use_norm) in
-        [(4u32, 2u32, 64u32, 1u32), (2, 1, 24, 0), (2, 2, 256, 1)]
-    {
+    // side: 0 = q, k and v in one buffer; 1 = v, 2 = k and v in a second buffer of
+    // another row stride (a batched step's qkv split by format).
+    for (heads, kv_heads, hd, use_norm, side) in [
+        (4u32, 2u32, 64u32, 1u32, 0u32),
+        (2, 1, 24, 0, 1),
+        (2, 2, 256, 1, 2),
+    ] {
         let (seqs, block, max_blocks) = (2u32, 4u32, 6u32);
         let capacity = seqs * max_blocks * block;
         let table_words = scattered_table(seqs, max_blocks, seqs * max_blocks);
@@ -329,11 +333,47 @@ fn batch_rope_appends_to_paged_rows() {
             token_stride: stride,
             block,
             max_blocks,
+            k_stride: stride,
+            v_stride: stride,
         };
         let qkv = rng.vec(rows.len() * stride as usize, 2.0);
+        // The second buffer: rows of side_stride floats holding each row's qkv from
+        // element `from` (k or v) on, 6 floats of padding after them.
+        let from = if side == 2 {
+            heads * hd
+        } else {
+            (heads + kv_heads) * hd
+        } as usize;
+        let side_stride = stride as usize - from + 6;
+        let mut side_rows = vec![0f32; rows.len() * side_stride];
+        for r in 0..rows.len() {
+            let src = &qkv[r * stride as usize + from..(r + 1) * stride as usize];
+            side_rows[r * side_stride..][..src.len()].copy_from_slice(src);
+        }
+        let side_b = f32_buffer(&d, "side", &side_rows, ResourceClass::TokenScratch);
+        // What moved to the second buffer is NaN in the first (a read there shows).
+        let mut qkv_gpu = qkv.clone();
+        if side > 0 {
+            for r in 0..rows.len() {
+                qkv_gpu[r * stride as usize + from..(r + 1) * stride as usize].fill(f32::NAN);
+            }
+        }
+        let p = BatchRopePush {
+            k_stride: if side == 2 {
+                side_stride as u32
+            } else {
+                stride
+            },
+            v_stride: if side >= 1 {
+                side_stride as u32
+            } else {
+                stride
+            },
+            ..p
+        };
         let qn = rng.vec(hd as usize, 1.0);
         let kn = rng.vec(hd as usize, 1.0);
-        let qkv_b = f32_buffer(&d, "qkv", &qkv, ResourceClass::TokenScratch);
+        let qkv_b = f32_buffer(&d, "qkv", &qkv_gpu, ResourceClass::TokenScratch);
         let (qn_b, kn_b) = (
             f32_buffer(&d, "qn", &qn, ResourceClass::ReadOnlyWeight),
             f32_buffer(&d, "kn", &kn, ResourceClass::ReadOnlyWeight),
@@ -346,6 +386,12 @@ fn batch_rope_appends_to_paged_rows() {
             (heads * hd) as u64 * 4,
             ((heads + kv_heads) * hd) as u64 * 4,
         );
+        let kv_bytes = (kv_heads * hd) as u64 * 4;
+        let (kb, vb) = match side {
+            0 => (qkv_b.slice(ka..), qkv_b.slice(va..)),
+            1 => (qkv_b.slice(ka..), side_b.slice(..)),
+            _ => (side_b.slice(..), side_b.slice(kv_bytes..)),
+        };
         let mut enc = d.encoder().unwrap();
         enc.dispatch(
             &k,
@@ -354,8 +400,8 @@ fn batch_rope_appends_to_paged_rows() {
                 rb.slice(..),
                 table.slice(..),
                 qkv_b.slice(..),
-                qkv_b.slice(ka..),
-                qkv_b.slice(va..),
+                kb,
+                vb,
                 qn_b.slice(..),
                 kn_b.slice(..),
                 kc.slice(..),

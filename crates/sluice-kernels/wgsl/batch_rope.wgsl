@@ -6,8 +6,11 @@
 // `block` positions; `capacity` = positions in the pool). Same maths as qk_norm_rope
 // (include/rope.wgsl), so a row writes the key it would write alone.
 // Dispatch [heads + kv_heads, n, 1], workgroup 128 (one invocation per rotation pair;
-// head_dim even and <= 256). Row r's q, k and v start r * token_stride floats into their
-// bindings. Nothing is written for a position whose block lies outside the table or pool.
+// head_dim even and <= 256). Row r's q starts r * token_stride floats into its binding,
+// its k r * k_stride, its v r * v_stride (the three may live in different buffers: a
+// batched step writes the parts of a projection split by format to disjoint buffers so
+// that they run side by side). Nothing is written for a position whose block lies outside
+// the table or pool.
 
 struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
@@ -22,6 +25,8 @@ struct Push {
     token_stride: u32,
     block: u32,
     max_blocks: u32,
+    k_stride: u32,
+    v_stride: u32,
 }
 
 @group(0) @binding(0) var<storage, read> rows: U32s;
@@ -46,7 +51,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
     let half = hd / 2u;
     let is_q = g < pc.heads;
     let head = select(g - pc.heads, g, is_q);
-    let base = head * hd + r * pc.token_stride;
+    let base = head * hd + r * select(pc.k_stride, pc.token_stride, is_q);
     let pos = rows.d[2u * r];
     let seq = rows.d[2u * r + 1u];
     let in_range = i < half;
@@ -105,6 +110,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
     if (slot < pc.capacity) {
         let e = ((head * pc.capacity + slot) * hd) / 2u + i;
         kcache.d[e] = pack2x16float(vec2<f32>(rotated[2u * i], rotated[2u * i + 1u]));
-        vcache.d[e] = pack2x16float(vec2<f32>(v.d[base + 2u * i], v.d[base + 2u * i + 1u]));
+        let vb = head * hd + r * pc.v_stride + 2u * i;
+        vcache.d[e] = pack2x16float(vec2<f32>(v.d[vb], v.d[vb + 1u]));
     }
 }

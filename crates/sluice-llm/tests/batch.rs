@@ -320,6 +320,17 @@ fn quantized_batch_check(
         handoffs,
         "{sequences} slots"
     );
+    // The layers whose v has another format than q and k (Q4_K_M's mixture) run q|k and v
+    // side by side: one barrier fewer per such layer than dispatches in a step.
+    let splits = m.split_qkv_layers() as u64;
+    assert!(
+        splits > 0 && splits < cfg.layers as u64,
+        "{splits} split layers"
+    );
+    let mut enc = loaded.model.device().encoder().unwrap();
+    m.encode_batch(&mut enc, 3, false).unwrap();
+    assert_eq!(enc.counters().barriers_elided, splits, "{sequences} slots");
+    drop(enc);
     let target = prompt(5, 9, cfg.vocab);
     let others = vec![(0, prompt(6, 17, cfg.vocab)), (3, prompt(7, 3, cfg.vocab))];
     let mut runner =

@@ -72,6 +72,17 @@ enum BatchPath {
     Other,
 }
 
+/// One matrix of a batched linear op and where its rows go: y's buffer, the float of a
+/// token's row it writes first, floats per row, and its run (its region of the staged
+/// kernels' scratch, [`GpuModel::batch_cmt_run`]).
+struct BatchPart<'a> {
+    m: &'a Matrix,
+    y: &'a Buffer,
+    row: u64,
+    y_stride: u32,
+    run: u64,
+}
+
 /// A decode matvec's part in the quantized handoff ([`GpuModel::q8_handoff`]).
 #[derive(Clone, Copy)]
 enum Q8Io {
@@ -353,12 +364,11 @@ impl GpuModel {
         x: Option<(BufferSlice<'_>, u32)>,
         norm: Option<&Buffer>,
         xh: &Buffer,
-        parts: &[(&Matrix, u64)],
+        parts: &[BatchPart<'_>],
         up: Option<&Matrix>,
-        y: (&Buffer, u32),
         y_mode: u32,
     ) -> sluice::Result<()> {
-        let cols = parts[0].0.cols;
+        let cols = parts[0].m.cols;
         let padded = t.n.next_multiple_of(16);
         let h_bytes = padded as u64 * cols as u64 * 2;
         if let Some(x) = x {
@@ -381,13 +391,14 @@ impl GpuModel {
             )?;
         }
         let gated = up.is_some();
-        for &(m, row) in parts {
+        for p in parts {
+            let m = p.m;
             let mut bindings = vec![m.buffer.slice(..)];
             bindings.extend(up.map(|u| u.buffer.slice(..)));
-            bindings.extend([xh.slice(0..h_bytes), y.0.slice(row * 4..)]);
+            bindings.extend([xh.slice(0..h_bytes), p.y.slice(p.row * 4..)]);
             let (push, groups) = k::MatvecBatchCmPush::new(m.dtype, m.rows, cols, t.n);
             let push = k::MatvecBatchCmPush {
-                y_stride: y.1,
+                y_stride: p.y_stride,
                 y_mode,
                 ..push
             };
@@ -397,7 +408,7 @@ impl GpuModel {
             // on matvec_batch_cm_silu (-2% to +3% on the engine; BENCHMARKS.md, fifth
             // session; the row-owning kernel wins on the large ones, tenth session).
             let lay = k::matvec_batch_cmt_layout(m.dtype, m.rows, cols, t.n, gated);
-            let staged = self.batch_cmt().filter(|_| {
+            let staged = self.batch_cmt_run(p.run).filter(|_| {
                 k::matvec_batch_cmt_fits(m.dtype, m.rows, cols)
                     && (m.dtype.is_quantized() || !gated || lay.shape == k::StagedShape::Rows)
             });
@@ -411,8 +422,13 @@ impl GpuModel {
                 let desc = lay
                     .kernel(m.dtype, gated)
                     .ok_or_else(|| no_kernel("staged"))?;
+                // This run's region (sized for any shape), as much of it as the shape uses.
                 let part_bytes = (lay.part_floats * 4).max(4);
-                bindings.extend([part.slice(0..part_bytes), tick.slice(0..lay.tickets * 4)]);
+                bindings.extend([
+                    part.buffer().slice(part.offset..part.offset + part_bytes),
+                    tick.buffer()
+                        .slice(tick.offset..tick.offset + lay.tickets * 4),
+                ]);
                 let pipeline = self.device.pipeline(desc)?;
                 enc.dispatch(&pipeline, lay.groups, &bindings, &push.staged(&lay))?;
                 continue;
@@ -435,13 +451,12 @@ impl GpuModel {
         x: Option<(BufferSlice<'_>, u32)>,
         norm: Option<&Buffer>,
         dp: &(Buffer, Buffer),
-        parts: &[(&Matrix, u64)],
+        parts: &[BatchPart<'_>],
         up: Option<&Matrix>,
-        y: (&Buffer, u32),
         accumulate: bool,
         q8_out: Option<&(Buffer, Buffer)>,
     ) -> sluice::Result<()> {
-        let cols = parts[0].0.cols;
+        let cols = parts[0].m.cols;
         let (qs, ds) = k::act_q8_strides(cols);
         let xq = dp.0.slice(0..t.n as u64 * qs as u64 * 4);
         let xd = dp.1.slice(0..t.n as u64 * ds as u64 * 16);
@@ -462,7 +477,8 @@ impl GpuModel {
                 },
             )?;
         }
-        for &(m, row) in parts {
+        for p in parts {
+            let m = p.m;
             let desc = k::matvec_batch_dp(m.dtype, up.is_some()).ok_or_else(|| {
                 sluice::Error::InvalidUse(format!(
                     "no integer-dot batched matvec for {} weights",
@@ -476,7 +492,7 @@ impl GpuModel {
             let (hq, hd) = k::act_q8_strides(m.rows);
             let push = k::MatvecBatchDpPush {
                 w_stride: m.stride_field(),
-                y_stride: y.1,
+                y_stride: p.y_stride,
                 accumulate: accumulate as u32,
                 q8: q8_out.is_some() as u32,
                 q8_words: hq,
@@ -485,12 +501,12 @@ impl GpuModel {
             };
             let mut bindings = vec![m.buffer.slice(..)];
             bindings.extend(up.map(|u| u.buffer.slice(..)));
-            bindings.extend([xq, xd, y.0.slice(row * 4..)]);
+            bindings.extend([xq, xd, p.y.slice(p.row * 4..)]);
             if up.is_some() {
                 // The int8 output (any buffer without it).
                 bindings.extend(match q8_out {
                     Some((q, d)) => [q.slice(..), d.slice(..)],
-                    None => [y.0.slice(..), y.0.slice(..)],
+                    None => [p.y.slice(..), p.y.slice(..)],
                 });
             }
             enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push)?;
@@ -710,6 +726,41 @@ impl GpuModel {
             .count()
     }
 
+    /// The batched kernels' parts of `l` with their outputs: y by default, a split qkv's
+    /// later runs their own buffer (`qkv_dest`).
+    fn batch_parts<'s>(
+        &'s self,
+        l: &Linear,
+        parts: &[(&'s Matrix, u64)],
+        y: (&'s Buffer, u32),
+        shape: Shape,
+    ) -> Vec<BatchPart<'s>> {
+        let parts = parts.iter().zip(0u64..);
+        match l.weight {
+            Weight::Qkv(i) => parts
+                .map(|(&(m, row), run)| {
+                    let (y, row, y_stride) = self.qkv_dest(i, row, shape);
+                    BatchPart {
+                        m,
+                        y,
+                        row,
+                        y_stride,
+                        run,
+                    }
+                })
+                .collect(),
+            _ => parts
+                .map(|(&(m, row), run)| BatchPart {
+                    m,
+                    y: y.0,
+                    row,
+                    y_stride: y.1,
+                    run,
+                })
+                .collect(),
+        }
+    }
+
     /// A linear op: the norm folded in or separate, gated or not, per the fusion switches.
     fn lower_linear(&self, enc: &mut Encoder, l: &Linear, shape: Shape) -> sluice::Result<()> {
         let layer = l.weight.layer();
@@ -754,6 +805,7 @@ impl GpuModel {
         }
         let batched = tokens.is_some();
         let up = l.up.map(|u| self.matrices(u)[0].0);
+
         match (tokens, self.batch_path(l, shape)) {
             (Some(t), BatchPath::IntDot) => {
                 // The attention wrote o's input quantized already (into `dp`), or the
@@ -768,8 +820,8 @@ impl GpuModel {
                 let x = made.is_none().then(|| (xb.slice(x_at..), xs));
                 let dp = made.unwrap_or(dp);
                 let q8_out = mlp.filter(|_| l.output == Act::H);
-                let y = (yb, ys);
-                return self.batch_dp(enc, t, x, norm, dp, &parts, up, y, l.accumulate, q8_out);
+                let parts = self.batch_parts(l, &parts, (yb, ys), shape);
+                return self.batch_dp(enc, t, x, norm, dp, &parts, up, l.accumulate, q8_out);
             }
             (Some(t), BatchPath::MatrixUnits) => {
                 // f16 activations: made here from x, or written by the producer.
@@ -781,7 +833,8 @@ impl GpuModel {
                     None if l.accumulate => ((yb, ys), k::Y_ADD),
                     None => ((yb, ys), k::Y_STORE),
                 };
-                return self.batch_cm(enc, t, x, norm, xh, &parts, up, y, y_mode);
+                let parts = self.batch_parts(l, &parts, y, shape);
+                return self.batch_cm(enc, t, x, norm, xh, &parts, up, y_mode);
             }
             _ => {}
         }
@@ -795,8 +848,19 @@ impl GpuModel {
             let handoff = layer
                 .filter(|_| l.input == Act::H && norm.is_none())
                 .and_then(|i| self.q8_handoff(i, shape));
-            for (m, row) in parts {
-                let y = y_slice(yb, m, row, batched);
+            // Batched: each part where `batch_parts` puts it.
+            let dests = batched.then(|| self.batch_parts(l, &parts, (yb, ys), shape));
+            for (j, &(m, row)) in parts.iter().enumerate() {
+                let (y, tokens) = match (&dests, tokens) {
+                    (Some(d), Some(t)) => (
+                        d[j].y.slice(d[j].row * 4..),
+                        Some(Tokens {
+                            y_stride: d[j].y_stride,
+                            ..t
+                        }),
+                    ),
+                    _ => (y_slice(yb, m, row, batched), tokens),
+                };
                 let (x, q8) = match handoff {
                     Some((off, end, _)) => (self.scratch.h.slice(off..end), Q8Io::Consume),
                     None => (x_slice(m), Q8Io::Off),

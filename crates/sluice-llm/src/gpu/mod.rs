@@ -131,6 +131,23 @@ impl Qkv {
         };
         stacked.into_iter().chain(runs.iter().map(|(m, _)| m))
     }
+
+    /// Runs of parts (one per format; 1 when stacked).
+    pub fn runs(&self) -> usize {
+        match self {
+            Qkv::Stacked(_) => 1,
+            Qkv::Split(ms) => ms.len(),
+        }
+    }
+
+    /// The first qkv row of the second run, where the parts are split: a batched step
+    /// writes the rows from there on to their own buffer (`Paged::qkv_side`).
+    pub fn side_first(&self) -> Option<u64> {
+        match self {
+            Qkv::Split(ms) if ms.len() > 1 => Some(ms[1].1),
+            _ => None,
+        }
+    }
 }
 
 pub(crate) struct Layer {

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use sluice::{Buffer, Device, Encoder, Pipeline, ResourceClass};
+use sluice::{Buffer, BufferSlice, Device, Encoder, Pipeline, ResourceClass};
 use sluice_kernels as k;
 
 use super::layout::{qkv_offsets, qkv_rows, Sizes};
@@ -227,8 +227,16 @@ pub(crate) struct Paged {
     /// without matrix units.
     pub xh_mlp: Option<Buffer>,
     /// Partial sums and tickets of the K-split staged matvec (`sluice_kernels::matvec_batch_cmt`),
-    /// sized for the model's widest use; `None` without matrix units.
+    /// sized for the model's widest use, one region per run of a split qkv (`cmt_run`);
+    /// `None` without matrix units.
     pub cmt: Option<(Buffer, Buffer)>,
+    /// Floats and tickets of one run's region of `cmt`.
+    pub cmt_run: (u64, u64),
+    /// The qkv rows from `qkv_side_from` on of layers whose q, k and v are split by format
+    /// (`Qkv::side_first`), `[rows_cap, qkv_side_stride]`: the runs after the first write
+    /// here, so that they share no bytes with the first and run beside it; `None` when no
+    /// layer is split.
+    pub qkv_side: Option<Buffer>,
     /// The rows' activations quantized to int8 (words, then block scales) for the
     /// integer-dot batched matvec (`sluice_kernels::matvec_batch_dp`), `[max_rows, widest
     /// projection input]`; `None` without integer dot products.
@@ -255,6 +263,7 @@ impl Paged {
         opts: PagedOptions,
         rows_cap: usize,
         coopmat: bool,
+        qkv_runs: usize,
     ) -> Result<Paged, LlmError> {
         let g = ResourceClass::Generic;
         let f16_rows = |name: &str, cols: usize| -> Result<Option<Buffer>, LlmError> {
@@ -272,13 +281,31 @@ impl Paged {
         let widest = c.hidden.max(c.intermediate).max(c.heads * c.head_dim);
         let xh = f16_rows("batch.xh", widest)?;
         let xh_mlp = f16_rows("batch.xh_mlp", c.intermediate)?;
+        let runs = qkv_runs.max(1) as u64;
+        // Regions of 256-byte multiples (any device's storage offset alignment).
+        let cmt_run = cmt_scratch(c, rows_cap)?;
+        let cmt_run = (
+            cmt_run.0.next_multiple_of(64),
+            cmt_run.1.next_multiple_of(64),
+        );
         let cmt = if coopmat {
-            let (part, tickets) = cmt_scratch(c, rows_cap)?;
-            let part =
-                device.create_buffer("batch.cmt_part", part * 4, ResourceClass::TokenScratch)?;
-            let tick = device.create_buffer("batch.cmt_tick", tickets * 4, g)?;
-            tick.write(0, &vec![0u32; tickets as usize])?;
+            let (part, tickets) = cmt_run;
+            let part = device.create_buffer(
+                "batch.cmt_part",
+                part * 4 * runs,
+                ResourceClass::TokenScratch,
+            )?;
+            let tick = device.create_buffer("batch.cmt_tick", tickets * 4 * runs, g)?;
+            tick.write(0, &vec![0u32; (tickets * runs) as usize])?;
             Some((part, tick))
+        } else {
+            None
+        };
+        let qkv_side = if runs > 1 {
+            let bytes = (rows_cap as u64)
+                .checked_mul(qkv_side_stride(c) as u64 * 4)
+                .ok_or_else(|| LlmError::InvalidArgument("batch activations overflow".into()))?;
+            Some(device.create_buffer("batch.qkv_side", bytes, ResourceClass::TokenScratch)?)
         } else {
             None
         };
@@ -327,6 +354,8 @@ impl Paged {
             xh,
             xh_mlp,
             cmt,
+            cmt_run,
+            qkv_side,
             dp,
             dp_h,
             opts,
@@ -342,6 +371,17 @@ const ARGMAX_ROWS_WORKGROUPS: u32 = 264;
 /// sized for these).
 fn argmax_groups(c: &ModelConfig) -> u32 {
     k::argmax_groups(c.vocab as u32)
+}
+
+/// The first qkv row `Paged::qkv_side` holds (k's: a split qkv's second run starts at k
+/// or later).
+pub(super) fn qkv_side_from(c: &ModelConfig) -> u64 {
+    qkv_offsets(c).1
+}
+
+/// Floats per row of `Paged::qkv_side`.
+pub(super) fn qkv_side_stride(c: &ModelConfig) -> u32 {
+    (qkv_rows(c) as u64 - qkv_side_from(c)) as u32
 }
 
 /// Floats of partial sums and u32 tickets that the staged batched matvec
@@ -399,6 +439,13 @@ impl GpuModel {
             .is_some_and(|o| o.block_rows_on_matrix_units(self.config.layer_projection_weights()))
     }
 
+    /// Layers whose q, k and v projections are split by weight format (several
+    /// dispatches); in a batched step those dispatches share no bytes and run side by
+    /// side (one barrier for all of them).
+    pub fn split_qkv_layers(&self) -> usize {
+        self.layers.iter().filter(|l| l.qkv.runs() > 1).count()
+    }
+
     pub(super) fn paged_tokens(&self) -> &Buffer {
         &self.paged.as_ref().expect("checked by encode_batch").tokens
     }
@@ -413,9 +460,30 @@ impl GpuModel {
         self.paged.as_ref().and_then(|p| p.xh_mlp.as_ref())
     }
 
-    /// The partial-sum and ticket buffers of the K-split f16 batched matvec, if any.
-    pub(super) fn batch_cmt(&self) -> Option<&(Buffer, Buffer)> {
-        self.paged.as_ref().and_then(|p| p.cmt.as_ref())
+    /// The region of the staged matvec's partial sums and tickets that run `run` of a
+    /// batched linear op uses (runs of a split qkv, which share no bytes, run side by side).
+    pub(super) fn batch_cmt_run(&self, run: u64) -> Option<(BufferSlice<'_>, BufferSlice<'_>)> {
+        let p = self.paged.as_ref()?;
+        let (part, tick) = p.cmt.as_ref()?;
+        let (pf, tk) = p.cmt_run;
+        let (po, to) = (run * pf * 4, run * tk * 4);
+        Some((part.slice(po..po + pf * 4), tick.slice(to..to + tk * 4)))
+    }
+
+    /// Where a batched step writes layer `i`'s qkv rows from `row` on: the buffer, the
+    /// float of a token's row there, and floats per row. A split qkv's runs after the
+    /// first go to `Paged::qkv_side` (disjoint bytes: no barrier between the runs).
+    pub(super) fn qkv_dest(&self, i: usize, row: u64, shape: Shape) -> (&Buffer, u64, u32) {
+        let c = &self.config;
+        let side = self.paged.as_ref().and_then(|p| p.qkv_side.as_ref());
+        if let (true, Some(first), Some(side)) =
+            (shape.paged(), self.layers[i].qkv.side_first(), side)
+        {
+            if row >= first {
+                return (side, row - qkv_side_from(c), qkv_side_stride(c));
+            }
+        }
+        (&self.scratch.qkv, row, qkv_rows(c) as u32)
     }
 
     /// The int8 activation buffers of the integer-dot batched matvec, if any.
@@ -574,21 +642,25 @@ impl GpuModel {
         let s = &self.scratch;
         let n = shape.tokens();
         let (q_at, k_at, v_at) = qkv_offsets(c);
-        let stride = qkv_rows(c) as u32;
         let (block, max_blocks) = (p.opts.block as u32, p.opts.max_blocks() as u32);
         let capacity = self.options.context as u32;
         let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
         let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
         self.label(enc, shape, "qk_norm_rope", Some(i));
+        let (qd, kd, vd) = (
+            self.qkv_dest(i, q_at, shape),
+            self.qkv_dest(i, k_at, shape),
+            self.qkv_dest(i, v_at, shape),
+        );
         enc.dispatch(
             &p.rope,
             [(c.heads + c.kv_heads) as u32, n, 1],
             &[
                 p.rows.slice(..),
                 p.table.slice(..),
-                s.qkv.slice(q_at * 4..),
-                s.qkv.slice(k_at * 4..),
-                s.qkv.slice(v_at * 4..),
+                qd.0.slice(qd.1 * 4..),
+                kd.0.slice(kd.1 * 4..),
+                vd.0.slice(vd.1 * 4..),
                 qn.slice(..),
                 kn.slice(..),
                 l.k_cache.slice(..),
@@ -602,9 +674,11 @@ impl GpuModel {
                 use_norm: (c.arch == Arch::Qwen3) as u32,
                 eps: c.rms_eps,
                 theta: c.rope_theta,
-                token_stride: stride,
+                token_stride: qd.2,
                 block,
                 max_blocks,
+                k_stride: kd.2,
+                v_stride: vd.2,
             },
         )?;
         self.label(enc, shape, "attention", Some(i));
@@ -629,7 +703,7 @@ impl GpuModel {
             &[
                 p.rows.slice(..),
                 p.table.slice(..),
-                s.qkv.slice(q_at * 4..),
+                qd.0.slice(qd.1 * 4..),
                 l.k_cache.slice(..),
                 l.v_cache.slice(..),
                 out.slice(..),
@@ -643,7 +717,7 @@ impl GpuModel {
                 kv_heads: c.kv_heads as u32,
                 head_dim: c.head_dim as u32,
                 capacity,
-                q_stride: stride,
+                q_stride: qd.2,
                 o_stride,
                 scale: 1.0 / (c.head_dim as f32).sqrt(),
                 block,

@@ -358,6 +358,7 @@ impl GpuModel {
                 p.clone(),
                 sizes.chunk,
                 coopmat,
+                layers.iter().map(|l| l.qkv.runs()).max().unwrap_or(1),
             )?),
             None => None,
         };

@@ -54,21 +54,11 @@ fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
     return q_decode8(q_fetch8(sel, rb, nb, c8), nb, c8);
 }
 fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
-    let s = c8 / 32u;
-    let r = 8u * (c8 % 32u);
-    let n = r / 128u;
-    let g = (r % 128u) / 32u;
-    let l0 = r % 32u;
-    let si = 8u * n + l0 / 16u + 2u * g;
-    var w = qraw_zero();
-    w.q = wraw(sel, rb + 12u * s + 4u * n + 2u * (g % 2u) + l0 / 16u);
-    w.h = wraw(sel, rb + 12u * s + 8u + 2u * n + l0 / 16u);
-    w.m = wvec(sel, rb, nb * 192u + 16u * s + (si & ~3u));
-    w.e = wvec(sel, rb, nb * 208u + 2u * s);
-    return w;
+    return q_fetch8_next(sel, rb, nb, c8, qraw_zero(), false);
 }
-// q_fetch8(.., c8) where `prev` is q_fetch8 of the same row's c8 - 4 and `same` says it
-// lies in the same block: the scales and d are kept.
+// The raw words of elements 8 * c8 .. + 7 (q_fetch8's), taking from `prev` (the same
+// row's words of c8 - 4) what stays the same through a block when `same` says both lie in
+// one: the scales and d.
 fn q_fetch8_next(sel: bool, rb: u32, nb: u32, c8: u32, prev: QRaw, same: bool) -> QRaw {
     let s = c8 / 32u;
     let r = 8u * (c8 % 32u);

@@ -805,7 +805,6 @@ impl GpuModel {
         }
         let batched = tokens.is_some();
         let up = l.up.map(|u| self.matrices(u)[0].0);
-
         match (tokens, self.batch_path(l, shape)) {
             (Some(t), BatchPath::IntDot) => {
                 // The attention wrote o's input quantized already (into `dp`), or the

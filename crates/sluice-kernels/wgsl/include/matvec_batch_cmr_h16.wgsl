@@ -16,7 +16,6 @@
 const KC: u32 = 32u;
 const WR: u32 = 2u;
 
-
 // Group g (0 .. KC / 16) of chunk ch of row r of the first matrix (sel: the second): the
 // 8-weight reader's fetch of its first run (zeros past cols or rows).
 fn fetch_wg(sel: bool, r: u32, ch: u32, g: u32) -> QRaw {

@@ -408,7 +408,10 @@ impl GpuModel {
             // on matvec_batch_cm_silu (-2% to +3% on the engine; BENCHMARKS.md, fifth
             // session; the row-owning kernel wins on the large ones, tenth session).
             let lay = k::matvec_batch_cmt_layout(m.dtype, m.rows, cols, t.n, gated);
-            let staged = self.batch_cmt_run(p.run).filter(|_| {
+            // This run's scratch region (sized for any shape), as much as the shape uses.
+            let part_bytes = (lay.part_floats * 4).max(4);
+            let scratch = self.batch_cmt_run(p.run, part_bytes, lay.tickets * 4);
+            let staged = scratch.filter(|_| {
                 k::matvec_batch_cmt_fits(m.dtype, m.rows, cols)
                     && (m.dtype.is_quantized() || !gated || lay.shape == k::StagedShape::Rows)
             });
@@ -422,13 +425,7 @@ impl GpuModel {
                 let desc = lay
                     .kernel(m.dtype, gated)
                     .ok_or_else(|| no_kernel("staged"))?;
-                // This run's region (sized for any shape), as much of it as the shape uses.
-                let part_bytes = (lay.part_floats * 4).max(4);
-                bindings.extend([
-                    part.buffer().slice(part.offset..part.offset + part_bytes),
-                    tick.buffer()
-                        .slice(tick.offset..tick.offset + lay.tickets * 4),
-                ]);
+                bindings.extend([part, tick]);
                 let pipeline = self.device.pipeline(desc)?;
                 enc.dispatch(&pipeline, lay.groups, &bindings, &push.staged(&lay))?;
                 continue;

@@ -460,14 +460,22 @@ impl GpuModel {
         self.paged.as_ref().and_then(|p| p.xh_mlp.as_ref())
     }
 
-    /// The region of the staged matvec's partial sums and tickets that run `run` of a
-    /// batched linear op uses (runs of a split qkv, which share no bytes, run side by side).
-    pub(super) fn batch_cmt_run(&self, run: u64) -> Option<(BufferSlice<'_>, BufferSlice<'_>)> {
+    /// The first `part_bytes` and `tick_bytes` of the staged matvec's partial sums and
+    /// tickets in the region that run `run` of a batched linear op uses (runs of a split
+    /// qkv, which share no bytes, run side by side); `None` without matrix units.
+    pub(super) fn batch_cmt_run(
+        &self,
+        run: u64,
+        part_bytes: u64,
+        tick_bytes: u64,
+    ) -> Option<(BufferSlice<'_>, BufferSlice<'_>)> {
         let p = self.paged.as_ref()?;
         let (part, tick) = p.cmt.as_ref()?;
-        let (pf, tk) = p.cmt_run;
-        let (po, to) = (run * pf * 4, run * tk * 4);
-        Some((part.slice(po..po + pf * 4), tick.slice(to..to + tk * 4)))
+        let (po, to) = (run * p.cmt_run.0 * 4, run * p.cmt_run.1 * 4);
+        Some((
+            part.slice(po..po + part_bytes),
+            tick.slice(to..to + tick_bytes),
+        ))
     }
 
     /// Where a batched step writes layer `i`'s qkv rows from `row` on: the buffer, the

@@ -363,7 +363,7 @@ fn main() {
         kv_heads: kvh,
         head_dim: hd,
         capacity: cap,
-        use_norm: 1,
+        flags: ROPE_NORM,
         eps: 1e-6,
         theta: 1e6,
         token_stride: 0,
@@ -378,6 +378,8 @@ fn main() {
             nb.slice(..),
             kc.slice(..),
             vc.slice(..),
+            nb.slice(..),
+            nb.slice(..),
         ];
         enc.dispatch(&rope, [heads + kvh, 1, 1], &s, &p).unwrap();
     });

@@ -12,9 +12,10 @@ use sluice::kernel::KernelDesc;
 
 use crate::WeightDtype;
 
-/// Push constants of [`crate::BATCH_ROPE`] (per-row q/k norm + RoPE + paged KV append).
-/// Bindings: 0 rows, 1 table (read), 2 q (read-write), 3 k, 4 v, 5 q_norm, 6 k_norm
-/// (read), 7 kcache, 8 vcache (read-write). Dispatch `[heads + kv_heads, n, 1]`.
+/// Push constants of [`crate::BATCH_ROPE`] (per-row q/k/v bias + q/k norm + RoPE + paged
+/// KV append). Bindings: 0 rows, 1 table (read), 2 q (read-write), 3 k, 4 v, 5 q_norm,
+/// 6 k_norm (read), 7 kcache, 8 vcache (read-write), 9 q/k/v biases, 10 RoPE multipliers
+/// (read, as [`crate::QkRopePush`]'s). Dispatch `[heads + kv_heads, n, 1]`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct BatchRopePush {
@@ -26,8 +27,8 @@ pub struct BatchRopePush {
     pub head_dim: u32,
     /// Positions in the cache pool.
     pub capacity: u32,
-    /// 1: RMS-normalise q and k per head (Qwen3).
-    pub use_norm: u32,
+    /// [`crate::ROPE_NORM`] | [`crate::ROPE_BIAS`] | [`crate::ROPE_FREQ`] (see [`crate::QkRopePush`]).
+    pub flags: u32,
     /// RMSNorm epsilon.
     pub eps: f32,
     /// RoPE base.

@@ -34,10 +34,11 @@ pub fn matvec_silu_norm(dtype: WeightDtype) -> &'static KernelDesc {
     crate::by_dtype(dtype, "matvec_silu_norm")
 }
 
-/// Push constants of [`crate::ATTENTION_ROPE`]: attention with the q/k RMSNorm, rotary
-/// embedding and KV append folded in. Bindings: 0 params (read), 1 q|k|v (read), 2 q_norm
-/// f32 `[hd]`, 3 k_norm f32 `[hd]` (read), 4 kcache, 5 vcache, 6 partial, 7 counters u32
-/// `[heads]`, 8 out f32 `[heads*hd]` (read-write, as `attention_split`). Dispatch
+/// Push constants of [`crate::ATTENTION_ROPE`]: attention with the q/k/v biases, q/k
+/// RMSNorm, rotary embedding and KV append folded in. Bindings: 0 params (read), 1 q|k|v
+/// (read), 2 q_norm f32 `[hd]`, 3 k_norm f32 `[hd]` (read), 4 kcache, 5 vcache, 6 partial,
+/// 7 counters u32 `[heads]`, 8 out f32 `[heads*hd]` (read-write, as `attention_split`),
+/// 9 q/k/v biases, 10 RoPE multipliers (read, as [`crate::QkRopePush`]'s). Dispatch
 /// `[splits, heads, 1]`: one dispatch, the combine included.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -56,8 +57,8 @@ pub struct AttnRopePush {
     pub splits: u32,
     /// Score scale, usually `1 / sqrt(head_dim)`.
     pub scale: f32,
-    /// Non-zero: per-head RMSNorm of q and k (Qwen3).
-    pub use_norm: u32,
+    /// [`crate::ROPE_NORM`] | [`crate::ROPE_BIAS`] | [`crate::ROPE_FREQ`] (see [`crate::QkRopePush`]).
+    pub flags: u32,
     /// RMSNorm epsilon.
     pub eps: f32,
     /// RoPE base.

@@ -578,11 +578,22 @@ pub struct RmsNormPush {
 }
 const _: () = assert!(std::mem::size_of::<RmsNormPush>() == RMSNORM.push_constant_bytes as usize);
 
+/// [`QkRopePush::flags`] bit (also of the attention-rope and batched rope kernels):
+/// per-head RMSNorm of q and k (Qwen3).
+pub const ROPE_NORM: u32 = 1;
+/// Flags bit: q/k/v biases added before norm and rotation (Qwen2).
+pub const ROPE_BIAS: u32 = 2;
+/// Flags bit: inv_freq of pair i multiplied by `rope_freq[i]` (RoPE scaling).
+pub const ROPE_FREQ: u32 = 4;
+
 /// Push constants of [`QK_NORM_ROPE`]: bindings 0 params (read), 1 q (read-write)
 /// `[heads*hd]`, 2 k (read) `[kv_heads*hd]`, 3 v (read), 4 q_norm f32 `[hd]` (read),
-/// 5 k_norm f32 `[hd]` (read), 6 kcache (read-write), 7 vcache (read-write).
-/// Dispatch `[heads + kv_heads, 1, 1]`. q := rope(norm(q)) in place;
-/// `kcache[j, pos] = f16(rope(norm(k_j)))`, `vcache[j, pos] = f16(v_j)`.
+/// 5 k_norm f32 `[hd]` (read), 6 kcache (read-write), 7 vcache (read-write), 8 qkv_bias
+/// f32 `[(heads + 2 kv_heads) * hd]` (read; q, k, v biases packed), 9 rope_freq f32
+/// `[hd / 2]` (read; inv_freq multipliers). Bindings 4, 5, 8 and 9 are read only under
+/// their [`QkRopePush::flags`] bit (any buffer otherwise).
+/// Dispatch `[heads + kv_heads, 1, 1]`. q := rope(norm(q + bq)) in place;
+/// `kcache[j, pos] = f16(rope(norm(k_j + bk_j)))`, `vcache[j, pos] = f16(v_j + bv_j)`.
 /// `head_dim` even and <= 256.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -595,8 +606,10 @@ pub struct QkRopePush {
     pub head_dim: u32,
     /// KV-cache capacity in positions.
     pub capacity: u32,
-    /// Non-zero: per-head RMSNorm of q and k with q_norm / k_norm (Qwen3).
-    pub use_norm: u32,
+    /// [`ROPE_NORM`]: per-head RMSNorm of q and k with q_norm / k_norm (Qwen3);
+    /// [`ROPE_BIAS`]: q/k/v biases added first (Qwen2); [`ROPE_FREQ`]: inv_freq scaled per
+    /// pair by `rope_freq` (Llama 3.1 RoPE scaling).
+    pub flags: u32,
     /// RMSNorm epsilon.
     pub eps: f32,
     /// RoPE base (`rope_theta`).

@@ -12,7 +12,8 @@ use crate::AttnRopePush;
 /// (stacked), o, gate, up, down, 10 attention norm, 11 MLP norm, 12 q norm, 13 k norm,
 /// 14 K cache, 15 V cache, 16 attention partials, 17 attention counters (zero), 18 the
 /// [`PERSISTENT_SYNC_WORDS`] sync words (zero before the dispatch, left zero), 19 the
-/// 16-byte token result (a stall sets [`PERSISTENT_ABORT_BIT`] in word 3). Dispatch
+/// 16-byte token result (a stall sets [`PERSISTENT_ABORT_BIT`] in word 3), 20 q/k/v
+/// biases and 21 RoPE multipliers (as `attention_rope`'s, read under its flags). Dispatch
 /// `[groups, 1, 1]`, never more than can be resident at once.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]

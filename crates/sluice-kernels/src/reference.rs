@@ -74,10 +74,17 @@ pub fn add_cpu(a: &[f32], y: &[f32]) -> Vec<f32> {
 /// Rotary embedding of one head in place (HF rotate-half layout), with HF's f32 steps:
 /// `inv_freq_i = theta^(-2i/hd)`, `angle = pos * inv_freq_i` in f32; sin/cos in f64 of that.
 pub fn rope_cpu(x: &mut [f32], pos: u32, theta: f32) {
+    rope_scaled_cpu(x, pos, theta, None)
+}
+
+/// [`rope_cpu`] with inv_freq of pair i multiplied by `freq[i]` when given (RoPE scaling,
+/// the kernels' `ROPE_FREQ`).
+pub fn rope_scaled_cpu(x: &mut [f32], pos: u32, theta: f32, freq: Option<&[f32]>) {
     let hd = x.len();
     let half = hd / 2;
     for i in 0..half {
-        let inv_freq = theta.powf(-((2 * i) as f32) / hd as f32);
+        let mul = freq.map_or(1.0, |f| f[i]);
+        let inv_freq = theta.powf(-((2 * i) as f32) / hd as f32) * mul;
         let angle = (pos as f32 * inv_freq) as f64;
         let (s, c) = angle.sin_cos();
         let (a, b) = (x[i] as f64, x[i + half] as f64);
@@ -92,24 +99,50 @@ pub fn head_norm_cpu(x: &mut [f32], w: &[f32], eps: f32) {
     x.copy_from_slice(&y);
 }
 
+/// The optional inputs of the rope kernels, read under their `flags` bits: q/k/v biases
+/// packed `[q | k | v]` (`ROPE_BIAS`) and per-pair inv_freq multipliers (`ROPE_FREQ`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RopeExtras<'a> {
+    /// `[(heads + 2 kv_heads) * hd]`.
+    pub bias: &'a [f32],
+    /// `[hd / 2]`.
+    pub freq: &'a [f32],
+}
+
 /// Reference of `qk_norm_rope` without the cache: transforms every q head and k head in
-/// place (norm when `p.use_norm != 0`, then rope at `pos`). The kernel stores the new k and
-/// the unchanged v, rounded to f16, at `[j, pos, :]` of the caches.
+/// place (bias added with `ROPE_BIAS`, norm with `ROPE_NORM`, then rope at `pos`, scaled
+/// with `ROPE_FREQ`), and adds v's bias to `v`. The kernel stores the new k and v, rounded
+/// to f16, at `[j, pos, :]` of the caches.
+#[allow(clippy::too_many_arguments)]
 pub fn qk_norm_rope_cpu(
     p: &QkRopePush,
     pos: u32,
     q: &mut [f32],
     k: &mut [f32],
+    v: &mut [f32],
     q_norm: &[f32],
     k_norm: &[f32],
+    extras: RopeExtras<'_>,
 ) {
     let hd = p.head_dim as usize;
+    let (qd, kvd) = (p.heads as usize * hd, p.kv_heads as usize * hd);
+    if p.flags & crate::ROPE_BIAS != 0 {
+        let b = extras.bias;
+        for (x, b) in [
+            (&mut *q, &b[..qd]),
+            (&mut *k, &b[qd..qd + kvd]),
+            (&mut *v, &b[qd + kvd..qd + 2 * kvd]),
+        ] {
+            x.iter_mut().zip(b).for_each(|(x, b)| *x += b);
+        }
+    }
+    let freq = (p.flags & crate::ROPE_FREQ != 0).then_some(extras.freq);
     for (heads, x, w) in [(p.heads, &mut *q, q_norm), (p.kv_heads, &mut *k, k_norm)] {
         for head in x.chunks_mut(hd).take(heads as usize) {
-            if p.use_norm != 0 {
+            if p.flags & crate::ROPE_NORM != 0 {
                 head_norm_cpu(head, w, p.eps);
             }
-            rope_cpu(head, pos, p.theta);
+            rope_scaled_cpu(head, pos, p.theta, freq);
         }
     }
 }

@@ -311,10 +311,12 @@ fn batch_rope_appends_to_paged_rows() {
     let mut rng = Rng::new(5);
     // side: 0 = q, k and v in one buffer; 1 = v, 2 = k and v in a second buffer of
     // another row stride (a batched step's qkv split by format).
-    for (heads, kv_heads, hd, use_norm, side) in [
-        (4u32, 2u32, 64u32, 1u32, 0u32),
+    for (heads, kv_heads, hd, flags, side) in [
+        (4u32, 2u32, 64u32, ROPE_NORM, 0u32),
         (2, 1, 24, 0, 1),
-        (2, 2, 256, 1, 2),
+        (2, 2, 256, ROPE_NORM, 2),
+        (4, 2, 64, ROPE_BIAS | ROPE_FREQ, 1),
+        (2, 1, 32, ROPE_BIAS | ROPE_NORM, 2),
     ] {
         let (seqs, block, max_blocks) = (2u32, 4u32, 6u32);
         let capacity = seqs * max_blocks * block;
@@ -327,7 +329,7 @@ fn batch_rope_appends_to_paged_rows() {
             kv_heads,
             head_dim: hd,
             capacity,
-            use_norm,
+            flags,
             eps: 1e-6,
             theta: 10000.0,
             token_stride: stride,
@@ -373,6 +375,14 @@ fn batch_rope_appends_to_paged_rows() {
         };
         let qn = rng.vec(hd as usize, 1.0);
         let kn = rng.vec(hd as usize, 1.0);
+        let bias = rng.vec(((heads + 2 * kv_heads) * hd) as usize, 1.0);
+        let freq: Vec<f32> = rng
+            .vec(hd as usize / 2, 0.5)
+            .iter()
+            .map(|f| 0.75 + f)
+            .collect();
+        let bias_b = f32_buffer(&d, "bias", &bias, ResourceClass::ReadOnlyWeight);
+        let freq_b = f32_buffer(&d, "freq", &freq, ResourceClass::ReadOnlyWeight);
         let qkv_b = f32_buffer(&d, "qkv", &qkv_gpu, ResourceClass::TokenScratch);
         let (qn_b, kn_b) = (
             f32_buffer(&d, "qn", &qn, ResourceClass::ReadOnlyWeight),
@@ -406,6 +416,8 @@ fn batch_rope_appends_to_paged_rows() {
                 kn_b.slice(..),
                 kc.slice(..),
                 vc.slice(..),
+                bias_b.slice(..),
+                freq_b.slice(..),
             ],
             &p,
         )
@@ -419,7 +431,7 @@ fn batch_rope_appends_to_paged_rows() {
             kv_heads,
             head_dim: hd,
             capacity,
-            use_norm,
+            flags,
             eps: p.eps,
             theta: p.theta,
             token_stride: 0,
@@ -430,9 +442,13 @@ fn batch_rope_appends_to_paged_rows() {
             let mut q = qkv[at..at + (heads * hd) as usize].to_vec();
             let kat = at + (heads * hd) as usize;
             let mut kk = qkv[kat..kat + (kv_heads * hd) as usize].to_vec();
-            let v = &qkv[kat + (kv_heads * hd) as usize..][..(kv_heads * hd) as usize];
-            qk_norm_rope_cpu(&rp, pos, &mut q, &mut kk, &qn, &kn);
-            let what = format!("batch_rope hd {hd} row {r}");
+            let mut v = qkv[kat + (kv_heads * hd) as usize..][..(kv_heads * hd) as usize].to_vec();
+            let extras = RopeExtras {
+                bias: &bias,
+                freq: &freq,
+            };
+            qk_norm_rope_cpu(&rp, pos, &mut q, &mut kk, &mut v, &qn, &kn, extras);
+            let what = format!("batch_rope hd {hd} flags {flags} row {r}");
             assert_nmse(&what, &got_qkv[at..at + q.len()], &q, NMSE_MAX);
             let slot = paged_slot(&table_words, seq, pos, block, max_blocks, capacity).unwrap();
             for j in 0..kv_heads as usize {

@@ -338,10 +338,13 @@ fn qk_norm_rope_matches_reference_and_appends_kv() {
     let k = d.pipeline(&QK_NORM_ROPE).unwrap();
     let mut rng = Rng::new(6);
     let capacity = 320u32;
-    for (heads, kv_heads, hd, use_norm, pos, theta) in [
-        (4u32, 2u32, 64u32, 1u32, 17u32, 1.0e6f32),
+    for (heads, kv_heads, hd, flags, pos, theta) in [
+        (4u32, 2u32, 64u32, ROPE_NORM, 17u32, 1.0e6f32),
         (6, 6, 128, 0, 299, 10000.0),
         (4, 2, 64, 0, 0, 1.0e6),
+        (4, 2, 64, ROPE_BIAS, 37, 1.0e6),
+        (2, 1, 64, ROPE_FREQ, 211, 5.0e5),
+        (4, 2, 32, ROPE_NORM | ROPE_BIAS | ROPE_FREQ, 5, 1.0e4),
     ] {
         let (nq, nk) = ((heads * hd) as usize, (kv_heads * hd) as usize);
         let q = rng.vec(nq, 2.0);
@@ -349,6 +352,12 @@ fn qk_norm_rope_matches_reference_and_appends_kv() {
         let v = rng.vec(nk, 2.0);
         let qn = rng.vec(hd as usize, 1.5);
         let kn = rng.vec(hd as usize, 1.5);
+        let bias = rng.vec(nq + 2 * nk, 2.0);
+        let freq: Vec<f32> = rng
+            .vec(hd as usize / 2, 0.5)
+            .iter()
+            .map(|f| 0.75 + f)
+            .collect();
         let cache_words = (kv_heads * capacity * hd / 2) as usize;
         let sentinel = 0x7E00_7E00u32; // f16 NaN pairs: anything else written is an error
         let p = QkRopePush {
@@ -356,7 +365,7 @@ fn qk_norm_rope_matches_reference_and_appends_kv() {
             kv_heads,
             head_dim: hd,
             capacity,
-            use_norm,
+            flags,
             eps: 1e-6,
             theta,
             token_stride: 0,
@@ -367,6 +376,8 @@ fn qk_norm_rope_matches_reference_and_appends_kv() {
         let vb = f32_buffer(&d, "v", &v, ResourceClass::TokenScratch);
         let qnb = f32_buffer(&d, "qn", &qn, ResourceClass::ReadOnlyWeight);
         let knb = f32_buffer(&d, "kn", &kn, ResourceClass::ReadOnlyWeight);
+        let biasb = f32_buffer(&d, "bias", &bias, ResourceClass::ReadOnlyWeight);
+        let freqb = f32_buffer(&d, "freq", &freq, ResourceClass::ReadOnlyWeight);
         let kc = u32_buffer(
             &d,
             "kc",
@@ -389,14 +400,22 @@ fn qk_norm_rope_matches_reference_and_appends_kv() {
             knb.slice(..),
             kc.slice(..),
             vc.slice(..),
+            biasb.slice(..),
+            freqb.slice(..),
         ];
         enc.dispatch(&k, [heads + kv_heads, 1, 1], &slices, &p)
             .unwrap();
         enc.submit().unwrap().wait().unwrap();
 
-        let (mut q_ref, mut k_ref) = (q.clone(), kk.clone());
-        qk_norm_rope_cpu(&p, pos, &mut q_ref, &mut k_ref, &qn, &kn);
-        let what = format!("heads {heads}/{kv_heads} hd {hd} norm {use_norm} pos {pos}");
+        let (mut q_ref, mut k_ref, mut v_ref) = (q.clone(), kk.clone(), v.clone());
+        let extras = RopeExtras {
+            bias: &bias,
+            freq: &freq,
+        };
+        qk_norm_rope_cpu(
+            &p, pos, &mut q_ref, &mut k_ref, &mut v_ref, &qn, &kn, extras,
+        );
+        let what = format!("heads {heads}/{kv_heads} hd {hd} flags {flags} pos {pos}");
         assert_close(
             &format!("q {what}"),
             &qb.read::<f32>(0, nq).unwrap(),
@@ -416,7 +435,10 @@ fn qk_norm_rope_matches_reference_and_appends_kv() {
             .iter()
             .map(|&x| round_to(WeightDtype::F16, x))
             .collect();
-        let v_want: Vec<f32> = v.iter().map(|&x| round_to(WeightDtype::F16, x)).collect();
+        let v_want: Vec<f32> = v_ref
+            .iter()
+            .map(|&x| round_to(WeightDtype::F16, x))
+            .collect();
         assert_close(&format!("kcache {what}"), &k_got, &k_want);
         assert_eq!(v_got, v_want, "vcache {what}");
         // Nothing outside the appended rows was touched.

@@ -64,6 +64,8 @@ fn run(d: &Device, kernel: &KernelDesc, groups: u32, mut rng: Option<&mut Rng>) 
         u32s("counters", heads),
         u32s("sync", PERSISTENT_SYNC_WORDS as u32),
         u32s("result", 4),
+        f32s("qkv_bias", qkv_rows),
+        f32s("rope_freq", hd / 2),
     ];
     let push = PersistentLayerPush {
         attn: AttnRopePush {
@@ -74,7 +76,7 @@ fn run(d: &Device, kernel: &KernelDesc, groups: u32, mut rng: Option<&mut Rng>) 
             chunk: capacity,
             splits: 1,
             scale: 1.0 / (hd as f32).sqrt(),
-            use_norm: 1,
+            flags: ROPE_NORM,
             eps: 1e-6,
             theta: 10000.0,
             k_offset: q_dim,

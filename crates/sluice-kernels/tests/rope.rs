@@ -29,10 +29,14 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
     let prefill = d.pipeline(&QK_NORM_ROPE).unwrap();
     let decode = d.pipeline(&ATTENTION_ROPE).unwrap();
     let capacity = 64u32;
-    for (heads, kv_heads, hd, use_norm, pos0, tokens, theta) in [
-        (4u32, 2u32, 64u32, 1u32, 0u32, 5u32, 1.0e6f32),
+    for (heads, kv_heads, hd, flags, pos0, tokens, theta) in [
+        (4u32, 2u32, 64u32, ROPE_NORM, 0u32, 5u32, 1.0e6f32),
         (3, 1, 128, 0, 21, 7, 1.0e4),
-        (2, 2, 32, 1, 40, 3, 5.0e5),
+        (2, 2, 32, ROPE_NORM, 40, 3, 5.0e5),
+        // Qwen2 (biases) and Llama 3.1 (scaled frequencies), alone and together.
+        (4, 2, 64, ROPE_BIAS, 9, 4, 1.0e6),
+        (2, 1, 32, ROPE_FREQ, 30, 6, 5.0e5),
+        (3, 3, 64, ROPE_BIAS | ROPE_FREQ | ROPE_NORM, 50, 5, 1.0e4),
     ] {
         // q | k | v of one token, each block aligned to 64 floats so every token's slice
         // starts on a 256-byte boundary.
@@ -65,6 +69,13 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
         };
         let qnb = f32_buffer(&d, "qn", &qn, ResourceClass::ReadOnlyWeight);
         let knb = f32_buffer(&d, "kn", &kn, ResourceClass::ReadOnlyWeight);
+        let bias = values((nq + 2 * nk) as usize, 17 + hd, 2.0);
+        let freq = values(hd as usize / 2, 19, 0.5)
+            .iter()
+            .map(|f| 0.75 + f)
+            .collect::<Vec<_>>();
+        let biasb = f32_buffer(&d, "bias", &bias, ResourceClass::ReadOnlyWeight);
+        let freqb = f32_buffer(&d, "freq", &freq, ResourceClass::ReadOnlyWeight);
 
         // Prefill: the whole chunk in one dispatch (q rotated in place in its own copy).
         let (kp, vp) = caches("p");
@@ -80,7 +91,7 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
             kv_heads,
             head_dim: hd,
             capacity,
-            use_norm,
+            flags,
             eps: 1e-6,
             theta,
             token_stride: stride,
@@ -98,6 +109,8 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
                 knb.slice(..),
                 kp.slice(..),
                 vp.slice(..),
+                biasb.slice(..),
+                freqb.slice(..),
             ],
             &push,
         )
@@ -138,7 +151,7 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
                 chunk: capacity,
                 splits,
                 scale: 1.0 / (hd as f32).sqrt(),
-                use_norm,
+                flags,
                 eps: 1e-6,
                 theta,
                 k_offset: k_off,
@@ -158,13 +171,15 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
                     partial.slice(..),
                     counters.slice(..),
                     out.slice(..),
+                    biasb.slice(..),
+                    freqb.slice(..),
                 ],
                 &push,
             )
             .unwrap();
             enc.submit().unwrap().wait().unwrap();
         }
-        let what = format!("heads {heads}/{kv_heads} hd {hd} norm {use_norm} pos {pos0}+{tokens}");
+        let what = format!("heads {heads}/{kv_heads} hd {hd} flags {flags} pos {pos0}+{tokens}");
         let (kp, kd) = (
             kp.read::<u32>(0, words).unwrap(),
             kd.read::<u32>(0, words).unwrap(),

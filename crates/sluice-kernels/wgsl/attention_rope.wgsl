@@ -2,7 +2,8 @@
 //! include: attention_finish
 //! include: rope
 //! include: attention_rope_body
-// Decode attention with the q/k RMSNorm, rotary embedding and KV append folded in (one
+// Decode attention with the q/k/v biases, q/k RMSNorm, rotary embedding and KV append
+// folded in (one
 // dispatch and one barrier less per layer than qk_norm_rope + attention_split).
 // Dispatch [splits, heads, 1], workgroup 256. Input: the raw q | k | v projections in one
 // buffer (q at 0, k at k_offset, v at v_offset floats). Every workgroup (s, h) computes
@@ -25,7 +26,7 @@ struct Push {
     chunk: u32,
     splits: u32,
     scale: f32,
-    use_norm: u32,
+    flags: u32,
     eps: f32,
     theta: f32,
     k_offset: u32,
@@ -41,6 +42,8 @@ struct Push {
 @group(0) @binding(6) @coherent var<storage, read_write> partial: F32s;
 @group(0) @binding(7) var<storage, read_write> counters: Counters;
 @group(0) @binding(8) var<storage, read_write> attn: F32s;
+@group(0) @binding(9) var<storage, read> qkv_bias: F32s;
+@group(0) @binding(10) var<storage, read> rope_freq: F32s;
 var<immediate> pc: Push;
 
 

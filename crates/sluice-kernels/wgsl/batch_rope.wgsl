@@ -1,6 +1,6 @@
 //! include: rope
-// Batched decode / paged KV: per-head q/k RMSNorm (optional, Qwen3) + rotary embedding +
-// KV append for n rows that may belong to different sequences. Row r carries
+// Batched decode / paged KV: q/k/v biases (optional, Qwen2) + per-head q/k RMSNorm
+// (optional, Qwen3) + rotary embedding (inv_freq optionally scaled per pair) + KV append for n rows that may belong to different sequences. Row r carries
 // rows[2r] = its position and rows[2r + 1] = its sequence slot; position p of slot s lives
 // in cache row table[s * max_blocks + p / block] * block + p % block (a pool of blocks of
 // `block` positions; `capacity` = positions in the pool). Same maths as qk_norm_rope
@@ -19,7 +19,7 @@ struct Push {
     kv_heads: u32,
     head_dim: u32,
     capacity: u32,
-    use_norm: u32,
+    flags: u32,
     eps: f32,
     theta: f32,
     token_stride: u32,
@@ -38,6 +38,8 @@ struct Push {
 @group(0) @binding(6) var<storage, read> k_norm: F32s;
 @group(0) @binding(7) var<storage, read_write> kcache: U32s;
 @group(0) @binding(8) var<storage, read_write> vcache: U32s;
+@group(0) @binding(9) var<storage, read> qkv_bias: F32s;
+@group(0) @binding(10) var<storage, read> rope_freq: F32s;
 var<immediate> pc: Push;
 
 var<workgroup> red: array<f32, 128>;
@@ -58,6 +60,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
     let ia = min(i, half - 1u);
     var a = 0.0;
     var b = 0.0;
+    // This head's first bias float ([q | k | v] packed; see qk_norm_rope).
+    let bias0 = select(pc.heads * hd, 0u, is_q) + head * hd;
     if (in_range) {
         if (is_q) {
             a = q.d[base + ia];
@@ -66,11 +70,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
             a = k.d[base + ia];
             b = k.d[base + ia + half];
         }
+        if ((pc.flags & ROPE_BIAS) != 0u) {
+            a += qkv_bias.d[bias0 + ia];
+            b += qkv_bias.d[bias0 + ia + half];
+        }
     }
     var ss = 0.0;
     var wa = 1.0;
     var wb = 1.0;
-    if (pc.use_norm != 0u) {
+    let use_norm = (pc.flags & ROPE_NORM) != 0u;
+    if (use_norm) {
         // Fixed-order tree sum (the same for every row and batch).
         red[i] = a * a + b * b;
         workgroupBarrier();
@@ -89,7 +98,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
             wb = k_norm.d[ia + half];
         }
     }
-    let o = norm_rope_pair(a, b, ss, wa, wb, pc.use_norm != 0u, pc.eps, pos, ia, hd, pc.theta);
+    var mul = 1.0;
+    if ((pc.flags & ROPE_FREQ) != 0u) {
+        mul = rope_freq.d[ia];
+    }
+    let o = norm_rope_pair(a, b, ss, wa, wb, use_norm, pc.eps, pos, ia, hd, pc.theta, mul);
     if (is_q) {
         if (in_range) {
             q.d[base + i] = o.x;
@@ -111,6 +124,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
         let e = ((head * pc.capacity + slot) * hd) / 2u + i;
         kcache.d[e] = pack2x16float(vec2<f32>(rotated[2u * i], rotated[2u * i + 1u]));
         let vb = head * hd + r * pc.v_stride + 2u * i;
-        vcache.d[e] = pack2x16float(vec2<f32>(v.d[vb], v.d[vb + 1u]));
+        var vv = vec2<f32>(v.d[vb], v.d[vb + 1u]);
+        if ((pc.flags & ROPE_BIAS) != 0u) {
+            let bb = (pc.heads + pc.kv_heads) * hd + head * hd + 2u * i;
+            vv += vec2<f32>(qkv_bias.d[bb], qkv_bias.d[bb + 1u]);
+        }
+        vcache.d[e] = pack2x16float(vv);
     }
 }

@@ -1,12 +1,13 @@
 //! include: rope
-// Per-head q/k RMSNorm (optional, Qwen3) + rotary embedding (HF rotate-half layout) +
-// KV-cache append. Dispatch [heads + kv_heads, tokens, 1] (token t at position pos + t, its
+// q/k/v biases (optional, Qwen2) + per-head q/k RMSNorm (optional, Qwen3) + rotary
+// embedding (HF rotate-half layout, inv_freq optionally scaled per pair) + KV-cache append
+// (`flags`: ROPE_NORM, ROPE_BIAS, ROPE_FREQ of include/rope.wgsl). Dispatch [heads + kv_heads, tokens, 1] (token t at position pos + t, its
 // q/k/v token_stride floats after token t-1's), workgroup 128 (one invocation per
 // rotation pair i < head_dim / 2; head_dim even and <= 256).
-//   workgroup g < heads:  q[g] := rope(norm_q(q[g]))                  (in place)
-//   workgroup heads + j:  kcache[j, pos, :] := f16(rope(norm_k(k[j])))
-//                         vcache[j, pos, :] := f16(v[j])
-// rope: inv_freq_i = theta^(-2i/hd), angle = pos * inv_freq_i,
+//   workgroup g < heads:  q[g] := rope(norm_q(q[g] + bq[g]))          (in place)
+//   workgroup heads + j:  kcache[j, pos, :] := f16(rope(norm_k(k[j] + bk[j])))
+//                         vcache[j, pos, :] := f16(v[j] + bv[j])
+// rope: inv_freq_i = theta^(-2i/hd) * freq_i, angle = pos * inv_freq_i,
 //   out[i] = x[i] cos - x[i + hd/2] sin,  out[i + hd/2] = x[i + hd/2] cos + x[i] sin.
 // The caches are f16 pairs packed in u32, layout [kv_heads, capacity, head_dim]; nothing
 // is written when pos >= capacity.
@@ -19,7 +20,7 @@ struct Push {
     kv_heads: u32,
     head_dim: u32,
     capacity: u32,
-    use_norm: u32,
+    flags: u32,
     eps: f32,
     theta: f32,
     token_stride: u32,
@@ -33,6 +34,8 @@ struct Push {
 @group(0) @binding(5) var<storage, read> k_norm: F32s;
 @group(0) @binding(6) var<storage, read_write> kcache: U32s;
 @group(0) @binding(7) var<storage, read_write> vcache: U32s;
+@group(0) @binding(8) var<storage, read> qkv_bias: F32s;
+@group(0) @binding(9) var<storage, read> rope_freq: F32s;
 var<immediate> pc: Push;
 
 var<workgroup> red: array<f32, 128>;
@@ -58,6 +61,8 @@ fn main(
     let ia = min(i, half - 1u);
     var a = 0.0;
     var b = 0.0;
+    // This head's first bias float ([q | k | v] packed).
+    let bias0 = select(pc.heads * hd, 0u, is_q) + head * hd;
     if (in_range) {
         if (is_q) {
             a = q.d[base + ia];
@@ -66,11 +71,16 @@ fn main(
             a = k.d[base + ia];
             b = k.d[base + ia + half];
         }
+        if ((pc.flags & ROPE_BIAS) != 0u) {
+            a += qkv_bias.d[bias0 + ia];
+            b += qkv_bias.d[bias0 + ia + half];
+        }
     }
     var ss = 0.0;
     var wa = 1.0;
     var wb = 1.0;
-    if (pc.use_norm != 0u) {
+    let use_norm = (pc.flags & ROPE_NORM) != 0u;
+    if (use_norm) {
         let s = subgroupAdd(a * a + b * b);
         if (sg_lane == 0u) {
             red[sg_id] = s;
@@ -88,7 +98,11 @@ fn main(
         }
     }
     let pos = params.pos + wg.y;
-    let r = norm_rope_pair(a, b, ss, wa, wb, pc.use_norm != 0u, pc.eps, pos, ia, hd, pc.theta);
+    var mul = 1.0;
+    if ((pc.flags & ROPE_FREQ) != 0u) {
+        mul = rope_freq.d[ia];
+    }
+    let r = norm_rope_pair(a, b, ss, wa, wb, use_norm, pc.eps, pos, ia, hd, pc.theta, mul);
     let oa = r.x;
     let ob = r.y;
     if (is_q) {
@@ -106,6 +120,11 @@ fn main(
     if (in_range && pos < pc.capacity) {
         let e = ((head * pc.capacity + pos) * hd) / 2u + i;
         kcache.d[e] = pack2x16float(vec2<f32>(rotated[2u * i], rotated[2u * i + 1u]));
-        vcache.d[e] = pack2x16float(vec2<f32>(v.d[base + 2u * i], v.d[base + 2u * i + 1u]));
+        var vv = vec2<f32>(v.d[base + 2u * i], v.d[base + 2u * i + 1u]);
+        if ((pc.flags & ROPE_BIAS) != 0u) {
+            let vb = (pc.heads + pc.kv_heads) * hd + head * hd + 2u * i;
+            vv += vec2<f32>(qkv_bias.d[vb], qkv_bias.d[vb + 1u]);
+        }
+        vcache.d[e] = pack2x16float(vv);
     }
 }

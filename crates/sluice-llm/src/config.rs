@@ -9,13 +9,15 @@ use serde_json::{json, Map, Value};
 use crate::error::{LlmError, Result};
 use crate::safetensors::DType;
 
-/// The model family, which decides tensor names and the q/k norm.
+/// The model family, which decides tensor names, the q/k norm and the q/k/v biases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Arch {
     /// `Qwen3ForCausalLM`: Llama layout plus per-head RMSNorm on q and k.
     Qwen3,
     /// `LlamaForCausalLM` (and dense models with the same layout).
     Llama,
+    /// `Qwen2ForCausalLM` (Qwen2, Qwen2.5): Llama layout plus biases on q, k and v.
+    Qwen2,
 }
 
 impl Arch {
@@ -24,6 +26,7 @@ impl Arch {
         match self {
             Arch::Qwen3 => "Qwen3ForCausalLM",
             Arch::Llama => "LlamaForCausalLM",
+            Arch::Qwen2 => "Qwen2ForCausalLM",
         }
     }
 
@@ -32,6 +35,7 @@ impl Arch {
         match self {
             Arch::Qwen3 => "qwen3",
             Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
         }
     }
 
@@ -39,12 +43,144 @@ impl Arch {
     pub fn has_qk_norm(self) -> bool {
         matches!(self, Arch::Qwen3)
     }
+
+    /// Whether the q, k and v projections have biases (added before RoPE).
+    pub fn has_qkv_bias(self) -> bool {
+        matches!(self, Arch::Qwen2)
+    }
 }
 
-/// The names accepted by [`ModelConfig::synthetic`].
-pub const SYNTHETIC_NAMES: &[&str] = &["tiny", "tiny-llama", "tiny-256", "qwen3-0.6b", "qwen3-4b"];
+/// RoPE frequency scaling: inv_freq of pair i is multiplied by
+/// [`ModelConfig::rope_freq_multipliers`]`[i]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum RopeScaling {
+    /// Llama 3.1 / 3.2 (`rope_scaling.rope_type = "llama3"` in `config.json`): low
+    /// frequencies divided by `factor`, high ones kept, a smooth blend between.
+    Llama3 {
+        /// Divisor of the low frequencies.
+        factor: f32,
+        /// Wavelengths above `original_max_positions / low_freq_factor` are scaled fully.
+        low_freq_factor: f32,
+        /// Wavelengths below `original_max_positions / high_freq_factor` are kept.
+        high_freq_factor: f32,
+        /// The context the model was pre-trained with.
+        original_max_positions: usize,
+    },
+    /// Per-pair frequency divisors (llama.cpp's `rope_freqs.weight` of a GGUF file: the
+    /// angle of pair i is `pos * inv_freq_i / factors[i]`), `head_dim / 2` of them.
+    Factors(Vec<f32>),
+}
 
-/// Hyper-parameters of a dense decoder-only model (Qwen3 or Llama).
+impl RopeScaling {
+    /// Multipliers of inv_freq per pair for a head of `head_dim` with base `theta`, or a
+    /// message naming the bad number.
+    pub fn multipliers(
+        &self,
+        head_dim: usize,
+        theta: f32,
+    ) -> std::result::Result<Vec<f32>, String> {
+        let pairs = head_dim / 2;
+        match self {
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor: low,
+                high_freq_factor: high,
+                original_max_positions: orig,
+            } => {
+                let (factor, low, high, orig) =
+                    (*factor as f64, *low as f64, *high as f64, *orig as f64);
+                if !(factor.is_finite() && factor >= 1.0) {
+                    return Err(format!(
+                        "rope_scaling factor {factor} must be a number >= 1"
+                    ));
+                }
+                if !(low.is_finite() && high.is_finite() && low > 0.0 && high > low) {
+                    return Err(format!(
+                        "rope_scaling low_freq_factor {low} / high_freq_factor {high}: need 0 < low < high"
+                    ));
+                }
+                if orig < 1.0 {
+                    return Err("rope_scaling original_max_position_embeddings is 0".into());
+                }
+                let (low_wl, high_wl) = (orig / low, orig / high);
+                Ok((0..pairs)
+                    .map(|i| {
+                        let inv_freq = (theta as f64).powf(-2.0 * i as f64 / head_dim as f64);
+                        let wavelen = 2.0 * std::f64::consts::PI / inv_freq;
+                        let m = if wavelen < high_wl {
+                            1.0
+                        } else if wavelen > low_wl {
+                            1.0 / factor
+                        } else {
+                            let smooth = (orig / wavelen - low) / (high - low);
+                            (1.0 - smooth) / factor + smooth
+                        };
+                        m as f32
+                    })
+                    .collect())
+            }
+            RopeScaling::Factors(f) => {
+                if f.len() != pairs {
+                    return Err(format!(
+                        "{} RoPE frequency factors for head_dim {head_dim} (need {pairs})",
+                        f.len()
+                    ));
+                }
+                f.iter()
+                    .enumerate()
+                    .map(|(i, &x)| {
+                        if x.is_finite() && x > 0.0 {
+                            Ok(1.0 / x)
+                        } else {
+                            Err(format!(
+                                "RoPE frequency factor {i} is {x}, need a positive number"
+                            ))
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    fn to_hf_json(&self) -> Value {
+        match self {
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_positions,
+            } => json!({
+                "rope_type": "llama3",
+                "factor": *factor as f64,
+                "low_freq_factor": *low_freq_factor as f64,
+                "high_freq_factor": *high_freq_factor as f64,
+                "original_max_position_embeddings": original_max_positions,
+            }),
+            // No config.json form exists for a factor list (it comes from GGUF files):
+            // written under sluice's own rope type, which `from_hf_value` reads back.
+            RopeScaling::Factors(f) => json!({
+                "rope_type": FACTORS_ROPE_TYPE,
+                "factors": f.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+            }),
+        }
+    }
+}
+
+/// The rope type [`ModelConfig::to_hf_json`] writes for [`RopeScaling::Factors`].
+const FACTORS_ROPE_TYPE: &str = "sluice_freq_factors";
+
+/// The names accepted by [`ModelConfig::synthetic`].
+pub const SYNTHETIC_NAMES: &[&str] = &[
+    "tiny",
+    "tiny-llama",
+    "tiny-qwen2",
+    "tiny-llama3",
+    "tiny-256",
+    "qwen3-0.6b",
+    "qwen3-4b",
+];
+
+/// Hyper-parameters of a dense decoder-only model (Qwen3, Qwen2 or Llama).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelConfig {
     /// Model family.
@@ -65,6 +201,9 @@ pub struct ModelConfig {
     pub vocab: usize,
     /// RoPE base frequency.
     pub rope_theta: f32,
+    /// RoPE frequency scaling (Llama 3.1); `None`: plain RoPE.
+    #[serde(default)]
+    pub rope_scaling: Option<RopeScaling>,
     /// RMSNorm epsilon.
     pub rms_eps: f32,
     /// Whether the LM head reuses the token embedding (no `lm_head.weight`).
@@ -91,6 +230,8 @@ pub const MAX_HEAD_DIM: usize = 1024;
 pub const MAX_VOCAB: usize = 1 << 22;
 /// Largest parameter count accepted (2^40, about 1.1 trillion).
 pub const MAX_PARAMETERS: u64 = 1 << 40;
+/// Largest `max_position_embeddings` (and RoPE scaling's original context) accepted.
+pub const MAX_POSITIONS: usize = 1 << 24;
 /// Largest `config.json` read, in bytes.
 pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
@@ -228,20 +369,59 @@ fn opt_token(obj: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<
         })
 }
 
-/// A rope type that is not the plain one is refused rather than computed wrongly.
-fn check_rope_type(v: &Value, key: &str, path: &Path) -> Result<()> {
+/// The RoPE scaling of a `rope_scaling` (or `rope_parameters`) object: none for the
+/// default type, Llama 3.1's with its four numbers; any other type is refused rather than
+/// computed wrongly.
+fn parse_rope_scaling(v: &Value, key: &str, path: &Path) -> Result<Option<RopeScaling>> {
     let ty = v
         .get("rope_type")
         .or_else(|| v.get("type"))
         .and_then(Value::as_str)
         .unwrap_or("default");
-    if ty != "default" {
-        return Err(cfg_err(
+    let num = |name: &str| -> Result<f64> {
+        match v.get(name).filter(|x| !x.is_null()) {
+            Some(x) => as_f64(x, &format!("{key}.{name}"), path),
+            None => Err(cfg_err(
+                path,
+                format!("`{key}` of type {ty:?} has no `{name}`"),
+            )),
+        }
+    };
+    match ty {
+        "default" => Ok(None),
+        "llama3" => {
+            let orig = num("original_max_position_embeddings")?;
+            if !(orig >= 1.0 && orig <= MAX_POSITIONS as f64 && orig.fract() == 0.0) {
+                return Err(cfg_err(
+                    path,
+                    format!("`{key}.original_max_position_embeddings` is {orig}, expected an integer in 1..={MAX_POSITIONS}"),
+                ));
+            }
+            Ok(Some(RopeScaling::Llama3 {
+                factor: num("factor")? as f32,
+                low_freq_factor: num("low_freq_factor")? as f32,
+                high_freq_factor: num("high_freq_factor")? as f32,
+                original_max_positions: orig as usize,
+            }))
+        }
+        FACTORS_ROPE_TYPE => {
+            let list = v.get("factors").and_then(Value::as_array).ok_or_else(|| {
+                cfg_err(path, format!("`{key}` of type {ty:?} needs a `factors` list"))
+            })?;
+            if list.len() > MAX_HEAD_DIM {
+                return Err(cfg_err(path, format!("`{key}.factors` has {} entries", list.len())));
+            }
+            let f = list
+                .iter()
+                .map(|x| as_f64(x, &format!("{key}.factors"), path).map(|x| x as f32))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Some(RopeScaling::Factors(f)))
+        }
+        _ => Err(cfg_err(
             path,
-            format!("`{key}` with rope type {ty:?} is not supported (only the default RoPE)"),
-        ));
+            format!("`{key}` with rope type {ty:?} is not supported (only the default RoPE and \"llama3\")"),
+        )),
     }
-    Ok(())
 }
 
 impl ModelConfig {
@@ -276,6 +456,7 @@ impl ModelConfig {
         let arch = match names.as_slice() {
             ["Qwen3ForCausalLM"] => Arch::Qwen3,
             ["LlamaForCausalLM"] => Arch::Llama,
+            ["Qwen2ForCausalLM"] => Arch::Qwen2,
             _ => {
                 return Err(LlmError::UnsupportedArch {
                     path: path.to_path_buf(),
@@ -306,9 +487,10 @@ impl ModelConfig {
         };
         let vocab = req_usize(obj, "vocab_size", path)?;
         let rope_params = field(obj, "rope_parameters");
-        if let Some(rp) = rope_params {
-            check_rope_type(rp, "rope_parameters", path)?;
-        }
+        let mut rope_scaling = match rope_params {
+            Some(rp) => parse_rope_scaling(rp, "rope_parameters", path)?,
+            None => None,
+        };
         let rope_theta = match field(obj, "rope_theta")
             .or_else(|| rope_params.and_then(|rp| rp.get("rope_theta")))
         {
@@ -326,7 +508,9 @@ impl ModelConfig {
 
         // Features this crate does not compute: refuse them instead of producing wrong logits.
         if let Some(v) = field(obj, "rope_scaling") {
-            check_rope_type(v, "rope_scaling", path)?;
+            if let Some(r) = parse_rope_scaling(v, "rope_scaling", path)? {
+                rope_scaling = Some(r);
+            }
         }
         if let Some(act) = field(obj, "hidden_act") {
             if act.as_str() != Some("silu") {
@@ -336,11 +520,13 @@ impl ModelConfig {
                 ));
             }
         }
+        // Qwen2's q/k/v biases come with the architecture; Llama's `attention_bias` would
+        // also put one on o, and `mlp_bias` on the MLP: not supported.
         for key in ["attention_bias", "mlp_bias"] {
             if opt_bool(obj, key, path)? == Some(true) {
                 return Err(cfg_err(
                     path,
-                    format!("`{key}: true` is not supported (no bias tensors)"),
+                    format!("`{key}: true` is not supported (only Qwen2's q/k/v biases)"),
                 ));
             }
         }
@@ -358,6 +544,7 @@ impl ModelConfig {
             head_dim,
             vocab,
             rope_theta: rope_theta as f32,
+            rope_scaling,
             rms_eps: rms_eps as f32,
             tied_embeddings,
             max_positions,
@@ -433,6 +620,9 @@ impl ModelConfig {
                 self.rope_theta
             ));
         }
+        if let Some(r) = &self.rope_scaling {
+            r.multipliers(self.head_dim, self.rope_theta)?;
+        }
         if !(self.rms_eps.is_finite() && self.rms_eps >= 0.0) {
             return Err(format!(
                 "rms_norm_eps ({}) must be a non-negative number",
@@ -482,6 +672,7 @@ impl ModelConfig {
             "head_dim": self.head_dim,
             "vocab_size": self.vocab,
             "rope_theta": self.rope_theta as f64,
+            "rope_scaling": self.rope_scaling.as_ref().map(RopeScaling::to_hf_json),
             "rms_norm_eps": self.rms_eps as f64,
             "tie_word_embeddings": self.tied_embeddings,
             "max_position_embeddings": self.max_positions,
@@ -490,12 +681,13 @@ impl ModelConfig {
             "hidden_act": "silu",
             "attention_bias": false,
             "mlp_bias": false,
-            "rope_scaling": null,
             "use_sliding_window": false,
         })
     }
 
-    /// A built-in config by name: `tiny`, `tiny-llama`, `qwen3-0.6b`, `qwen3-4b` (see [`SYNTHETIC_NAMES`]).
+    /// A built-in config by name (see [`SYNTHETIC_NAMES`]): `tiny`, `tiny-llama`,
+    /// `tiny-qwen2` (q/k/v biases), `tiny-llama3` (Llama 3.1 RoPE scaling), `tiny-256`,
+    /// `qwen3-0.6b`, `qwen3-4b`.
     /// Synthetic models have random weights, so they name no special tokens.
     pub fn synthetic(name: &str) -> Result<Self> {
         let qwen3 = |hidden, intermediate, layers, heads| ModelConfig {
@@ -508,6 +700,7 @@ impl ModelConfig {
             head_dim: 128,
             vocab: 151936,
             rope_theta: 1_000_000.0,
+            rope_scaling: None,
             rms_eps: 1e-6,
             tied_embeddings: true,
             max_positions: 40960,
@@ -525,6 +718,7 @@ impl ModelConfig {
                 head_dim: 16,
                 vocab: 256,
                 rope_theta: 1_000_000.0,
+                rope_scaling: None,
                 rms_eps: 1e-6,
                 tied_embeddings: true,
                 max_positions: 4096,
@@ -542,6 +736,7 @@ impl ModelConfig {
                 head_dim: 64,
                 vocab: 384,
                 rope_theta: 1_000_000.0,
+                rope_scaling: None,
                 rms_eps: 1e-6,
                 tied_embeddings: false,
                 max_positions: 4096,
@@ -558,8 +753,51 @@ impl ModelConfig {
                 head_dim: 16,
                 vocab: 300,
                 rope_theta: 10000.0,
+                rope_scaling: None,
                 rms_eps: 1e-5,
                 tied_embeddings: false,
+                max_positions: 4096,
+                bos_token: None,
+                eos_token: None,
+            },
+            // Qwen2 / Qwen2.5 layout: q/k/v biases, no q/k norm.
+            "tiny-qwen2" => ModelConfig {
+                arch: Arch::Qwen2,
+                hidden: 64,
+                intermediate: 160,
+                layers: 2,
+                heads: 4,
+                kv_heads: 2,
+                head_dim: 16,
+                vocab: 272,
+                rope_theta: 1_000_000.0,
+                rope_scaling: None,
+                rms_eps: 1e-6,
+                tied_embeddings: true,
+                max_positions: 4096,
+                bos_token: None,
+                eos_token: None,
+            },
+            // Llama 3.1 / 3.2 RoPE scaling with a short original context, so that at
+            // head_dim 16 the pairs fall in all three bands (kept, blended, divided).
+            "tiny-llama3" => ModelConfig {
+                arch: Arch::Llama,
+                hidden: 96,
+                intermediate: 160,
+                layers: 2,
+                heads: 6,
+                kv_heads: 2,
+                head_dim: 16,
+                vocab: 300,
+                rope_theta: 500_000.0,
+                rope_scaling: Some(RopeScaling::Llama3 {
+                    factor: 8.0,
+                    low_freq_factor: 1.0,
+                    high_freq_factor: 4.0,
+                    original_max_positions: 64,
+                }),
+                rms_eps: 1e-5,
+                tied_embeddings: true,
                 max_positions: 4096,
                 bos_token: None,
                 eos_token: None,
@@ -573,6 +811,13 @@ impl ModelConfig {
                 })
             }
         })
+    }
+
+    /// Multipliers of each rotation pair's inv_freq (`head_dim / 2`), `None` without RoPE
+    /// scaling. [`ModelConfig::check`] has checked that they can be computed.
+    pub fn rope_freq_multipliers(&self) -> Option<Vec<f32>> {
+        let r = self.rope_scaling.as_ref()?;
+        r.multipliers(self.head_dim, self.rope_theta).ok()
     }
 
     /// Width of all query heads together (`heads * head_dim`).
@@ -691,6 +936,64 @@ mod tests {
     }
 
     #[test]
+    fn parses_llama3_rope_scaling_and_qwen2() {
+        let d = TestDir::new("cfg-l3");
+        // Llama-3.2-1B-Instruct's config.json (abridged).
+        let llama32 = r#"{"architectures": ["LlamaForCausalLM"], "hidden_size": 2048,
+            "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 128256, "rms_norm_eps": 1e-05,
+            "max_position_embeddings": 131072, "rope_theta": 500000.0, "tie_word_embeddings": true,
+            "attention_bias": false, "mlp_bias": false, "hidden_act": "silu",
+            "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009],
+            "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                "original_max_position_embeddings": 8192, "rope_type": "llama3"}}"#;
+        let c = parse(&d, llama32).unwrap();
+        let want = RopeScaling::Llama3 {
+            factor: 32.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_positions: 8192,
+        };
+        assert_eq!(c.rope_scaling, Some(want));
+        let m = c.rope_freq_multipliers().unwrap();
+        assert_eq!(m.len(), 32);
+        assert_eq!(
+            (m[0], m[31]),
+            (1.0, 1.0 / 32.0),
+            "high frequencies kept, low divided"
+        );
+        // Qwen2.5-0.5B-Instruct's config.json (abridged).
+        let qwen25 = r#"{"architectures": ["Qwen2ForCausalLM"], "hidden_size": 896,
+            "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
+            "num_key_value_heads": 2, "vocab_size": 151936, "rms_norm_eps": 1e-06,
+            "max_position_embeddings": 32768, "rope_theta": 1000000.0, "tie_word_embeddings": true,
+            "hidden_act": "silu", "use_sliding_window": false, "sliding_window": 32768,
+            "max_window_layers": 21, "bos_token_id": 151643, "eos_token_id": 151645}"#;
+        let c = parse(&d, qwen25).unwrap();
+        assert_eq!(
+            (c.arch, c.head_dim, c.rope_scaling.clone()),
+            (Arch::Qwen2, 64, None)
+        );
+        assert!(c.arch.has_qkv_bias() && !c.arch.has_qk_norm());
+        // The synthetic twins read back unchanged from their config.json.
+        for name in ["tiny-qwen2", "tiny-llama3"] {
+            let cfg = ModelConfig::synthetic(name).unwrap();
+            assert_eq!(
+                ModelConfig::from_hf_value(&cfg.to_hf_json(), Path::new("t")).unwrap(),
+                cfg
+            );
+        }
+        let factors = ModelConfig {
+            rope_scaling: Some(RopeScaling::Factors(vec![
+                1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0,
+            ])),
+            ..ModelConfig::synthetic("tiny-llama").unwrap()
+        };
+        let back = ModelConfig::from_hf_value(&factors.to_hf_json(), Path::new("t")).unwrap();
+        assert_eq!(back, factors);
+    }
+
+    #[test]
     fn config_errors_are_clear() {
         let d = TestDir::new("cfg-e");
         let check = |text: String, needles: &[&str]| {
@@ -736,7 +1039,26 @@ mod tests {
                     serde_json::json!({"rope_type": "llama3", "factor": 8.0}),
                 );
             }),
-            &["llama3", "not supported"],
+            &["llama3", "original_max_position_embeddings"],
+        );
+        check(
+            edit(QWEN3_06B, |o| {
+                o.insert(
+                    "rope_scaling".into(),
+                    serde_json::json!({"type": "yarn", "factor": 4.0}),
+                );
+            }),
+            &["yarn", "not supported"],
+        );
+        check(
+            edit(QWEN3_06B, |o| {
+                o.insert(
+                    "rope_scaling".into(),
+                    serde_json::json!({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0,
+                        "high_freq_factor": 1.0, "original_max_position_embeddings": 8192}),
+                );
+            }),
+            &["low_freq_factor 4", "need 0 < low < high"],
         );
         check(
             edit(QWEN3_06B, |o| {

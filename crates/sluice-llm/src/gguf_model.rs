@@ -13,7 +13,7 @@ use std::path::Path;
 
 use sluice_kernels::WeightDtype;
 
-use crate::config::{Arch, ModelConfig};
+use crate::config::{Arch, ModelConfig, RopeScaling};
 use crate::error::{LlmError, Result};
 use crate::gguf::{ggml_type_name, GgufFile, GgufTensor, MetaValue};
 use crate::gpu::TensorData;
@@ -73,9 +73,11 @@ fn opt_f32(g: &GgufFile, key: &str) -> Result<Option<f32>> {
     }
 }
 
-/// The model config of a GGUF file of architecture `llama` (Llama 2/3, Mistral, SmolLM2)
-/// or `qwen3`. Every number is bounded before use; RoPE scaling other than none (or
-/// linear with factor 1) is refused, as is `qwen2` (q/k/v biases are not supported).
+/// The model config of a GGUF file of architecture `llama` (Llama 2/3, Mistral, SmolLM2),
+/// `qwen2` (Qwen2, Qwen2.5: q/k/v biases) or `qwen3`. Every number is bounded before use;
+/// Llama 3.1-style RoPE scaling comes from the `rope_freqs.weight` tensor (F32, one
+/// frequency divisor per rotation pair); other RoPE scaling than none (or linear with
+/// factor 1) is refused.
 pub fn config_from_gguf(g: &GgufFile) -> Result<ModelConfig> {
     let path = g.path();
     let arch_name = g
@@ -84,16 +86,13 @@ pub fn config_from_gguf(g: &GgufFile) -> Result<ModelConfig> {
     let arch = match arch_name {
         "llama" => Arch::Llama,
         "qwen3" => Arch::Qwen3,
-        "qwen2" => {
-            return Err(cfg_err(
-                path,
-                "architecture \"qwen2\" needs q/k/v projection biases, which sluice does not support yet",
-            ))
-        }
+        "qwen2" => Arch::Qwen2,
         other => {
             return Err(LlmError::UnsupportedArch {
                 path: path.to_path_buf(),
-                found: format!("{other:?} (GGUF general.architecture; supported: llama, qwen3)"),
+                found: format!(
+                    "{other:?} (GGUF general.architecture; supported: llama, qwen2, qwen3)"
+                ),
             })
         }
     };
@@ -156,12 +155,7 @@ pub fn config_from_gguf(g: &GgufFile) -> Result<ModelConfig> {
             }
         }
     }
-    if g.tensor("rope_freqs.weight").is_some() {
-        return Err(cfg_err(
-            path,
-            "tensor \"rope_freqs.weight\" (Llama 3.1-style RoPE scaling) is not supported yet",
-        ));
-    }
+    let rope_scaling = rope_freq_factors(g, head_dim)?.map(RopeScaling::Factors);
     let embd = g
         .tensor("token_embd.weight")
         .ok_or_else(|| LlmError::MissingTensor {
@@ -205,6 +199,7 @@ pub fn config_from_gguf(g: &GgufFile) -> Result<ModelConfig> {
         head_dim,
         vocab,
         rope_theta,
+        rope_scaling,
         rms_eps,
         tied_embeddings: g.tensor("output.weight").is_none(),
         max_positions,
@@ -213,6 +208,48 @@ pub fn config_from_gguf(g: &GgufFile) -> Result<ModelConfig> {
     };
     cfg.check().map_err(|m| cfg_err(path, m))?;
     Ok(cfg)
+}
+
+/// Name of the tensor holding Llama 3.1-style RoPE frequency divisors.
+pub const ROPE_FREQS: &str = "rope_freqs.weight";
+
+/// The `rope_freqs.weight` tensor's divisors (F32, `head_dim / 2` of them, each finite and
+/// positive), `None` when the file has none.
+fn rope_freq_factors(g: &GgufFile, head_dim: usize) -> Result<Option<Vec<f32>>> {
+    let Some(t) = g.tensor(ROPE_FREQS) else {
+        return Ok(None);
+    };
+    let pairs = head_dim / 2;
+    if WeightDtype::from_ggml_type(t.ggml_type) != Some(WeightDtype::F32)
+        || t.numel() != pairs as u64
+    {
+        return Err(cfg_err(
+            g.path(),
+            format!(
+                "tensor {ROPE_FREQS:?} is {} with dims {:?}; expected F32 with {pairs} values (head_dim / 2)",
+                ggml_type_name(t.ggml_type),
+                t.dims
+            ),
+        ));
+    }
+    let f: Vec<f32> = g
+        .tensor_bytes(t)
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    if let Some((i, x)) = f
+        .iter()
+        .enumerate()
+        .find(|(_, x)| !(x.is_finite() && **x > 0.0))
+    {
+        return Err(cfg_err(
+            g.path(),
+            format!(
+                "tensor {ROPE_FREQS:?} value {i} is {x}; RoPE frequency divisors must be positive"
+            ),
+        ));
+    }
+    Ok(Some(f))
 }
 
 /// The GGUF name of an HF tensor name, or None for names with no GGUF counterpart.
@@ -227,6 +264,9 @@ pub fn gguf_name(hf: &str) -> Option<String> {
     let (n, part) = rest.split_once('.')?;
     let n: usize = n.parse().ok()?;
     let g = match part {
+        "self_attn.q_proj.bias" => return Some(format!("blk.{n}.attn_q.bias")),
+        "self_attn.k_proj.bias" => return Some(format!("blk.{n}.attn_k.bias")),
+        "self_attn.v_proj.bias" => return Some(format!("blk.{n}.attn_v.bias")),
         "input_layernorm.weight" => "attn_norm",
         "post_attention_layernorm.weight" => "ffn_norm",
         "self_attn.q_proj.weight" => "attn_q",
@@ -428,10 +468,10 @@ mod tests {
 
     fn tiny(arch: &str, q_dt: W) -> (GgufWriter, ModelConfig, HfTensors) {
         let cfg = ModelConfig {
-            arch: if arch == "llama" {
-                Arch::Llama
-            } else {
-                Arch::Qwen3
+            arch: match arch {
+                "llama" => Arch::Llama,
+                "qwen2" => Arch::Qwen2,
+                _ => Arch::Qwen3,
             },
             hidden: 64,
             intermediate: 96,
@@ -441,6 +481,7 @@ mod tests {
             head_dim: 16,
             vocab: 40,
             rope_theta: 1e5,
+            rope_scaling: None,
             rms_eps: 1e-5,
             tied_embeddings: true,
             max_positions: 256,
@@ -511,7 +552,12 @@ mod tests {
 
     #[test]
     fn config_and_tensors_round_trip_in_hf_order() {
-        for (arch, dt) in [("llama", W::Q4_1), ("qwen3", W::Q8_0), ("llama", W::F16)] {
+        for (arch, dt) in [
+            ("llama", W::Q4_1),
+            ("qwen3", W::Q8_0),
+            ("llama", W::F16),
+            ("qwen2", W::Q4_0),
+        ] {
             let (w, cfg, hf) = tiny(arch, dt);
             let g = GgufFile::from_bytes("tiny.gguf", w.to_bytes().unwrap()).unwrap();
             let got = config_from_gguf(&g).unwrap();
@@ -554,9 +600,38 @@ mod tests {
         )
         .meta("llama.rope.scaling.factor", MetaValue::F32(1.0));
         assert!(config_from_gguf(&bytes(&w).unwrap()).is_ok());
-        let mut w = GgufWriter::new();
-        w.meta("general.architecture", MetaValue::String("qwen2".into()));
-        assert!(err(&w).contains("biases"), "{}", err(&w));
+        // RoPE frequency divisors: F32, head_dim / 2 of them, positive.
+        let freqs = |w: &mut GgufWriter, ty: W, v: &[f32]| {
+            let bytes = v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+            w.tensor(ROPE_FREQS, ty.ggml_type(), &[v.len() as u64], bytes);
+        };
+        let (mut w, cfg, _) = tiny("llama", W::Q4_0);
+        let good: Vec<f32> = (0..8).map(|i| 1.0 + i as f32).collect();
+        freqs(&mut w, W::F32, &good);
+        let got = config_from_gguf(&bytes(&w).unwrap()).unwrap();
+        assert_eq!(got.rope_scaling, Some(RopeScaling::Factors(good.clone())));
+        let mul = got.rope_freq_multipliers().unwrap();
+        assert_eq!(mul[3], 0.25);
+        assert_eq!(got.rope_scaling.as_ref().map(|_| ()), Some(()));
+        assert_eq!(
+            ModelConfig {
+                rope_scaling: None,
+                ..got
+            },
+            cfg
+        );
+        let (mut w, _, _) = tiny("llama", W::Q4_0);
+        freqs(&mut w, W::F32, &good[..6]);
+        assert!(
+            err(&w).contains("expected F32 with 8 values"),
+            "{}",
+            err(&w)
+        );
+        let (mut w, _, _) = tiny("llama", W::Q4_0);
+        let mut bad = good.clone();
+        bad[5] = -1.0;
+        freqs(&mut w, W::F32, &bad);
+        assert!(err(&w).contains("value 5 is -1"), "{}", err(&w));
         let mut w = GgufWriter::new();
         w.meta("general.architecture", MetaValue::String("gpt2".into()));
         assert!(err(&w).contains("gpt2"), "{}", err(&w));

@@ -17,6 +17,12 @@ pub enum LayerTensor {
     K,
     /// Value projection, `[kv_heads * head_dim, hidden]`.
     V,
+    /// Query bias (Qwen2), `[heads * head_dim]`.
+    QBias,
+    /// Key bias (Qwen2), `[kv_heads * head_dim]`.
+    KBias,
+    /// Value bias (Qwen2), `[kv_heads * head_dim]`.
+    VBias,
     /// Attention output projection, `[hidden, heads * head_dim]`.
     O,
     /// Per-head RMSNorm weight of q (Qwen3), `[head_dim]`.
@@ -35,11 +41,14 @@ pub enum LayerTensor {
 
 impl LayerTensor {
     /// Every role, in checkpoint order.
-    pub const ALL: [LayerTensor; 11] = [
+    pub const ALL: [LayerTensor; 14] = [
         LayerTensor::AttnNorm,
         LayerTensor::Q,
         LayerTensor::K,
         LayerTensor::V,
+        LayerTensor::QBias,
+        LayerTensor::KBias,
+        LayerTensor::VBias,
         LayerTensor::O,
         LayerTensor::QNorm,
         LayerTensor::KNorm,
@@ -56,6 +65,9 @@ impl LayerTensor {
             LayerTensor::Q => "self_attn.q_proj.weight",
             LayerTensor::K => "self_attn.k_proj.weight",
             LayerTensor::V => "self_attn.v_proj.weight",
+            LayerTensor::QBias => "self_attn.q_proj.bias",
+            LayerTensor::KBias => "self_attn.k_proj.bias",
+            LayerTensor::VBias => "self_attn.v_proj.bias",
             LayerTensor::O => "self_attn.o_proj.weight",
             LayerTensor::QNorm => "self_attn.q_norm.weight",
             LayerTensor::KNorm => "self_attn.k_norm.weight",
@@ -75,6 +87,7 @@ impl LayerTensor {
     pub fn present(self, cfg: &ModelConfig) -> bool {
         match self {
             LayerTensor::QNorm | LayerTensor::KNorm => cfg.arch.has_qk_norm(),
+            LayerTensor::QBias | LayerTensor::KBias | LayerTensor::VBias => cfg.arch.has_qkv_bias(),
             _ => true,
         }
     }
@@ -86,6 +99,8 @@ impl LayerTensor {
             LayerTensor::AttnNorm | LayerTensor::MlpNorm => vec![h],
             LayerTensor::Q => vec![q, h],
             LayerTensor::K | LayerTensor::V => vec![kv, h],
+            LayerTensor::QBias => vec![q],
+            LayerTensor::KBias | LayerTensor::VBias => vec![kv],
             LayerTensor::O => vec![h, q],
             LayerTensor::QNorm | LayerTensor::KNorm => vec![cfg.head_dim],
             LayerTensor::Gate | LayerTensor::Up => vec![i, h],
@@ -196,8 +211,9 @@ pub enum Op {
     Embed,
     /// A (possibly normed, gated, accumulating) matrix product.
     Linear(Linear),
-    /// q/k RMSNorm (when the model has it), rotary embedding, K/V appended to the layer's
-    /// cache, then causal attention of every query over the cache: `attn`.
+    /// q/k/v biases and q/k RMSNorm (when the model has them), rotary embedding (scaled
+    /// when the model's RoPE is), K/V appended to the layer's cache, then causal attention
+    /// of every query over the cache: `attn`.
     Attention(usize),
     /// Logits of the step's last token, then the next token (argmax or sample) and the
     /// position advanced by the step's tokens.
@@ -331,5 +347,10 @@ mod tests {
         let per_layer = if qwen.arch.has_qk_norm() { 11 } else { 9 };
         let extra = if qwen.tied_embeddings { 2 } else { 3 };
         assert_eq!(tensors(&qwen).len(), qwen.layers * per_layer + extra);
+        let qwen2 = ModelConfig::synthetic("tiny-qwen2").unwrap();
+        assert!(has(&qwen2, "model.layers.1.self_attn.k_proj.bias"));
+        assert!(!has(&qwen2, "model.layers.0.self_attn.q_norm.weight"));
+        assert!(!has(&qwen, "model.layers.0.self_attn.q_proj.bias"));
+        assert_eq!(tensors(&qwen2).len(), qwen2.layers * 12 + 2);
     }
 }

@@ -1,10 +1,10 @@
-//! The CPU f32 reference forward of Qwen3/Llama decode: simple and direct, the oracle the
+//! The CPU f32 reference forward of Qwen3/Qwen2/Llama decode: simple and direct, the oracle the
 //! GPU path and its kernels are compared with. Dot products and norms accumulate in f64;
 //! rotary angles are computed in f64.
 
 use std::collections::HashMap;
 
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, RopeScaling};
 use crate::error::{LlmError, Result};
 use crate::layer::LayerTensor as T;
 use crate::safetensors::{DType, ModelFiles};
@@ -74,6 +74,51 @@ pub fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
 /// Rotary embedding in HF layout, in place, on every `head_dim`-wide head of `x`: for
 /// `i < head_dim/2` the pair `(i, i + head_dim/2)` is rotated by `pos · theta^(-2i/head_dim)`.
 pub fn rope_inplace(x: &mut [f32], head_dim: usize, pos: usize, theta: f32) {
+    let inv_freq: Vec<f64> = (0..head_dim / 2)
+        .map(|i| (theta as f64).powf(-2.0 * i as f64 / head_dim as f64))
+        .collect();
+    rope_freqs_inplace(x, head_dim, pos, &inv_freq);
+}
+
+/// The inverse frequency of every rotation pair of `cfg`, RoPE scaling included, written
+/// as Hugging Face's `_compute_llama3_parameters` and llama.cpp's `freq_factors` do it.
+pub fn rope_inv_freq(cfg: &ModelConfig) -> Vec<f64> {
+    let d = cfg.head_dim;
+    (0..d / 2)
+        .map(|i| {
+            let f = (cfg.rope_theta as f64).powf(-2.0 * i as f64 / d as f64);
+            match &cfg.rope_scaling {
+                None => f,
+                Some(RopeScaling::Factors(ff)) => f / ff[i] as f64,
+                Some(RopeScaling::Llama3 {
+                    factor,
+                    low_freq_factor,
+                    high_freq_factor,
+                    original_max_positions,
+                }) => {
+                    let (factor, low, high) = (
+                        *factor as f64,
+                        *low_freq_factor as f64,
+                        *high_freq_factor as f64,
+                    );
+                    let old = *original_max_positions as f64;
+                    let wavelen = 2.0 * std::f64::consts::PI / f;
+                    let scaled = if wavelen > old / low { f / factor } else { f };
+                    let smooth = (old / wavelen - low) / (high - low);
+                    let medium = !(wavelen < old / high) && !(wavelen > old / low);
+                    if medium {
+                        (1.0 - smooth) * scaled / factor + smooth * scaled
+                    } else {
+                        scaled
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
+/// Rotary embedding with the given inverse frequency per pair (`head_dim / 2` of them).
+pub fn rope_freqs_inplace(x: &mut [f32], head_dim: usize, pos: usize, inv_freq: &[f64]) {
     assert!(
         head_dim.is_multiple_of(2) && x.len().is_multiple_of(head_dim),
         "rope: bad head_dim {head_dim} for length {}",
@@ -81,8 +126,7 @@ pub fn rope_inplace(x: &mut [f32], head_dim: usize, pos: usize, theta: f32) {
     );
     let half = head_dim / 2;
     for head in x.chunks_exact_mut(head_dim) {
-        for i in 0..half {
-            let inv_freq = (theta as f64).powf(-2.0 * i as f64 / head_dim as f64);
+        for (i, &inv_freq) in inv_freq.iter().enumerate().take(half) {
             let (s, c) = (pos as f64 * inv_freq).sin_cos();
             let (a, b) = (head[i] as f64, head[i + half] as f64);
             head[i] = (a * c - b * s) as f32;
@@ -165,6 +209,8 @@ struct Layer {
     wo: Vec<f32>,
     q_norm: Option<Vec<f32>>,
     k_norm: Option<Vec<f32>>,
+    /// q, k and v biases (Qwen2).
+    bias: Option<[Vec<f32>; 3]>,
     mlp_norm: Vec<f32>,
     gate: Vec<f32>,
     up: Vec<f32>,
@@ -178,6 +224,8 @@ pub struct CpuModel {
     layers: Vec<Layer>,
     final_norm: Vec<f32>,
     lm_head: Option<Vec<f32>>,
+    /// Inverse frequency per rotation pair ([`rope_inv_freq`]).
+    inv_freq: Vec<f64>,
     k_cache: Vec<Vec<f32>>,
     v_cache: Vec<Vec<f32>>,
     pos: usize,
@@ -230,6 +278,10 @@ impl CpuModel {
                     wo: t(T::O.hf_part()),
                     q_norm: cfg.arch.has_qk_norm().then(|| t(T::QNorm.hf_part())),
                     k_norm: cfg.arch.has_qk_norm().then(|| t(T::KNorm.hf_part())),
+                    bias: cfg
+                        .arch
+                        .has_qkv_bias()
+                        .then(|| [T::QBias, T::KBias, T::VBias].map(|b| t(b.hf_part()))),
                     mlp_norm: t(T::MlpNorm.hf_part()),
                     gate: t(T::Gate.hf_part()),
                     up: t(T::Up.hf_part()),
@@ -243,6 +295,7 @@ impl CpuModel {
             layers,
             final_norm: take(FINAL_NORM),
             lm_head: (!cfg.tied_embeddings).then(|| take(LM_HEAD)),
+            inv_freq: rope_inv_freq(cfg),
             k_cache: vec![Vec::new(); cfg.layers],
             v_cache: vec![Vec::new(); cfg.layers],
             pos: 0,
@@ -301,7 +354,12 @@ impl CpuModel {
             let xn = rms_norm(&x, &layer.attn_norm, eps);
             let mut q = matvec(&layer.wq, &xn);
             let mut k = matvec(&layer.wk, &xn);
-            let v = matvec(&layer.wv, &xn);
+            let mut v = matvec(&layer.wv, &xn);
+            if let Some([bq, bk, bv]) = &layer.bias {
+                for (y, b) in [(&mut q, bq), (&mut k, bk), (&mut v, bv)] {
+                    y.iter_mut().zip(b).for_each(|(y, b)| *y += b);
+                }
+            }
             if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
                 for head in q.chunks_exact_mut(d) {
                     let n = rms_norm(head, qn, eps);
@@ -312,8 +370,8 @@ impl CpuModel {
                     head.copy_from_slice(&n);
                 }
             }
-            rope_inplace(&mut q, d, pos, cfg.rope_theta);
-            rope_inplace(&mut k, d, pos, cfg.rope_theta);
+            rope_freqs_inplace(&mut q, d, pos, &self.inv_freq);
+            rope_freqs_inplace(&mut k, d, pos, &self.inv_freq);
             self.k_cache[l].extend_from_slice(&k);
             self.v_cache[l].extend_from_slice(&v);
             let att = attention(
@@ -463,6 +521,7 @@ mod tests {
             head_dim: 12,
             vocab: 100,
             rope_theta: 10000.0,
+            rope_scaling: None,
             rms_eps: 1e-6,
             tied_embeddings: true,
             max_positions: 64,
@@ -499,6 +558,63 @@ mod tests {
                 assert_eq!(argmax_of(&logits), argmax_of(&want));
             }
         }
+    }
+
+    #[test]
+    fn llama3_inverse_frequencies_match_the_config_multipliers_in_all_three_bands() {
+        let cfg = ModelConfig::synthetic("tiny-llama3").unwrap();
+        let d = cfg.head_dim;
+        let plain: Vec<f64> = (0..d / 2)
+            .map(|i| (cfg.rope_theta as f64).powf(-2.0 * i as f64 / d as f64))
+            .collect();
+        let scaled = rope_inv_freq(&cfg);
+        let mul = cfg.rope_freq_multipliers().unwrap();
+        let (mut kept, mut blended, mut divided) = (0, 0, 0);
+        for i in 0..d / 2 {
+            let r = scaled[i] / plain[i];
+            assert!(
+                (r - mul[i] as f64).abs() < 1e-6,
+                "pair {i}: {r} vs {}",
+                mul[i]
+            );
+            match r {
+                r if (r - 1.0).abs() < 1e-12 => kept += 1,
+                r if (r - 1.0 / 8.0).abs() < 1e-12 => divided += 1,
+                _ => blended += 1,
+            }
+        }
+        assert!(
+            kept > 0 && blended > 0 && divided > 0,
+            "{kept} / {blended} / {divided}"
+        );
+        // GGUF's form: divisors per pair.
+        let factors = RopeScaling::Factors(mul.iter().map(|m| 1.0 / m).collect());
+        let gguf = ModelConfig {
+            rope_scaling: Some(factors),
+            ..cfg.clone()
+        };
+        for (a, b) in rope_inv_freq(&gguf).iter().zip(&scaled) {
+            assert!((a / b - 1.0).abs() < 1e-6, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn qwen2_biases_enter_q_k_and_v() {
+        // All projections zero: attention returns v = bv, so the residual after o is
+        // Wo . bv; zero biases leave the embedding alone.
+        let cfg = ModelConfig::synthetic("tiny-qwen2").unwrap();
+        let mut w = synthetic_f32(&cfg, 3, DType::F32);
+        for l in 0..cfg.layers {
+            for t in [T::Q, T::K, T::V, T::Down] {
+                w.get_mut(&t.hf_name(l)).unwrap().fill(0.0);
+            }
+        }
+        let with = CpuModel::new(&cfg, w.clone()).unwrap().forward(7).unwrap();
+        for l in 0..cfg.layers {
+            w.get_mut(&T::VBias.hf_name(l)).unwrap().fill(0.0);
+        }
+        let without = CpuModel::new(&cfg, w).unwrap().forward(7).unwrap();
+        assert!(!close(&with, &without, 1e-3), "v bias had no effect");
     }
 
     fn argmax_of(x: &[f32]) -> u32 {

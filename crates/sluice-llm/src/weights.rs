@@ -113,7 +113,8 @@ pub struct Uniform {
     pub half_width: f32,
 }
 
-/// The range synthetic values of a tensor are drawn from: norm weights `1 ± 0.1`;
+/// The range synthetic values of a tensor are drawn from: norm weights `1 ± 0.1`; biases
+/// `± 0.5`;
 /// embedding and LM head `±sqrt(3/hidden)` (entries of std 1/sqrt(hidden): logits of std ≈ 1);
 /// projections `±sqrt(3/fan_in)` (std 1/sqrt(fan_in): activations keep their scale, so the
 /// residual stream outweighs the token's own embedding and greedy decoding does not lock
@@ -123,6 +124,12 @@ pub fn synthetic_init(cfg: &ModelConfig, spec: &TensorSpec) -> Uniform {
         Uniform {
             center: 1.0,
             half_width: 0.1,
+        }
+    } else if spec.name.ends_with(".bias") {
+        // Qwen2's q/k/v biases: of the order of the projections' outputs.
+        Uniform {
+            center: 0.0,
+            half_width: 0.5,
         }
     } else if spec.name == EMBED || spec.name == LM_HEAD {
         Uniform {

@@ -117,6 +117,12 @@ fn batched_rows_match_cpu_reference_llama_unfused() {
     batch_matches_cpu("tiny-llama", false);
 }
 
+#[test]
+fn batched_rows_match_cpu_reference_qwen2_and_llama3() {
+    batch_matches_cpu("tiny-qwen2", true);
+    batch_matches_cpu("tiny-llama3", true);
+}
+
 /// Greedy decode of `target` (prompt, steps) with `others` joining at given steps; returns
 /// the target's tokens and the bits of its logits at every step.
 fn run_with_others(

@@ -77,6 +77,18 @@ fn tiny_llama_gpu_matches_cpu_reference() {
 }
 
 #[test]
+fn tiny_qwen2_biases_gpu_matches_cpu_reference() {
+    gpu_matches_cpu("tiny-qwen2", true);
+    gpu_matches_cpu("tiny-qwen2", false);
+}
+
+#[test]
+fn tiny_llama3_rope_scaling_gpu_matches_cpu_reference() {
+    gpu_matches_cpu("tiny-llama3", true);
+    gpu_matches_cpu("tiny-llama3", false);
+}
+
+#[test]
 fn unfused_kernels_match_cpu_reference_too() {
     gpu_matches_cpu("tiny", false);
     gpu_matches_cpu("tiny-llama", false);
@@ -305,6 +317,12 @@ fn batched_prefill_matches_cpu_reference_and_token_by_token() {
 fn unfused_prefill_matches_cpu_reference_and_token_by_token() {
     prefill_matches("tiny", false);
     prefill_matches("tiny-llama", false);
+}
+
+#[test]
+fn qwen2_and_llama3_prefill_match_cpu_reference_and_token_by_token() {
+    prefill_matches("tiny-qwen2", true);
+    prefill_matches("tiny-llama3", true);
 }
 
 #[test]

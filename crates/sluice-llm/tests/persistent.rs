@@ -40,7 +40,7 @@ fn rel_err(a: &[f32], b: &[f32]) -> f32 {
 fn persistent_lowering_matches_cpu_reference() {
     let d = test_device();
     let _guard = ValidationGuard::new(&d);
-    for name in ["tiny", "tiny-llama"] {
+    for name in ["tiny", "tiny-llama", "tiny-qwen2", "tiny-llama3"] {
         let loaded = load(&d, name, &options(Lowering::Persistent)).unwrap();
         assert_eq!(loaded.model.lowering(), Lowering::Persistent);
         let info = loaded.model.persistent_info().unwrap();

@@ -1,9 +1,9 @@
 // The decode attention of one (split, head) with the q/k RMSNorm, rotary embedding and KV
 // append folded in: the body of attention_rope, shared with the persistent layer kernel
 // (which calls it for virtual workgroups). Expects bindings params, qkv, q_norm, k_norm,
-// kcache, vcache, partial, counters and attn, and push fields heads, kv_heads, head_dim,
-// capacity, chunk, splits, scale, use_norm, eps, theta, k_offset, v_offset (see
-// attention_rope.wgsl). Needs include attention_core, attention_finish and rope.
+// kcache, vcache, partial, counters, attn, qkv_bias and rope_freq, and push fields heads,
+// kv_heads, head_dim, capacity, chunk, splits, scale, flags, eps, theta, k_offset,
+// v_offset (see attention_rope.wgsl). Needs include attention_core, attention_finish and rope.
 
 var<workgroup> rot: array<f32, 256>;
 
@@ -49,6 +49,9 @@ fn attention_rope_wg(s: u32, h: u32, tid: u32, sg_id: u32, sg_lane: u32, nsg: u3
     var v = vec2<f32>(0.0);
     var nq = vec2<f32>(1.0);
     var nk = vec2<f32>(1.0);
+    var mul = 1.0;
+    let un = (pc.flags & ROPE_NORM) != 0u;
+    let biased = (pc.flags & ROPE_BIAS) != 0u;
     if (tid < pairs) {
         if (appends) {
             let kb0 = pc.k_offset + kvh * hd;
@@ -56,22 +59,36 @@ fn attention_rope_wg(s: u32, h: u32, tid: u32, sg_id: u32, sg_lane: u32, nsg: u3
             kb = qkv.d[kb0 + tid + pairs];
             let vb = pc.v_offset + kvh * hd + 2u * tid;
             v = vec2<f32>(qkv.d[vb], qkv.d[vb + 1u]);
+            if (biased) {
+                // [q | k | v] packed: k's biases from heads * hd, v's after them.
+                let bk = (pc.heads + kvh) * hd + tid;
+                ka += qkv_bias.d[bk];
+                kb += qkv_bias.d[bk + pairs];
+                let bv = (pc.heads + pc.kv_heads + kvh) * hd + 2u * tid;
+                v += vec2<f32>(qkv_bias.d[bv], qkv_bias.d[bv + 1u]);
+            }
         }
         if (attends) {
             qa = qkv.d[h * hd + tid];
             qb = qkv.d[h * hd + tid + pairs];
+            if (biased) {
+                qa += qkv_bias.d[h * hd + tid];
+                qb += qkv_bias.d[h * hd + tid + pairs];
+            }
         }
-        if (pc.use_norm != 0u) {
+        if (un) {
             nq = vec2<f32>(q_norm.d[tid], q_norm.d[tid + pairs]);
             nk = vec2<f32>(k_norm.d[tid], k_norm.d[tid + pairs]);
+        }
+        if ((pc.flags & ROPE_FREQ) != 0u) {
+            mul = rope_freq.d[tid];
         }
     }
     // One reduction for both heads' sums of squares and one rotation angle for both (same
     // position, same pair): k into rot, q into rot_q (HF rotate-half layout).
     let ss = wg_sum2(vec2<f32>(ka * ka + kb * kb, qa * qa + qb * qb), sg_id, sg_lane, nsg);
     if (tid < pairs) {
-        let cs = rope_cos_sin(pos, tid, hd, pc.theta);
-        let un = pc.use_norm != 0u;
+        let cs = rope_cos_sin(pos, tid, hd, pc.theta, mul);
         let rk = norm_rope_pair_cs(ka, kb, ss.x, nk.x, nk.y, un, pc.eps, hd, cs);
         let rq = norm_rope_pair_cs(qa, qb, ss.y, nq.x, nq.y, un, pc.eps, hd, cs);
         rot[tid] = rk.x;

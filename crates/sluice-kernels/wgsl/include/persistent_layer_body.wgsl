@@ -37,7 +37,7 @@ struct Push {
     chunk: u32,
     splits: u32,
     scale: f32,
-    use_norm: u32,
+    flags: u32,
     eps: f32,
     theta: f32,
     k_offset: u32,
@@ -75,6 +75,8 @@ struct Push {
 @group(0) @binding(17) var<storage, read_write> counters: Counters;
 @group(0) @binding(18) var<storage, read_write> sync: Counters;
 @group(0) @binding(19) var<storage, read_write> result: U32s;
+@group(0) @binding(20) var<storage, read> qkv_bias: F32s;
+@group(0) @binding(21) var<storage, read> rope_freq: F32s;
 var<immediate> pc: Push;
 
 // Polls of the arrival counter before a workgroup gives up (below lavapipe's 65535-iteration

@@ -10,7 +10,6 @@ use sluice_kernels as k;
 
 use super::layout::{qkv_offsets, qkv_rows, Matrix};
 use super::{GpuModel, Qkv};
-use crate::config::Arch;
 use crate::layer::{self, Act, LayerTensor as T, Linear, Norm, Op, Weight};
 
 /// What one recorded step covers.
@@ -906,6 +905,25 @@ impl GpuModel {
         )
     }
 
+    /// The rope kernels' flags for this model: q/k norm, q/k/v biases, scaled RoPE.
+    pub(super) fn rope_flags(&self) -> u32 {
+        let c = &self.config;
+        let bit = |on: bool, b: u32| if on { b } else { 0 };
+        bit(c.arch.has_qk_norm(), k::ROPE_NORM)
+            | bit(c.arch.has_qkv_bias(), k::ROPE_BIAS)
+            | bit(self.rope_freq.is_some(), k::ROPE_FREQ)
+    }
+
+    /// The rope kernels' last two bindings for layer `i`: its q/k/v biases and the RoPE
+    /// multipliers (a stand-in where the model has none: the flags keep it unread).
+    pub(super) fn rope_extras(&self, i: usize) -> [BufferSlice<'_>; 2] {
+        let ones = &self.scratch.ones;
+        [
+            self.layers[i].qkv_bias.as_ref().unwrap_or(ones).slice(..),
+            self.rope_freq.as_ref().unwrap_or(ones).slice(..),
+        ]
+    }
+
     /// Push constants of `qk_norm_rope`; `token_stride` > 0 for prefill chunks.
     fn rope_push(&self, token_stride: u32) -> k::QkRopePush {
         let c = &self.config;
@@ -914,7 +932,7 @@ impl GpuModel {
             kv_heads: c.kv_heads as u32,
             head_dim: c.head_dim as u32,
             capacity: self.options.context as u32,
-            use_norm: (c.arch == Arch::Qwen3) as u32,
+            flags: self.rope_flags(),
             eps: c.rms_eps,
             theta: c.rope_theta,
             token_stride,
@@ -950,7 +968,7 @@ impl GpuModel {
             chunk: attn.chunk,
             splits: attn.splits,
             scale: attn.scale,
-            use_norm: rope.use_norm,
+            flags: rope.flags,
             eps: c.rms_eps,
             theta: c.rope_theta,
             k_offset: k_at as u32,
@@ -978,6 +996,7 @@ impl GpuModel {
         let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
         let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
         let splits = self.sizes.splits;
+        let [bias, freq] = self.rope_extras(i);
         if self.options.fuse_attention && !shape.batched() {
             self.label(enc, shape, "attention", Some(i));
             let push = self.attn_rope_push();
@@ -994,6 +1013,8 @@ impl GpuModel {
                     s.partial.slice(..),
                     s.attn_counters.slice(..),
                     s.attn.slice(..),
+                    bias,
+                    freq,
                 ],
                 &push,
             )
@@ -1021,6 +1042,8 @@ impl GpuModel {
                     kn.slice(..),
                     l.k_cache.slice(..),
                     l.v_cache.slice(..),
+                    bias,
+                    freq,
                 ],
                 &rope,
             )?;

@@ -156,6 +156,8 @@ pub(crate) struct Layer {
     pub o: Matrix,
     pub q_norm: Option<Buffer>,
     pub k_norm: Option<Buffer>,
+    /// q, k and v biases packed `[q | k | v]` (Qwen2).
+    pub qkv_bias: Option<Buffer>,
     pub mlp_norm: Buffer,
     pub gate: Matrix,
     pub up: Matrix,
@@ -180,7 +182,8 @@ pub(crate) struct Scratch {
     pub h: Buffer,
     pub g: Buffer,
     pub u: Buffer,
-    /// Stand-in for the q/k norm weights of models without them (Llama).
+    /// Stand-in for the q/k norm weights, biases and RoPE multipliers of models without
+    /// them (bound, never read: the kernels' flags say so).
     pub ones: Buffer,
 }
 
@@ -210,6 +213,8 @@ pub struct GpuModel {
     embed: Matrix,
     layers: Vec<Layer>,
     final_norm: Buffer,
+    /// Multipliers of each RoPE pair's inv_freq (models with RoPE scaling).
+    rope_freq: Option<Buffer>,
     lm_head: Option<Matrix>,
     scratch: Scratch,
     /// `[token, pos, seq_len, 0]` as u32, then the prompt tokens of a prefill chunk.

@@ -14,7 +14,7 @@ use sluice_kernels as k;
 
 use super::layout::{qkv_offsets, qkv_rows, Sizes};
 use super::{GpuModel, Shape};
-use crate::config::{Arch, ModelConfig};
+use crate::config::ModelConfig;
 use crate::error::LlmError;
 use crate::layer::Act;
 
@@ -654,6 +654,7 @@ impl GpuModel {
         let capacity = self.options.context as u32;
         let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
         let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
+        let [bias, freq] = self.rope_extras(i);
         self.label(enc, shape, "qk_norm_rope", Some(i));
         let (qd, kd, vd) = (
             self.qkv_dest(i, q_at, shape),
@@ -673,13 +674,15 @@ impl GpuModel {
                 kn.slice(..),
                 l.k_cache.slice(..),
                 l.v_cache.slice(..),
+                bias,
+                freq,
             ],
             &k::BatchRopePush {
                 heads: c.heads as u32,
                 kv_heads: c.kv_heads as u32,
                 head_dim: c.head_dim as u32,
                 capacity,
-                use_norm: (c.arch == Arch::Qwen3) as u32,
+                flags: self.rope_flags(),
                 eps: c.rms_eps,
                 theta: c.rope_theta,
                 token_stride: qd.2,

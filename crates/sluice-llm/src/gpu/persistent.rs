@@ -281,6 +281,7 @@ impl GpuModel {
         };
         let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
         let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
+        let [bias, freq] = self.rope_extras(i);
         self.label(enc, Shape::Decode, "layer", Some(i));
         enc.dispatch(
             &p.pipeline,
@@ -306,6 +307,8 @@ impl GpuModel {
                 s.attn_counters.slice(..),
                 p.sync.slice(..),
                 self.result.slice(..),
+                bias,
+                freq,
             ],
             &push,
         )

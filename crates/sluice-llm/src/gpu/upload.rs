@@ -248,8 +248,8 @@ impl GpuModel {
             let (dt, bytes) = fetch(name, c.vocab, h)?;
             Some(upload(name, dt, &bytes, c.vocab, h)?)
         };
-        let mut vector = |name: &str, n: usize| -> Result<Buffer, LlmError> {
-            let mut v = match tensor(name)? {
+        let mut floats = |name: &str, n: usize| -> Result<Vec<f32>, LlmError> {
+            let v = match tensor(name)? {
                 TensorData::Raw { dtype, bytes } => k::unpack_to_f32(dtype, &bytes),
                 TensorData::F32(v) => v,
             };
@@ -259,7 +259,11 @@ impl GpuModel {
                     v.len()
                 )));
             }
-            v.resize(n.next_multiple_of(8), 0.0);
+            Ok(v)
+        };
+        // An f32 weight vector (padded to whole 8-element chunks).
+        let weight_vector = |name: &str, mut v: Vec<f32>| -> Result<Buffer, LlmError> {
+            v.resize(v.len().next_multiple_of(8), 0.0);
             let b =
                 device.create_buffer(name, (v.len() * 4) as u64, ResourceClass::ReadOnlyWeight)?;
             b.write_bytes(0, f32_bytes(&v))?;
@@ -282,10 +286,24 @@ impl GpuModel {
         let mut layers = Vec::with_capacity(c.layers);
         for (i, (qkv, o, gate, up, down)) in matrices.into_iter().enumerate() {
             let qk = c.arch.has_qk_norm();
+            // q, k and v biases packed [q | k | v] (the rope kernels' `qkv_bias`).
+            let qkv_bias = if c.arch.has_qkv_bias() {
+                let mut v = floats(&T::QBias.hf_name(i), c.q_dim())?;
+                v.extend(floats(&T::KBias.hf_name(i), c.kv_dim())?);
+                v.extend(floats(&T::VBias.hf_name(i), c.kv_dim())?);
+                Some(weight_vector(
+                    &format!("model.layers.{i}.self_attn.qkv.bias"),
+                    v,
+                )?)
+            } else {
+                None
+            };
+            let mut vector = |name: &str, n: usize| weight_vector(name, floats(name, n)?);
             layers.push(Layer {
                 attn_norm: vector(&T::AttnNorm.hf_name(i), h)?,
                 q_norm: qk.then(|| vector(&T::QNorm.hf_name(i), hd)).transpose()?,
                 k_norm: qk.then(|| vector(&T::KNorm.hf_name(i), hd)).transpose()?,
+                qkv_bias,
                 mlp_norm: vector(&T::MlpNorm.hf_name(i), h)?,
                 qkv,
                 o,
@@ -304,7 +322,12 @@ impl GpuModel {
                 )?,
             });
         }
-        let final_norm = vector(ModelTensor::FinalNorm.hf_name(), h)?;
+        let name = ModelTensor::FinalNorm.hf_name();
+        let final_norm = weight_vector(name, floats(name, h)?)?;
+        let rope_freq = c
+            .rope_freq_multipliers()
+            .map(|m| weight_vector("rope.freq", m))
+            .transpose()?;
         let chunk = sizes.chunk;
         let tok = ResourceClass::TokenScratch;
         let scratch = Scratch {
@@ -382,6 +405,7 @@ impl GpuModel {
             embed,
             layers,
             final_norm,
+            rope_freq,
             lm_head,
             scratch,
             params,

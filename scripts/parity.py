@@ -21,6 +21,18 @@ CASES = {
     "llama-small": ("llama", dict(hidden_size=320, intermediate_size=864, num_hidden_layers=3,
                                   num_attention_heads=5, num_key_value_heads=5, head_dim=64,
                                   vocab_size=3001, tie_word_embeddings=False)),
+    # Qwen2 / Qwen2.5 layout: q/k/v biases (random, like the weights).
+    "qwen2-small": ("qwen2", dict(hidden_size=256, intermediate_size=704, num_hidden_layers=3,
+                                  num_attention_heads=4, num_key_value_heads=2,
+                                  vocab_size=4099, tie_word_embeddings=True)),
+    # Llama 3.1 / 3.2 RoPE scaling, with a short original context so that every band of
+    # pairs (kept, blended, divided) is exercised in 64 steps.
+    "llama3-small": ("llama", dict(hidden_size=256, intermediate_size=704, num_hidden_layers=3,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                   vocab_size=3001, tie_word_embeddings=True, rope_theta=5e5,
+                                   rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                                     high_freq_factor=4.0,
+                                                     original_max_position_embeddings=32))),
     "qwen3-0.6b": ("qwen3", dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
                                  num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                                  vocab_size=151936, tie_word_embeddings=True)),
@@ -28,10 +40,15 @@ CASES = {
 
 
 def make(kind, kw, dtype, path):
-    common = dict(rms_norm_eps=1e-6, max_position_embeddings=4096, rope_theta=1e6 if kind == "qwen3" else 1e4)
+    kw = dict(kw)
+    common = dict(rms_norm_eps=1e-6, max_position_embeddings=4096, rope_theta=1e6 if kind != "llama" else 1e4)
+    common.update({k: kw.pop(k) for k in ["rope_theta"] if k in kw})
     if kind == "qwen3":
         cfg = transformers.Qwen3Config(**kw, **common)
         model = transformers.Qwen3ForCausalLM(cfg)
+    elif kind == "qwen2":
+        cfg = transformers.Qwen2Config(**kw, **common, use_sliding_window=False)
+        model = transformers.Qwen2ForCausalLM(cfg)
     else:
         cfg = transformers.LlamaConfig(**kw, **common, attention_bias=False, mlp_bias=False)
         model = transformers.LlamaForCausalLM(cfg)
@@ -40,6 +57,8 @@ def make(kind, kw, dtype, path):
         for name, p in model.named_parameters():
             if "norm" in name:
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            elif name.endswith(".bias"):
+                p.normal_(0.0, 0.5)
             else:
                 p.normal_(0.0, 0.05 if "embed" in name or "lm_head" in name else 1.0 / np.sqrt(p.shape[-1]))
     model = model.to(dtype).eval()
@@ -69,7 +88,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--work", default="/tmp/sluice-parity")
     ap.add_argument("--steps", type=int, default=64)
-    ap.add_argument("--cases", default="qwen3-small,llama-small,qwen3-0.6b")
+    ap.add_argument("--cases", default="qwen3-small,llama-small,qwen2-small,llama3-small,qwen3-0.6b")
     ap.add_argument("--dtypes", default="float32,bfloat16")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)

@@ -45,9 +45,10 @@ pub(crate) fn parse_dtype(s: &str) -> Result<sluice_llm::quant_mix::QuantRequest
 /// Model options shared by generate, bench, graph and profile.
 #[derive(clap::Args, Debug)]
 pub struct ModelOpts {
-    /// synthetic:tiny | synthetic:tiny-llama | synthetic:tiny-256 | synthetic:qwen3-0.6b |
-    /// synthetic:qwen3-4b | a Hugging Face model directory | a .gguf file (default: synthetic:qwen3-0.6b on a GPU,
-    /// synthetic:tiny on a CPU driver)
+    /// synthetic:tiny | synthetic:tiny-llama | synthetic:tiny-qwen2 | synthetic:tiny-llama3 |
+    /// synthetic:tiny-256 | synthetic:qwen3-0.6b | synthetic:qwen3-4b | a Hugging Face model
+    /// directory | a .gguf file (Llama, Qwen2, Qwen3) (default: synthetic:qwen3-0.6b on a
+    /// GPU, synthetic:tiny on a CPU driver)
     #[arg(long, value_name = "M")]
     pub model: Option<String>,
     /// Record every step, or record once and resubmit

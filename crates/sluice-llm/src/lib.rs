@@ -1,4 +1,4 @@
-//! sluice-llm: Qwen3 and Llama decode on the sluice runtime.
+//! sluice-llm: Qwen3, Qwen2 and Llama decode on the sluice runtime.
 //!
 //! CPU side: model config ([`config`]), safetensors reading ([`safetensors`]), tensor
 //! naming and synthetic weights ([`weights`]), an f32 reference forward ([`reference`]),

@@ -105,7 +105,7 @@ pub fn rope_inv_freq(cfg: &ModelConfig) -> Vec<f64> {
                     let wavelen = 2.0 * std::f64::consts::PI / f;
                     let scaled = if wavelen > old / low { f / factor } else { f };
                     let smooth = (old / wavelen - low) / (high - low);
-                    let medium = !(wavelen < old / high) && !(wavelen > old / low);
+                    let medium = wavelen >= old / high && wavelen <= old / low;
                     if medium {
                         (1.0 - smooth) * scaled / factor + smooth * scaled
                     } else {

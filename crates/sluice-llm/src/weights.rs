@@ -1,4 +1,4 @@
-//! Weight tensors of Qwen3/Llama in Hugging Face naming: the expected list for a config,
+//! Weight tensors of Qwen3/Qwen2/Llama in Hugging Face naming: the expected list for a config,
 //! the check of a model directory against it, conversion to f32, and deterministic
 //! synthetic weights generated per tensor (streaming, so 4B-parameter models are cheap).
 

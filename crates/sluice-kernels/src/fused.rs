@@ -34,11 +34,13 @@ pub fn matvec_silu_norm(dtype: WeightDtype) -> &'static KernelDesc {
     crate::by_dtype(dtype, "matvec_silu_norm")
 }
 
-/// Push constants of [`crate::ATTENTION_ROPE`]: attention with the q/k/v biases, q/k
-/// RMSNorm, rotary embedding and KV append folded in. Bindings: 0 params (read), 1 q|k|v
-/// (read), 2 q_norm f32 `[hd]`, 3 k_norm f32 `[hd]` (read), 4 kcache, 5 vcache, 6 partial,
-/// 7 counters u32 `[heads]`, 8 out f32 `[heads*hd]` (read-write, as `attention_split`),
-/// 9 q/k/v biases, 10 RoPE multipliers (read, as [`crate::QkRopePush`]'s). Dispatch
+/// Push constants of [`crate::ATTENTION_ROPE`] and [`crate::ATTENTION_ROPE_EXT`]:
+/// attention with the q/k RMSNorm, rotary embedding and KV append folded in. Bindings:
+/// 0 params (read), 1 q|k|v (read), 2 q_norm f32 `[hd]`, 3 k_norm f32 `[hd]` (read),
+/// 4 kcache, 5 vcache, 6 partial, 7 counters u32 `[heads]`, 8 out f32 `[heads*hd]`
+/// (read-write, as `attention_split`); the `_EXT` kernel (q/k/v biases, RoPE scaling under
+/// the flags) also 9 q/k/v biases and 10 RoPE multipliers (read, as
+/// [`crate::QkRopePush`]'s). Dispatch
 /// `[splits, heads, 1]`: one dispatch, the combine included.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -70,6 +72,9 @@ pub struct AttnRopePush {
 }
 const _: () = assert!(
     std::mem::size_of::<AttnRopePush>() == crate::ATTENTION_ROPE.push_constant_bytes as usize
+);
+const _: () = assert!(
+    std::mem::size_of::<AttnRopePush>() == crate::ATTENTION_ROPE_EXT.push_constant_bytes as usize
 );
 
 /// Push constants of [`crate::ADVANCE_PARAMS`]: advance the position by `steps` (1 after a

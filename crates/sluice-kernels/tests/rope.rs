@@ -1,6 +1,7 @@
 //! One RoPE for every kernel that rotates: the prefill path (`qk_norm_rope`, a chunk of
-//! tokens per dispatch) and the fused decode path (`attention_rope`, one token per
-//! dispatch) must write bit-identical K/V cache entries for the same q/k/v inputs.
+//! tokens per dispatch) and the fused decode path (`attention_rope`, or `attention_rope_ext`
+//! with q/k/v biases or RoPE scaling; one token per dispatch) must write bit-identical K/V
+//! cache entries for the same q/k/v inputs.
 
 use sluice::testing::{test_device, ValidationGuard};
 use sluice::ResourceClass;
@@ -28,6 +29,7 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
     let _guard = ValidationGuard::new(&d);
     let prefill = d.pipeline(&QK_NORM_ROPE).unwrap();
     let decode = d.pipeline(&ATTENTION_ROPE).unwrap();
+    let decode_ext = d.pipeline(&ATTENTION_ROPE_EXT).unwrap();
     let capacity = 64u32;
     for (heads, kv_heads, hd, flags, pos0, tokens, theta) in [
         (4u32, 2u32, 64u32, ROPE_NORM, 0u32, 5u32, 1.0e6f32),
@@ -157,26 +159,28 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
                 k_offset: k_off,
                 v_offset: v_off,
             };
+            let bindings = [
+                params.slice(..),
+                qkv_d.slice(at..at + stride as u64 * 4),
+                qnb.slice(..),
+                knb.slice(..),
+                kd.slice(..),
+                vd.slice(..),
+                partial.slice(..),
+                counters.slice(..),
+                out.slice(..),
+                biasb.slice(..),
+                freqb.slice(..),
+            ];
+            // The plain kernel (no biases, no scaling) has the first nine bindings.
+            let (kernel, n) = if flags & (ROPE_BIAS | ROPE_FREQ) != 0 {
+                (&decode_ext, 11)
+            } else {
+                (&decode, 9)
+            };
             let mut enc = d.encoder().unwrap();
-            enc.dispatch(
-                &decode,
-                [splits, heads, 1],
-                &[
-                    params.slice(..),
-                    qkv_d.slice(at..at + stride as u64 * 4),
-                    qnb.slice(..),
-                    knb.slice(..),
-                    kd.slice(..),
-                    vd.slice(..),
-                    partial.slice(..),
-                    counters.slice(..),
-                    out.slice(..),
-                    biasb.slice(..),
-                    freqb.slice(..),
-                ],
-                &push,
-            )
-            .unwrap();
+            enc.dispatch(kernel, [splits, heads, 1], &bindings[..n], &push)
+                .unwrap();
             enc.submit().unwrap().wait().unwrap();
         }
         let what = format!("heads {heads}/{kv_heads} hd {hd} flags {flags} pos {pos0}+{tokens}");

@@ -2,8 +2,7 @@
 //! include: attention_finish
 //! include: rope
 //! include: attention_rope_body
-// Decode attention with the q/k/v biases, q/k RMSNorm, rotary embedding and KV append
-// folded in (one
+// Decode attention with the q/k RMSNorm, rotary embedding and KV append folded in (one
 // dispatch and one barrier less per layer than qk_norm_rope + attention_split).
 // Dispatch [splits, heads, 1], workgroup 256. Input: the raw q | k | v projections in one
 // buffer (q at 0, k at k_offset, v at v_offset floats). Every workgroup (s, h) computes
@@ -42,9 +41,13 @@ struct Push {
 @group(0) @binding(6) @coherent var<storage, read_write> partial: F32s;
 @group(0) @binding(7) var<storage, read_write> counters: Counters;
 @group(0) @binding(8) var<storage, read_write> attn: F32s;
-@group(0) @binding(9) var<storage, read> qkv_bias: F32s;
-@group(0) @binding(10) var<storage, read> rope_freq: F32s;
 var<immediate> pc: Push;
+
+// No q/k/v biases and no RoPE scaling in this kernel (attention_rope_ext has them).
+const ROPE_EXT: bool = false;
+fn rope_bias_kv(kvh: u32, tid: u32) -> vec4<f32> { return vec4<f32>(0.0); }
+fn rope_bias_q(h: u32, tid: u32) -> vec2<f32> { return vec2<f32>(0.0); }
+fn rope_freq_mul(tid: u32) -> f32 { return 1.0; }
 
 
 @compute @workgroup_size(256)

@@ -62,6 +62,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
     var b = 0.0;
     // This head's first bias float ([q | k | v] packed; see qk_norm_rope).
     let bias0 = select(pc.heads * hd, 0u, is_q) + head * hd;
+    var ba = vec2<f32>(0.0);
     if (in_range) {
         if (is_q) {
             a = q.d[base + ia];
@@ -71,9 +72,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
             b = k.d[base + ia + half];
         }
         if ((pc.flags & ROPE_BIAS) != 0u) {
-            a += qkv_bias.d[bias0 + ia];
-            b += qkv_bias.d[bias0 + ia + half];
+            ba = vec2<f32>(qkv_bias.d[bias0 + ia], qkv_bias.d[bias0 + ia + half]);
         }
+    }
+    // Added once every load above is issued (an add right after its load would wait).
+    if ((pc.flags & ROPE_BIAS) != 0u) {
+        a += ba.x;
+        b += ba.y;
     }
     var ss = 0.0;
     var wa = 1.0;

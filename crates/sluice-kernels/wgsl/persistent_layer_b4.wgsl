@@ -1,6 +1,7 @@
 //! include: attention_core
 //! include: attention_finish
 //! include: rope
+//! include: rope_ext
 //! include: attention_rope_body
 //! include: persistent_layer_body
 // One decoder layer of a decode step in one dispatch: see include/persistent_layer_body.wgsl.

@@ -63,6 +63,7 @@ fn main(
     var b = 0.0;
     // This head's first bias float ([q | k | v] packed).
     let bias0 = select(pc.heads * hd, 0u, is_q) + head * hd;
+    var ba = vec2<f32>(0.0);
     if (in_range) {
         if (is_q) {
             a = q.d[base + ia];
@@ -72,9 +73,13 @@ fn main(
             b = k.d[base + ia + half];
         }
         if ((pc.flags & ROPE_BIAS) != 0u) {
-            a += qkv_bias.d[bias0 + ia];
-            b += qkv_bias.d[bias0 + ia + half];
+            ba = vec2<f32>(qkv_bias.d[bias0 + ia], qkv_bias.d[bias0 + ia + half]);
         }
+    }
+    // Added once every load above is issued (an add right after its load would wait).
+    if ((pc.flags & ROPE_BIAS) != 0u) {
+        a += ba.x;
+        b += ba.y;
     }
     var ss = 0.0;
     var wa = 1.0;

@@ -1,9 +1,13 @@
 // The decode attention of one (split, head) with the q/k RMSNorm, rotary embedding and KV
 // append folded in: the body of attention_rope, shared with the persistent layer kernel
 // (which calls it for virtual workgroups). Expects bindings params, qkv, q_norm, k_norm,
-// kcache, vcache, partial, counters, attn, qkv_bias and rope_freq, and push fields heads,
-// kv_heads, head_dim, capacity, chunk, splits, scale, flags, eps, theta, k_offset,
-// v_offset (see attention_rope.wgsl). Needs include attention_core, attention_finish and rope.
+// kcache, vcache, partial, counters and attn, push fields heads, kv_heads, head_dim,
+// capacity, chunk, splits, scale, flags, eps, theta, k_offset, v_offset (see
+// attention_rope.wgsl), and const ROPE_EXT with rope_bias_kv / rope_bias_q /
+// rope_freq_mul: include/rope_ext.wgsl (biases and RoPE scaling read under the flags), or
+// stubs where ROPE_EXT is false (attention_rope: the kernel of models without either,
+// which then binds and reads nothing more). Needs include attention_core,
+// attention_finish and rope.
 
 var<workgroup> rot: array<f32, 256>;
 
@@ -50,8 +54,12 @@ fn attention_rope_wg(s: u32, h: u32, tid: u32, sg_id: u32, sg_lane: u32, nsg: u3
     var nq = vec2<f32>(1.0);
     var nk = vec2<f32>(1.0);
     var mul = 1.0;
+    // The biases (k, v, q) are loaded here and added only after every load is issued:
+    // an add right after its load would make the loads below wait for it.
+    var bkv = vec4<f32>(0.0);
+    var bq = vec2<f32>(0.0);
     let un = (pc.flags & ROPE_NORM) != 0u;
-    let biased = (pc.flags & ROPE_BIAS) != 0u;
+    let biased = ROPE_EXT && (pc.flags & ROPE_BIAS) != 0u;
     if (tid < pairs) {
         if (appends) {
             let kb0 = pc.k_offset + kvh * hd;
@@ -60,29 +68,30 @@ fn attention_rope_wg(s: u32, h: u32, tid: u32, sg_id: u32, sg_lane: u32, nsg: u3
             let vb = pc.v_offset + kvh * hd + 2u * tid;
             v = vec2<f32>(qkv.d[vb], qkv.d[vb + 1u]);
             if (biased) {
-                // [q | k | v] packed: k's biases from heads * hd, v's after them.
-                let bk = (pc.heads + kvh) * hd + tid;
-                ka += qkv_bias.d[bk];
-                kb += qkv_bias.d[bk + pairs];
-                let bv = (pc.heads + pc.kv_heads + kvh) * hd + 2u * tid;
-                v += vec2<f32>(qkv_bias.d[bv], qkv_bias.d[bv + 1u]);
+                bkv = rope_bias_kv(kvh, tid);
             }
         }
         if (attends) {
             qa = qkv.d[h * hd + tid];
             qb = qkv.d[h * hd + tid + pairs];
             if (biased) {
-                qa += qkv_bias.d[h * hd + tid];
-                qb += qkv_bias.d[h * hd + tid + pairs];
+                bq = rope_bias_q(h, tid);
             }
         }
         if (un) {
             nq = vec2<f32>(q_norm.d[tid], q_norm.d[tid + pairs]);
             nk = vec2<f32>(k_norm.d[tid], k_norm.d[tid + pairs]);
         }
-        if ((pc.flags & ROPE_FREQ) != 0u) {
-            mul = rope_freq.d[tid];
+        if (ROPE_EXT && (pc.flags & ROPE_FREQ) != 0u) {
+            mul = rope_freq_mul(tid);
         }
+    }
+    if (biased) {
+        ka += bkv.x;
+        kb += bkv.y;
+        v += bkv.zw;
+        qa += bq.x;
+        qb += bq.y;
     }
     // One reduction for both heads' sums of squares and one rotation angle for both (same
     // position, same pair): k into rot, q into rot_q (HF rotate-half layout).

@@ -10,6 +10,9 @@
 // weights are converted to f16 into shared memory: xs [token][k] and ws [row][k], both
 // with row stride KP = 40 halves (80 bytes: rows start on different banks). x tiles load
 // row-major as A (coopLoadT), weight tiles column-major as B (coopLoad: B[k][n] = W[n][k]).
+// The steps are software pipelined: the words of step k + 1 are loaded into registers
+// (fetch_w, fetch_x) right after step k's tiles are in shared memory, so the loads are in
+// flight during step k's multiplications; they are decoded and stored after them.
 // The epilogue goes through shared memory one 16 x 16 tile per subgroup at a time: the
 // per-token inverse RMS, SiLU, residual add and the bounds are applied there.
 // Dispatch [ceil(rows / 128), ceil(tokens / 64), 1].
@@ -33,32 +36,82 @@ var<workgroup> csb: array<f32, 2048>;
 var<workgroup> red: array<f32, 512>;
 var<workgroup> inv_s: array<f32, 64>;
 
-fn stage_w(r0: u32, k0: u32, li: u32) {
-    // 128 rows x 4 chunks of 8: two chunks per invocation.
-    for (var h = 0u; h < 2u; h++) {
-        let idx = li + 256u * h;
-        let rl = idx / 4u;
-        let wc = idx % 4u;
-        let row = r0 + rl;
-        let chunk = k0 / 8u + wc;
-        var wa = W8(vec4<f32>(0.0), vec4<f32>(0.0));
-        var wb = W8(vec4<f32>(0.0), vec4<f32>(0.0));
-        if (row < pc.rows && chunk * 8u < pc.cols) {
-            wa = stage8(false, row, chunk);
-            if (SILU) {
-                wb = stage8(true, row, chunk);
-            }
-        }
-        let o = rl * KP + wc * 8u;
-        for (var e = 0u; e < 4u; e++) {
-            ws[o + e] = f16(wa.a[e]);
-            ws[o + 4u + e] = f16(wa.b[e]);
-            if (SILU) {
-                wsb[o + e] = f16(wb.a[e]);
-                wsb[o + 4u + e] = f16(wb.b[e]);
-            }
+// One invocation's share of a K step's weight tile: 128 rows x 4 chunks of 8, chunks
+// li and li + 256 (`ok`: inside the matrix), as loaded words (fetch_w) that store_w
+// decodes into ws / wsb after the step before has used them.
+struct WStage { a0: WRaw, a1: WRaw, b0: WRaw, b1: WRaw, ok0: bool, ok1: bool }
+
+fn stage_at(r0: u32, k0: u32, idx: u32) -> vec2<u32> {
+    return vec2<u32>(r0 + idx / 4u, k0 / 8u + idx % 4u);
+}
+
+fn stage_ok(at: vec2<u32>) -> bool {
+    return at.x < pc.rows && at.y * 8u < pc.cols;
+}
+
+fn fetch_w(r0: u32, k0: u32, li: u32) -> WStage {
+    var s: WStage;
+    let p0 = stage_at(r0, k0, li);
+    let p1 = stage_at(r0, k0, li + 256u);
+    s.ok0 = stage_ok(p0);
+    s.ok1 = stage_ok(p1);
+    if (s.ok0) {
+        s.a0 = fetch8(false, p0.x, p0.y);
+        if (SILU) {
+            s.b0 = fetch8(true, p0.x, p0.y);
         }
     }
+    if (s.ok1) {
+        s.a1 = fetch8(false, p1.x, p1.y);
+        if (SILU) {
+            s.b1 = fetch8(true, p1.x, p1.y);
+        }
+    }
+    return s;
+}
+
+// Chunk `idx` of the tile (its words `a`, `b`) decoded to f16 in shared memory (zeros
+// outside the matrix).
+fn store_chunk(k0: u32, idx: u32, ok: bool, a: WRaw, b: WRaw) {
+    let chunk = k0 / 8u + idx % 4u;
+    var wa = W8(vec4<f32>(0.0), vec4<f32>(0.0));
+    var wb = W8(vec4<f32>(0.0), vec4<f32>(0.0));
+    if (ok) {
+        wa = decode8(a, chunk);
+        if (SILU) {
+            wb = decode8(b, chunk);
+        }
+    }
+    let o = (idx / 4u) * KP + (idx % 4u) * 8u;
+    for (var e = 0u; e < 4u; e++) {
+        ws[o + e] = f16(wa.a[e]);
+        ws[o + 4u + e] = f16(wa.b[e]);
+        if (SILU) {
+            wsb[o + e] = f16(wb.a[e]);
+            wsb[o + 4u + e] = f16(wb.b[e]);
+        }
+    }
+}
+
+fn store_w(s: WStage, k0: u32, li: u32) {
+    store_chunk(k0, li, s.ok0, s.a0, s.b0);
+    store_chunk(k0, li + 256u, s.ok1, s.a1, s.b1);
+}
+
+// This invocation's two vec4s of the x tile (tokens xt and xt + 32, vec4 xv of the step),
+// loaded only (masked and converted by the caller).
+fn fetch_x(t0: u32, k0: u32, xt: u32, xv: u32) -> array<vec4<f32>, 2> {
+    var v: array<vec4<f32>, 2>;
+    let cols4 = (pc.cols + 3u) / 4u;
+    let c4 = k0 / 4u + xv;
+    for (var h = 0u; h < 2u; h++) {
+        let tok = t0 + xt + 32u * h;
+        v[h] = vec4<f32>(0.0);
+        if (tok < pc.tokens && c4 < cols4) {
+            v[h] = x.d[(tok * pc.x_stride) / 4u + c4];
+        }
+    }
+    return v;
 }
 
 @compute @workgroup_size(256)
@@ -70,7 +123,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let sn = (sg / 2u) * 32u; // first row of this subgroup (in the tile)
     let xt = li / 8u;
     let xv = li % 8u;
-    let cols4 = (pc.cols + 3u) / 4u;
     var ss = vec2<f32>(0.0);
     // Accumulators start as zeros loaded from shared memory (not the zero-value
     // constructor, which naga emits as an OpConstantNull variable initializer).
@@ -87,26 +139,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var d01 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
     var d10 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
     var d11 = coopLoadT<coop_mat16x16<f32, C>>(&cs[slot], 16u);
+    // Software pipelined: the next step's weights and activations are loaded into
+    // registers while this step's tiles are multiplied; they are decoded and written to
+    // shared memory once the multiplications are done (the barrier after them).
+    var pw = fetch_w(r0, 0u, li);
+    var px = fetch_x(t0, 0u, xt, xv);
     for (var k0 = 0u; k0 < pc.cols; k0 += TK) {
-        stage_w(r0, k0, li);
+        store_w(pw, k0, li);
         // Activations: 64 tokens x 8 vec4s, two per invocation, masked beyond cols.
         for (var h = 0u; h < 2u; h++) {
             let tl = xt + 32u * h;
-            let tok = t0 + tl;
-            let c4 = k0 / 4u + xv;
-            var v = vec4<f32>(0.0);
-            if (tok < pc.tokens && c4 < cols4) {
-                v = x.d[(tok * pc.x_stride) / 4u + c4];
-                let c = c4 * 4u;
-                for (var e = 0u; e < 4u; e++) {
-                    if (c + e >= pc.cols) {
-                        v[e] = 0.0;
-                    }
+            let c = (k0 / 4u + xv) * 4u;
+            var v = px[h];
+            for (var e = 0u; e < 4u; e++) {
+                if (c + e >= pc.cols) {
+                    v[e] = 0.0;
                 }
-                if (NORM) {
-                    ss[h] += dot(v, v);
-                    v *= vec4<f32>(norm1(c), norm1(c + 1u), norm1(c + 2u), norm1(c + 3u));
-                }
+            }
+            if (NORM) {
+                ss[h] += dot(v, v);
+                v *= vec4<f32>(norm1(c), norm1(c + 1u), norm1(c + 2u), norm1(c + 3u));
             }
             let o = tl * KP + xv * 4u;
             xs[o] = f16(v.x);
@@ -115,6 +167,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             xs[o + 3u] = f16(v.w);
         }
         workgroupBarrier();
+        if (k0 + TK < pc.cols) {
+            pw = fetch_w(r0, k0 + TK, li);
+            px = fetch_x(t0, k0 + TK, xt, xv);
+        }
         for (var kk = 0u; kk < TK; kk += 16u) {
             let a0 = coopLoadT<coop_mat16x16<f16, A>>(&xs[sm * KP + kk], KP);
             let a1 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(sm + 16u) * KP + kk], KP);

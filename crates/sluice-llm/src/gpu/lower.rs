@@ -10,6 +10,7 @@ use sluice_kernels as k;
 
 use super::layout::{qkv_offsets, qkv_rows, Matrix};
 use super::{GpuModel, Qkv};
+use crate::config::ModelConfig;
 use crate::layer::{self, Act, LayerTensor as T, Linear, Norm, Op, Weight};
 
 /// What one recorded step covers.
@@ -905,13 +906,14 @@ impl GpuModel {
         )
     }
 
-    /// The rope kernels' flags for this model: q/k norm, q/k/v biases, scaled RoPE.
+    /// The rope kernels' flags for this model ([`rope_flags`]).
     pub(super) fn rope_flags(&self) -> u32 {
-        let c = &self.config;
-        let bit = |on: bool, b: u32| if on { b } else { 0 };
-        bit(c.arch.has_qk_norm(), k::ROPE_NORM)
-            | bit(c.arch.has_qkv_bias(), k::ROPE_BIAS)
-            | bit(self.rope_freq.is_some(), k::ROPE_FREQ)
+        rope_flags(&self.config)
+    }
+
+    /// [`rope_ext`] of this model.
+    pub(super) fn rope_ext(&self) -> bool {
+        rope_ext(&self.config)
     }
 
     /// The rope kernels' last two bindings for layer `i`: its q/k/v biases and the RoPE
@@ -1000,22 +1002,25 @@ impl GpuModel {
         if self.options.fuse_attention && !shape.batched() {
             self.label(enc, shape, "attention", Some(i));
             let push = self.attn_rope_push();
+            let bindings = [
+                self.params.slice(..),
+                s.qkv.slice(..),
+                qn.slice(..),
+                kn.slice(..),
+                l.k_cache.slice(..),
+                l.v_cache.slice(..),
+                s.partial.slice(..),
+                s.attn_counters.slice(..),
+                s.attn.slice(..),
+                bias,
+                freq,
+            ];
+            // The plain kernel has no bindings for biases and RoPE multipliers.
+            let n = if self.rope_ext() { 11 } else { 9 };
             enc.dispatch(
                 &self.kernels.attn_rope,
                 [splits, nh, 1],
-                &[
-                    self.params.slice(..),
-                    s.qkv.slice(..),
-                    qn.slice(..),
-                    kn.slice(..),
-                    l.k_cache.slice(..),
-                    l.v_cache.slice(..),
-                    s.partial.slice(..),
-                    s.attn_counters.slice(..),
-                    s.attn.slice(..),
-                    bias,
-                    freq,
-                ],
+                &bindings[..n],
                 &push,
             )
         } else {
@@ -1143,6 +1148,20 @@ impl GpuModel {
             },
         )
     }
+}
+
+/// The rope kernels' flags for a model: q/k norm, q/k/v biases, scaled RoPE.
+pub(super) fn rope_flags(c: &ModelConfig) -> u32 {
+    let bit = |on: bool, b: u32| if on { b } else { 0 };
+    bit(c.arch.has_qk_norm(), k::ROPE_NORM)
+        | bit(c.arch.has_qkv_bias(), k::ROPE_BIAS)
+        | bit(c.rope_scaling.is_some(), k::ROPE_FREQ)
+}
+
+/// Whether a model has q/k/v biases or RoPE scaling: its fused decode attention is then
+/// `attention_rope_ext` (the plain `attention_rope` binds and reads neither).
+pub(super) fn rope_ext(c: &ModelConfig) -> bool {
+    rope_flags(c) & (k::ROPE_BIAS | k::ROPE_FREQ) != 0
 }
 
 /// The linear op of decoder layer `layer` that `f` picks.

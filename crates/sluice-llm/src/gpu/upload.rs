@@ -127,7 +127,11 @@ impl GpuModel {
             rmsnorm: device.pipeline(&k::RMSNORM)?,
             qk_rope: device.pipeline(&k::QK_NORM_ROPE)?,
             attn_split: device.pipeline(&k::ATTENTION_SPLIT)?,
-            attn_rope: device.pipeline(&k::ATTENTION_ROPE)?,
+            attn_rope: device.pipeline(if super::lower::rope_ext(c) {
+                &k::ATTENTION_ROPE_EXT
+            } else {
+                &k::ATTENTION_ROPE
+            })?,
             argmax: device.pipeline(&k::ARGMAX)?,
             sample: device.pipeline(&k::SAMPLE)?,
             silu_mul: device.pipeline(&k::SILU_MUL)?,

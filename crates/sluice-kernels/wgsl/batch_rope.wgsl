@@ -1,7 +1,9 @@
 //! include: rope
 // Batched decode / paged KV: q/k/v biases (optional, Qwen2) + per-head q/k RMSNorm
-// (optional, Qwen3) + rotary embedding (inv_freq optionally scaled per pair) + KV append for n rows that may belong to different sequences. Row r carries
-// rows[2r] = its position and rows[2r + 1] = its sequence slot; position p of slot s lives
+// (optional, Qwen3) + rotary embedding (inv_freq optionally scaled per pair) + KV append
+// for n rows that may belong to different sequences (`flags`: ROPE_NORM, ROPE_BIAS,
+// ROPE_FREQ of include/rope.wgsl; bindings 9 and 10 as qk_norm_rope's 8 and 9). Row r
+// carries rows[2r] = its position and rows[2r + 1] = its sequence slot; position p of slot s lives
 // in cache row table[s * max_blocks + p / block] * block + p % block (a pool of blocks of
 // `block` positions; `capacity` = positions in the pool). Same maths as qk_norm_rope
 // (include/rope.wgsl), so a row writes the key it would write alone.

@@ -1,9 +1,11 @@
 //! include: rope
 // q/k/v biases (optional, Qwen2) + per-head q/k RMSNorm (optional, Qwen3) + rotary
 // embedding (HF rotate-half layout, inv_freq optionally scaled per pair) + KV-cache append
-// (`flags`: ROPE_NORM, ROPE_BIAS, ROPE_FREQ of include/rope.wgsl). Dispatch [heads + kv_heads, tokens, 1] (token t at position pos + t, its
-// q/k/v token_stride floats after token t-1's), workgroup 128 (one invocation per
-// rotation pair i < head_dim / 2; head_dim even and <= 256).
+// (`flags`: ROPE_NORM, ROPE_BIAS, ROPE_FREQ of include/rope.wgsl; binding 8 the biases
+// [q | k | v] packed, 9 the inv_freq multipliers freq_i, each read only under its bit).
+// Dispatch [heads + kv_heads, tokens, 1] (token t at position pos + t, its q/k/v
+// token_stride floats after token t-1's), workgroup 128 (one invocation per rotation pair
+// i < head_dim / 2; head_dim even and <= 256).
 //   workgroup g < heads:  q[g] := rope(norm_q(q[g] + bq[g]))          (in place)
 //   workgroup heads + j:  kcache[j, pos, :] := f16(rope(norm_k(k[j] + bk[j])))
 //                         vcache[j, pos, :] := f16(v[j] + bv[j])

@@ -8,8 +8,9 @@
 // tile: subgroup s owns tokens 32 * (s % 2) .. +32 and rows 32 * (s / 2) .. +32 as 2 x 2
 // accumulators of 16 x 16 (f32). Per step of TK = 32 columns, x (times norm_w) and the
 // weights are converted to f16 into shared memory: xs [token][k] and ws [row][k], both
-// with row stride KP = 40 halves (80 bytes: rows start on different banks). x tiles load
-// row-major as A (coopLoadT), weight tiles column-major as B (coopLoad: B[k][n] = W[n][k]).
+// with row stride KP = 40 halves (80 bytes: rows start on different banks), written 8
+// bytes at a time. x tiles load row-major as A (coopLoadT), weight tiles column-major as
+// B (coopLoad: B[k][n] = W[n][k]).
 // The steps are software pipelined: the words of step k + 1 are loaded into registers
 // (fetch_w, fetch_x) right after step k's tiles are in shared memory, so the loads are in
 // flight during step k's multiplications; they are decoded and stored after them.
@@ -26,9 +27,11 @@ const TR: u32 = 128u;
 const TK: u32 = 32u;
 const KP: u32 = 40u;
 
-var<workgroup> xs: array<f16, 2560>; // TT * KP
-var<workgroup> ws: array<f16, 5120>; // TR * KP
-var<workgroup> wsb: array<f16, 5120>; // TR * KP, the second matrix (SILU)
+// Four halves per element (stored 8 bytes at a time); offsets and strides below count
+// halves and are divided by 4 where an element is addressed.
+var<workgroup> xs: array<vec4<f16>, 640>; // TT * KP / 4
+var<workgroup> ws: array<vec4<f16>, 1280>; // TR * KP / 4
+var<workgroup> wsb: array<vec4<f16>, 1280>; // TR * KP / 4, the second matrix (SILU)
 var<workgroup> cs: array<f32, 2048>; // 8 subgroups x 16 x 16
 // The same for the second matrix (SILU). Full size in every variant: the non-SILU kernels
 // keep (never executed) cooperative loads/stores of these arrays in their SPIR-V.
@@ -82,14 +85,12 @@ fn store_chunk(k0: u32, idx: u32, ok: bool, a: WRaw, b: WRaw) {
             wb = decode8(b, chunk);
         }
     }
-    let o = (idx / 4u) * KP + (idx % 4u) * 8u;
-    for (var e = 0u; e < 4u; e++) {
-        ws[o + e] = f16(wa.a[e]);
-        ws[o + 4u + e] = f16(wa.b[e]);
-        if (SILU) {
-            wsb[o + e] = f16(wb.a[e]);
-            wsb[o + 4u + e] = f16(wb.b[e]);
-        }
+    let o = ((idx / 4u) * KP + (idx % 4u) * 8u) / 4u;
+    ws[o] = vec4<f16>(wa.a);
+    ws[o + 1u] = vec4<f16>(wa.b);
+    if (SILU) {
+        wsb[o] = vec4<f16>(wb.a);
+        wsb[o + 1u] = vec4<f16>(wb.b);
     }
 }
 
@@ -160,11 +161,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 ss[h] += dot(v, v);
                 v *= vec4<f32>(norm1(c), norm1(c + 1u), norm1(c + 2u), norm1(c + 3u));
             }
-            let o = tl * KP + xv * 4u;
-            xs[o] = f16(v.x);
-            xs[o + 1u] = f16(v.y);
-            xs[o + 2u] = f16(v.z);
-            xs[o + 3u] = f16(v.w);
+            xs[(tl * KP) / 4u + xv] = vec4<f16>(v);
         }
         workgroupBarrier();
         if (k0 + TK < pc.cols) {
@@ -172,17 +169,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             px = fetch_x(t0, k0 + TK, xt, xv);
         }
         for (var kk = 0u; kk < TK; kk += 16u) {
-            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&xs[sm * KP + kk], KP);
-            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(sm + 16u) * KP + kk], KP);
-            let b0 = coopLoad<coop_mat16x16<f16, B>>(&ws[sn * KP + kk], KP);
-            let b1 = coopLoad<coop_mat16x16<f16, B>>(&ws[(sn + 16u) * KP + kk], KP);
+            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(sm * KP + kk) / 4u], KP / 4u);
+            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&xs[((sm + 16u) * KP + kk) / 4u], KP / 4u);
+            let b0 = coopLoad<coop_mat16x16<f16, B>>(&ws[(sn * KP + kk) / 4u], KP / 4u);
+            let b1 = coopLoad<coop_mat16x16<f16, B>>(&ws[((sn + 16u) * KP + kk) / 4u], KP / 4u);
             c00 = coopMultiplyAdd(a0, b0, c00);
             c01 = coopMultiplyAdd(a0, b1, c01);
             c10 = coopMultiplyAdd(a1, b0, c10);
             c11 = coopMultiplyAdd(a1, b1, c11);
             if (SILU) {
-                let e0 = coopLoad<coop_mat16x16<f16, B>>(&wsb[sn * KP + kk], KP);
-                let e1 = coopLoad<coop_mat16x16<f16, B>>(&wsb[(sn + 16u) * KP + kk], KP);
+                let e0 = coopLoad<coop_mat16x16<f16, B>>(&wsb[(sn * KP + kk) / 4u], KP / 4u);
+                let e1 = coopLoad<coop_mat16x16<f16, B>>(&wsb[((sn + 16u) * KP + kk) / 4u], KP / 4u);
                 d00 = coopMultiplyAdd(a0, e0, d00);
                 d01 = coopMultiplyAdd(a0, e1, d01);
                 d10 = coopMultiplyAdd(a1, e0, d10);

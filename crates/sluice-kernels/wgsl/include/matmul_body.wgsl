@@ -1,3 +1,4 @@
+//! include: matmul_x
 // The tiled matmul family (matmul, matmul_norm, matmul_silu, matmul_silu_norm) shares this
 // body; each kernel file declares its bindings, the constants NORM and SILU, WB_LEN (the
 // size of the second weight tile: TK * TRP with SILU, 1 otherwise), `fn wb_raw(i)` (vec4 i of the second matrix, SILU)
@@ -44,7 +45,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let wc = li % 4u;
     let xt = li / 8u;
     let xv = li % 8u;
-    let cols4 = (pc.cols + 3u) / 4u;
     var ss = vec2<f32>(0.0);
     // Token blocks j (tokens t0 + ty + 16j) of this invocation that exist.
     var jn = 0u;
@@ -57,16 +57,28 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         acc[j] = vec4<f32>(0.0);
         accb[j] = vec4<f32>(0.0);
     }
+    // Software pipelined as the cooperative-matrix body: step k0 + TK's words are loaded
+    // while step k0 is multiplied, and decoded and stored after it.
+    let row = r0 + wr;
+    var pa: WRaw;
+    var pb: WRaw;
+    var pok = row < pc.rows && wc * 8u < pc.cols;
+    if (pok) {
+        pa = fetch8(false, row, wc);
+        if (SILU) {
+            pb = fetch8(true, row, wc);
+        }
+    }
+    var px = fetch_x(t0, 0u, xt, xv);
     for (var k0 = 0u; k0 < pc.cols; k0 += TK) {
         // Weights: one 8-element chunk per thread.
-        let row = r0 + wr;
         let chunk = k0 / 8u + wc;
         var wa = W8(vec4<f32>(0.0), vec4<f32>(0.0));
         var wb = W8(vec4<f32>(0.0), vec4<f32>(0.0));
-        if (row < pc.rows && chunk * 8u < pc.cols) {
-            wa = stage8(false, row, chunk);
+        if (pok) {
+            wa = decode8(pa, chunk);
             if (SILU) {
-                wb = stage8(true, row, chunk);
+                wb = decode8(pb, chunk);
             }
         }
         let kb = wc * 8u;
@@ -80,26 +92,27 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         // Activations: two vec4s per thread, masked beyond cols.
         for (var h = 0u; h < 2u; h++) {
-            let tl = xt + 32u * h;
-            let tok = t0 + tl;
-            let c4 = k0 / 4u + xv;
-            var v = vec4<f32>(0.0);
-            if (tok < pc.tokens && c4 < cols4) {
-                v = x.d[(tok * pc.x_stride) / 4u + c4];
-                let c = c4 * 4u;
-                for (var e = 0u; e < 4u; e++) {
-                    if (c + e >= pc.cols) {
-                        v[e] = 0.0;
-                    }
-                }
-                if (NORM) {
-                    ss[h] += dot(v, v);
-                    v *= vec4<f32>(norm1(c), norm1(c + 1u), norm1(c + 2u), norm1(c + 3u));
-                }
+            var v = mask_x(px[h], k0, xv);
+            if (NORM) {
+                ss[h] += dot(v, v);
+                v *= norm_x(k0, xv);
             }
             for (var e = 0u; e < 4u; e++) {
-                xs[(xv * 4u + e) * TTP + tl] = v[e];
+                xs[(xv * 4u + e) * TTP + xt + 32u * h] = v[e];
             }
+        }
+        workgroupBarrier();
+        let kn = k0 + TK;
+        if (kn < pc.cols) {
+            let cn = kn / 8u + wc;
+            pok = row < pc.rows && cn * 8u < pc.cols;
+            if (pok) {
+                pa = fetch8(false, row, cn);
+                if (SILU) {
+                    pb = fetch8(true, row, cn);
+                }
+            }
+            px = fetch_x(t0, kn, xt, xv);
         }
         workgroupBarrier();
         // Small token counts (batched decode): invocations whose tokens all lie beyond

@@ -1,3 +1,4 @@
+//! include: matmul_x
 // The cooperative-matrix matmul family (matmul_cm, matmul_cm_norm, matmul_cm_silu,
 // matmul_cm_silu_norm): what the portable family computes (include/matmul_body.wgsl:
 // same bindings, push constants and epilogues) on the matrix units. Each kernel file
@@ -99,22 +100,6 @@ fn store_w(s: WStage, k0: u32, li: u32) {
     store_chunk(k0, li + 256u, s.ok1, s.a1, s.b1);
 }
 
-// This invocation's two vec4s of the x tile (tokens xt and xt + 32, vec4 xv of the step),
-// loaded only (masked and converted by the caller).
-fn fetch_x(t0: u32, k0: u32, xt: u32, xv: u32) -> array<vec4<f32>, 2> {
-    var v: array<vec4<f32>, 2>;
-    let cols4 = (pc.cols + 3u) / 4u;
-    let c4 = k0 / 4u + xv;
-    for (var h = 0u; h < 2u; h++) {
-        let tok = t0 + xt + 32u * h;
-        v[h] = vec4<f32>(0.0);
-        if (tok < pc.tokens && c4 < cols4) {
-            v[h] = x.d[(tok * pc.x_stride) / 4u + c4];
-        }
-    }
-    return v;
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
@@ -149,19 +134,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         store_w(pw, k0, li);
         // Activations: 64 tokens x 8 vec4s, two per invocation, masked beyond cols.
         for (var h = 0u; h < 2u; h++) {
-            let tl = xt + 32u * h;
-            let c = (k0 / 4u + xv) * 4u;
-            var v = px[h];
-            for (var e = 0u; e < 4u; e++) {
-                if (c + e >= pc.cols) {
-                    v[e] = 0.0;
-                }
-            }
+            var v = mask_x(px[h], k0, xv);
             if (NORM) {
                 ss[h] += dot(v, v);
-                v *= vec4<f32>(norm1(c), norm1(c + 1u), norm1(c + 2u), norm1(c + 3u));
+                v *= norm_x(k0, xv);
             }
-            xs[(tl * KP) / 4u + xv] = vec4<f16>(v);
+            xs[((xt + 32u * h) * KP) / 4u + xv] = vec4<f16>(v);
         }
         workgroupBarrier();
         if (k0 + TK < pc.cols) {

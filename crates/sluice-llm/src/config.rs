@@ -66,6 +66,12 @@ pub enum RopeScaling {
         /// The context the model was pre-trained with.
         original_max_positions: usize,
     },
+    /// Linear scaling (position interpolation, `rope_type = "linear"`): every inv_freq
+    /// divided by `factor`.
+    Linear {
+        /// Divisor of every frequency.
+        factor: f32,
+    },
     /// Per-pair frequency divisors (llama.cpp's `rope_freqs.weight` of a GGUF file: the
     /// angle of pair i is `pos * inv_freq_i / factors[i]`), `head_dim / 2` of them.
     Factors(Vec<f32>),
@@ -119,6 +125,14 @@ impl RopeScaling {
                     })
                     .collect())
             }
+            RopeScaling::Linear { factor } => {
+                if !(factor.is_finite() && *factor > 0.0) {
+                    return Err(format!(
+                        "linear RoPE scaling factor {factor} must be a positive number"
+                    ));
+                }
+                Ok(vec![1.0 / factor; pairs])
+            }
             RopeScaling::Factors(f) => {
                 if f.len() != pairs {
                     return Err(format!(
@@ -155,6 +169,10 @@ impl RopeScaling {
                 "low_freq_factor": *low_freq_factor as f64,
                 "high_freq_factor": *high_freq_factor as f64,
                 "original_max_position_embeddings": original_max_positions,
+            }),
+            RopeScaling::Linear { factor } => json!({
+                "rope_type": "linear",
+                "factor": *factor as f64,
             }),
             // No config.json form exists for a factor list (it comes from GGUF files):
             // written under sluice's own rope type, which `from_hf_value` reads back.
@@ -370,8 +388,8 @@ fn opt_token(obj: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<
 }
 
 /// The RoPE scaling of a `rope_scaling` (or `rope_parameters`) object: none for the
-/// default type, Llama 3.1's with its four numbers; any other type is refused rather than
-/// computed wrongly.
+/// default type, linear with its factor, Llama 3.1's with its four numbers; any other type
+/// (YaRN, dynamic, ...) is refused rather than computed wrongly.
 fn parse_rope_scaling(v: &Value, key: &str, path: &Path) -> Result<Option<RopeScaling>> {
     let ty = v
         .get("rope_type")
@@ -404,6 +422,9 @@ fn parse_rope_scaling(v: &Value, key: &str, path: &Path) -> Result<Option<RopeSc
                 original_max_positions: orig as usize,
             }))
         }
+        "linear" => Ok(Some(RopeScaling::Linear {
+            factor: num("factor")? as f32,
+        })),
         FACTORS_ROPE_TYPE => {
             let list = v.get("factors").and_then(Value::as_array).ok_or_else(|| {
                 cfg_err(path, format!("`{key}` of type {ty:?} needs a `factors` list"))
@@ -419,7 +440,7 @@ fn parse_rope_scaling(v: &Value, key: &str, path: &Path) -> Result<Option<RopeSc
         }
         _ => Err(cfg_err(
             path,
-            format!("`{key}` with rope type {ty:?} is not supported (only the default RoPE and \"llama3\")"),
+            format!("`{key}` with rope type {ty:?} is not supported (only the default RoPE, \"linear\" and \"llama3\")"),
         )),
     }
 }
@@ -983,14 +1004,27 @@ mod tests {
                 cfg
             );
         }
-        let factors = ModelConfig {
-            rope_scaling: Some(RopeScaling::Factors(vec![
-                1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0,
-            ])),
-            ..ModelConfig::synthetic("tiny-llama").unwrap()
-        };
-        let back = ModelConfig::from_hf_value(&factors.to_hf_json(), Path::new("t")).unwrap();
-        assert_eq!(back, factors);
+        for scaling in [
+            RopeScaling::Factors(vec![1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0]),
+            RopeScaling::Linear { factor: 2.0 },
+        ] {
+            let scaled = ModelConfig {
+                rope_scaling: Some(scaling),
+                ..ModelConfig::synthetic("tiny-llama").unwrap()
+            };
+            let back = ModelConfig::from_hf_value(&scaled.to_hf_json(), Path::new("t")).unwrap();
+            assert_eq!(back, scaled);
+        }
+        // HF's linear form (older configs spell the type `type`).
+        let t = edit(llama32, |o| {
+            o.insert(
+                "rope_scaling".into(),
+                serde_json::json!({"type": "linear", "factor": 4.0}),
+            );
+        });
+        let c = parse(&d, &t).unwrap();
+        assert_eq!(c.rope_scaling, Some(RopeScaling::Linear { factor: 4.0 }));
+        assert_eq!(c.rope_freq_multipliers().unwrap(), vec![0.25; 32]);
     }
 
     #[test]

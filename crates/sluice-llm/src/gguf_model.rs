@@ -76,8 +76,8 @@ fn opt_f32(g: &GgufFile, key: &str) -> Result<Option<f32>> {
 /// The model config of a GGUF file of architecture `llama` (Llama 2/3, Mistral, SmolLM2),
 /// `qwen2` (Qwen2, Qwen2.5: q/k/v biases) or `qwen3`. Every number is bounded before use;
 /// Llama 3.1-style RoPE scaling comes from the `rope_freqs.weight` tensor (F32, one
-/// frequency divisor per rotation pair); other RoPE scaling than none (or linear with
-/// factor 1) is refused.
+/// frequency divisor per rotation pair), linear scaling from `rope.scaling.type` /
+/// `rope.scaling.factor`; other RoPE scalings (YaRN, ...) are refused.
 pub fn config_from_gguf(g: &GgufFile) -> Result<ModelConfig> {
     let path = g.path();
     let arch_name = g
@@ -142,20 +142,23 @@ pub fn config_from_gguf(g: &GgufFile) -> Result<ModelConfig> {
             ),
         )
     })?;
+    let mut rope_scaling = rope_freq_factors(g, head_dim)?.map(RopeScaling::Factors);
     if let Some(t) = g.get(&k("rope.scaling.type")) {
         let factor = opt_f32(g, &k("rope.scaling.factor"))?.unwrap_or(1.0);
         match t.as_str() {
             Some("none") => {}
             Some("linear") if factor == 1.0 => {}
+            Some("linear") if rope_scaling.is_none() => {
+                rope_scaling = Some(RopeScaling::Linear { factor });
+            }
             _ => {
                 return Err(cfg_err(
                     path,
-                    format!("rope.scaling.type {t} (factor {factor}) is not supported (only none, or linear with factor 1)"),
+                    format!("rope.scaling.type {t} (factor {factor}) is not supported (only none or linear, and not together with {ROPE_FREQS:?})"),
                 ))
             }
         }
     }
-    let rope_scaling = rope_freq_factors(g, head_dim)?.map(RopeScaling::Factors);
     let embd = g
         .tensor("token_embd.weight")
         .ok_or_else(|| LlmError::MissingTensor {
@@ -593,13 +596,25 @@ mod tests {
             "{}",
             err(&w)
         );
-        let (mut w, _, _) = tiny("llama", W::Q4_0);
-        w.meta(
-            "llama.rope.scaling.type",
-            MetaValue::String("linear".into()),
-        )
-        .meta("llama.rope.scaling.factor", MetaValue::F32(1.0));
-        assert!(config_from_gguf(&bytes(&w).unwrap()).is_ok());
+        let linear = |factor: f32| {
+            let (mut w, _, _) = tiny("llama", W::Q4_0);
+            w.meta(
+                "llama.rope.scaling.type",
+                MetaValue::String("linear".into()),
+            )
+            .meta("llama.rope.scaling.factor", MetaValue::F32(factor));
+            w
+        };
+        let got = config_from_gguf(&bytes(&linear(1.0)).unwrap()).unwrap();
+        assert_eq!(got.rope_scaling, None);
+        let got = config_from_gguf(&bytes(&linear(4.0)).unwrap()).unwrap();
+        assert_eq!(got.rope_scaling, Some(RopeScaling::Linear { factor: 4.0 }));
+        assert_eq!(got.rope_freq_multipliers().unwrap(), vec![0.25; 8]);
+        assert!(
+            err(&linear(-2.0)).contains("factor -2"),
+            "{}",
+            err(&linear(-2.0))
+        );
         // RoPE frequency divisors: F32, head_dim / 2 of them, positive.
         let freqs = |w: &mut GgufWriter, ty: W, v: &[f32]| {
             let bytes = v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();

@@ -81,7 +81,8 @@ pub fn rope_inplace(x: &mut [f32], head_dim: usize, pos: usize, theta: f32) {
 }
 
 /// The inverse frequency of every rotation pair of `cfg`, RoPE scaling included, written
-/// as Hugging Face's `_compute_llama3_parameters` and llama.cpp's `freq_factors` do it.
+/// as Hugging Face's `_compute_llama3_parameters` / `_compute_linear_scaling_rope_parameters`
+/// and llama.cpp's `freq_factors` / `freq_scale` do it.
 pub fn rope_inv_freq(cfg: &ModelConfig) -> Vec<f64> {
     let d = cfg.head_dim;
     (0..d / 2)
@@ -90,6 +91,7 @@ pub fn rope_inv_freq(cfg: &ModelConfig) -> Vec<f64> {
             match &cfg.rope_scaling {
                 None => f,
                 Some(RopeScaling::Factors(ff)) => f / ff[i] as f64,
+                Some(RopeScaling::Linear { factor }) => f / *factor as f64,
                 Some(RopeScaling::Llama3 {
                     factor,
                     low_freq_factor,
@@ -595,6 +597,15 @@ mod tests {
         };
         for (a, b) in rope_inv_freq(&gguf).iter().zip(&scaled) {
             assert!((a / b - 1.0).abs() < 1e-6, "{a} vs {b}");
+        }
+        // Linear scaling: every frequency divided by the factor.
+        let linear = ModelConfig {
+            rope_scaling: Some(RopeScaling::Linear { factor: 4.0 }),
+            ..cfg.clone()
+        };
+        let mul = linear.rope_freq_multipliers().unwrap();
+        for ((a, b), m) in rope_inv_freq(&linear).iter().zip(&plain).zip(&mul) {
+            assert!((a / b - 0.25).abs() < 1e-12 && *m == 0.25, "{a} / {b}, {m}");
         }
     }
 

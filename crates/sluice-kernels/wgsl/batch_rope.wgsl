@@ -1,4 +1,5 @@
 //! include: rope
+//! include: rope_ext
 // Batched decode / paged KV: q/k/v biases (optional, Qwen2) + per-head q/k RMSNorm
 // (optional, Qwen3) + rotary embedding (inv_freq optionally scaled per pair) + KV append
 // for n rows that may belong to different sequences (`flags`: ROPE_NORM, ROPE_BIAS,
@@ -62,9 +63,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
     let ia = min(i, half - 1u);
     var a = 0.0;
     var b = 0.0;
-    // This head's first bias float ([q | k | v] packed; see qk_norm_rope).
-    let bias0 = select(pc.heads * hd, 0u, is_q) + head * hd;
-    var ba = vec2<f32>(0.0);
+    // This head's biases (include/rope_ext.wgsl; a kv head's holds v's in zw).
+    var bias = vec4<f32>(0.0);
     if (in_range) {
         if (is_q) {
             a = q.d[base + ia];
@@ -74,13 +74,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
             b = k.d[base + ia + half];
         }
         if ((pc.flags & ROPE_BIAS) != 0u) {
-            ba = vec2<f32>(qkv_bias.d[bias0 + ia], qkv_bias.d[bias0 + ia + half]);
+            if (is_q) {
+                bias = vec4<f32>(rope_bias_q(head, ia), 0.0, 0.0);
+            } else {
+                bias = rope_bias_kv(head, ia);
+            }
         }
     }
     // Added once every load above is issued (an add right after its load would wait).
     if ((pc.flags & ROPE_BIAS) != 0u) {
-        a += ba.x;
-        b += ba.y;
+        a += bias.x;
+        b += bias.y;
     }
     var ss = 0.0;
     var wa = 1.0;
@@ -107,7 +111,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
     }
     var mul = 1.0;
     if ((pc.flags & ROPE_FREQ) != 0u) {
-        mul = rope_freq.d[ia];
+        mul = rope_freq_mul(ia);
     }
     let o = norm_rope_pair(a, b, ss, wa, wb, use_norm, pc.eps, pos, ia, hd, pc.theta, mul);
     if (is_q) {
@@ -133,8 +137,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
         let vb = head * hd + r * pc.v_stride + 2u * i;
         var vv = vec2<f32>(v.d[vb], v.d[vb + 1u]);
         if ((pc.flags & ROPE_BIAS) != 0u) {
-            let bb = (pc.heads + pc.kv_heads) * hd + head * hd + 2u * i;
-            vv += vec2<f32>(qkv_bias.d[bb], qkv_bias.d[bb + 1u]);
+            vv += bias.zw; // v's biases at 2i, 2i + 1 (ia = i here)
         }
         vcache.d[e] = pack2x16float(vv);
     }

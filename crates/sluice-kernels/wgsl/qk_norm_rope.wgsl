@@ -1,4 +1,5 @@
 //! include: rope
+//! include: rope_ext
 // q/k/v biases (optional, Qwen2) + per-head q/k RMSNorm (optional, Qwen3) + rotary
 // embedding (HF rotate-half layout, inv_freq optionally scaled per pair) + KV-cache append
 // (`flags`: ROPE_NORM, ROPE_BIAS, ROPE_FREQ of include/rope.wgsl; binding 8 the biases
@@ -63,9 +64,8 @@ fn main(
     let ia = min(i, half - 1u);
     var a = 0.0;
     var b = 0.0;
-    // This head's first bias float ([q | k | v] packed).
-    let bias0 = select(pc.heads * hd, 0u, is_q) + head * hd;
-    var ba = vec2<f32>(0.0);
+    // This head's biases (include/rope_ext.wgsl; a kv head's holds v's in zw).
+    var bias = vec4<f32>(0.0);
     if (in_range) {
         if (is_q) {
             a = q.d[base + ia];
@@ -75,13 +75,17 @@ fn main(
             b = k.d[base + ia + half];
         }
         if ((pc.flags & ROPE_BIAS) != 0u) {
-            ba = vec2<f32>(qkv_bias.d[bias0 + ia], qkv_bias.d[bias0 + ia + half]);
+            if (is_q) {
+                bias = vec4<f32>(rope_bias_q(head, ia), 0.0, 0.0);
+            } else {
+                bias = rope_bias_kv(head, ia);
+            }
         }
     }
     // Added once every load above is issued (an add right after its load would wait).
     if ((pc.flags & ROPE_BIAS) != 0u) {
-        a += ba.x;
-        b += ba.y;
+        a += bias.x;
+        b += bias.y;
     }
     var ss = 0.0;
     var wa = 1.0;
@@ -107,7 +111,7 @@ fn main(
     let pos = params.pos + wg.y;
     var mul = 1.0;
     if ((pc.flags & ROPE_FREQ) != 0u) {
-        mul = rope_freq.d[ia];
+        mul = rope_freq_mul(ia);
     }
     let r = norm_rope_pair(a, b, ss, wa, wb, use_norm, pc.eps, pos, ia, hd, pc.theta, mul);
     let oa = r.x;
@@ -129,8 +133,7 @@ fn main(
         kcache.d[e] = pack2x16float(vec2<f32>(rotated[2u * i], rotated[2u * i + 1u]));
         var vv = vec2<f32>(v.d[base + 2u * i], v.d[base + 2u * i + 1u]);
         if ((pc.flags & ROPE_BIAS) != 0u) {
-            let vb = (pc.heads + pc.kv_heads) * hd + head * hd + 2u * i;
-            vv += vec2<f32>(qkv_bias.d[vb], qkv_bias.d[vb + 1u]);
+            vv += bias.zw; // v's biases at 2i, 2i + 1 (ia = i here)
         }
         vcache.d[e] = pack2x16float(vv);
     }

@@ -1,8 +1,9 @@
-// The optional inputs of the fused attention (include/attention_rope_body.wgsl), read from
-// the bindings `qkv_bias` (q | k | v biases packed: q_dim + 2 kv_dim floats) and
-// `rope_freq` (head_dim / 2 inv_freq multipliers); the body reads them only under the
-// flags ROPE_BIAS / ROPE_FREQ. Included by attention_rope_ext and the persistent layer
-// kernels; attention_rope (models with neither) has constant stubs instead.
+// The optional inputs of the rope kernels, read from the bindings `qkv_bias` (q | k | v
+// biases packed: q_dim + 2 kv_dim floats; the only place that layout is spelled) and
+// `rope_freq` (head_dim / 2 inv_freq multipliers); callers read them only under the flags
+// ROPE_BIAS / ROPE_FREQ. Included by qk_norm_rope, batch_rope, attention_rope_ext and the
+// persistent layer kernels; attention_rope (models with neither) has constant stubs
+// instead (see include/attention_rope_body.wgsl).
 const ROPE_EXT: bool = true;
 
 // k's bias at pair `tid` of kv head `kvh` (tid and tid + hd/2) and v's at 2 tid, 2 tid + 1.

@@ -148,8 +148,8 @@ pub fn qk_norm_rope_cpu(
 }
 
 /// Reference of `attention_split`: the `[heads, splits, hd + 2]` partials (m, l, o) for a
-/// sequence of `seq_len` positions; caches as f32 `[kv_heads, capacity, hd]`. Empty splits
-/// hold (-3e38, 0, 0...).
+/// sequence of `seq_len` positions, [`crate::attention_chunk_for`] positions per split;
+/// caches as f32 `[kv_heads, capacity, hd]`. Empty splits hold (-3e38, 0, 0...).
 pub fn attention_partials_cpu(
     p: &AttnPush,
     seq_len: u32,
@@ -157,8 +157,9 @@ pub fn attention_partials_cpu(
     kcache: &[f32],
     vcache: &[f32],
 ) -> Vec<f32> {
-    let (hd, cap, chunk) = (p.head_dim as usize, p.capacity as usize, p.chunk as usize);
+    let (hd, cap) = (p.head_dim as usize, p.capacity as usize);
     let seq = (seq_len as usize).min(cap);
+    let chunk = crate::attention_chunk_for(seq as u32, p.chunk, p.heads, p.splits) as usize;
     let group = (p.heads / p.kv_heads) as usize;
     let mut out = Vec::with_capacity(p.heads as usize * p.splits as usize * (hd + 2));
     for h in 0..p.heads as usize {

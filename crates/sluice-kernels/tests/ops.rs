@@ -61,7 +61,28 @@ fn packing_layout_and_helpers() {
     assert!(x <= 65535 && y == 2 && z == 1 && x * y >= 65536);
     assert_eq!(embed_groups(100), [1, 1, 1]);
     assert_eq!(embed_groups(8 * 64 + 1), [2, 1, 1]);
-    assert_eq!(attention_splits(320, 64), 5);
+    // Positions per split and the splits a capacity needs: short contexts take the small
+    // chunk (doubled until the heads' split target), long ones the push field's.
+    assert_eq!(attention_splits(320, 64, 4), 8);
+    assert_eq!(attention_splits(320, 64, 32), 5);
+    assert_eq!(attention_splits(4096, 256, 16), 16);
+    assert_eq!(attention_splits(512, 256, 16), 8);
+    assert_eq!(attention_splits(100, 256, 16), 4);
+    for (seq, heads, want) in [(1, 16, 32), (256, 16, 32), (257, 16, 64), (2048, 16, 256)] {
+        assert_eq!(attention_chunk_for(seq, 256, heads, 16), want, "seq {seq}");
+    }
+    assert_eq!(attention_chunk_for(129, 256, 32, 16), 64);
+    // A dispatch of fewer splits keeps the chunk that covers the context in them.
+    assert_eq!(attention_chunk_for(100, 128, 16, 1), 128);
+    assert_eq!(attention_chunk_for(5000, 256, 16, 20), 256);
+    assert_eq!(attention_chunk_for(100, 16, 16, 7), 16);
+    for seq in 1..=4096 {
+        for heads in [1, 9, 16, 32, 64] {
+            let splits = attention_splits(4096, 256, heads);
+            let c = attention_chunk_for(seq, 256, heads, splits);
+            assert!(seq.div_ceil(c) <= splits);
+        }
+    }
     assert_eq!(argmax_cpu(&[1.0, f32::NAN, 3.0, 3.0]), (2, 3.0));
 }
 
@@ -461,111 +482,114 @@ fn attention_split_and_combine_match_reference() {
     let split = d.pipeline(&ATTENTION_SPLIT).unwrap();
     let combine = d.pipeline(&ATTENTION_COMBINE).unwrap();
     let mut rng = Rng::new(7);
-    let (capacity, chunk) = (320u32, 64u32);
-    let splits = attention_splits(capacity, chunk);
-    for (heads, kv_heads, hd) in [(4u32, 2u32, 64u32), (6, 6, 128)] {
-        // The whole cache is random: positions >= seq_len are garbage the kernel must skip.
-        let cache_len = (kv_heads * capacity * hd) as usize;
-        let kc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
-        let vc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
-        let (kc_f, vc_f) = (unpack_f16_pairs(&kc_words), unpack_f16_pairs(&vc_words));
-        let kc = u32_buffer(&d, "kc", &kc_words, ResourceClass::AppendOnlyKv);
-        let vc = u32_buffer(&d, "vc", &vc_words, ResourceClass::AppendOnlyKv);
-        let p = AttnPush {
-            heads,
-            kv_heads,
-            head_dim: hd,
-            capacity,
-            chunk,
-            splits,
-            scale: 1.0 / (hd as f32).sqrt(),
-            q_stride: 0,
-        };
-        // Ticket counters: zero at creation; every dispatch must leave them zero, so one
-        // buffer serves all the steps below.
-        let counters = u32_buffer(
-            &d,
-            "counters",
-            &vec![0u32; attention_counter_words(heads, 1) as usize],
-            ResourceClass::TokenScratch,
-        );
-        for seq_len in [1u32, 17, 64, 300, 256, 257] {
-            let q = rng.vec((heads * hd) as usize, 3.0);
-            let qb = f32_buffer(&d, "q", &q, ResourceClass::TokenScratch);
-            let params = params_buffer(&d, 0, seq_len - 1);
-            let part_len = (heads * splits * (hd + 2)) as usize;
-            let part = f32_buffer(
+    // Chunk 64 or 256 at most: the kernels take fewer positions per split at short
+    // contexts (attention_chunk_for), so one to eight splits and the combine.
+    for (capacity, chunk) in [(320u32, 64u32), (320, 256)] {
+        for (heads, kv_heads, hd) in [(4u32, 2u32, 64u32), (6, 6, 128)] {
+            let splits = attention_splits(capacity, chunk, heads);
+            // The whole cache is random: positions >= seq_len are garbage the kernel must skip.
+            let cache_len = (kv_heads * capacity * hd) as usize;
+            let kc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
+            let vc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
+            let (kc_f, vc_f) = (unpack_f16_pairs(&kc_words), unpack_f16_pairs(&vc_words));
+            let kc = u32_buffer(&d, "kc", &kc_words, ResourceClass::AppendOnlyKv);
+            let vc = u32_buffer(&d, "vc", &vc_words, ResourceClass::AppendOnlyKv);
+            let p = AttnPush {
+                heads,
+                kv_heads,
+                head_dim: hd,
+                capacity,
+                chunk,
+                splits,
+                scale: 1.0 / (hd as f32).sqrt(),
+                q_stride: 0,
+            };
+            // Ticket counters: zero at creation; every dispatch must leave them zero, so one
+            // buffer serves all the steps below.
+            let counters = u32_buffer(
                 &d,
-                "partial",
-                &vec![f32::NAN; part_len],
+                "counters",
+                &vec![0u32; attention_counter_words(heads, 1) as usize],
                 ResourceClass::TokenScratch,
             );
-            let nan_out = || {
-                f32_buffer(
+            for seq_len in [1u32, 17, 64, 100, 300, 256, 257] {
+                let q = rng.vec((heads * hd) as usize, 3.0);
+                let qb = f32_buffer(&d, "q", &q, ResourceClass::TokenScratch);
+                let params = params_buffer(&d, 0, seq_len - 1);
+                let part_len = (heads * splits * (hd + 2)) as usize;
+                let part = f32_buffer(
                     &d,
-                    "out",
-                    &vec![f32::NAN; (heads * hd) as usize],
+                    "partial",
+                    &vec![f32::NAN; part_len],
                     ResourceClass::TokenScratch,
+                );
+                let nan_out = || {
+                    f32_buffer(
+                        &d,
+                        "out",
+                        &vec![f32::NAN; (heads * hd) as usize],
+                        ResourceClass::TokenScratch,
+                    )
+                };
+                let (out, out2) = (nan_out(), nan_out());
+                let mut enc = d.encoder().unwrap();
+                let s = [
+                    params.slice(..),
+                    qb.slice(..),
+                    kc.slice(..),
+                    vc.slice(..),
+                    part.slice(..),
+                    counters.slice(..),
+                    out.slice(..),
+                ];
+                enc.dispatch(&split, [splits, heads, 1], &s, &p).unwrap();
+                // The separate combine over the same partials: the folded one must match it
+                // bit for bit.
+                enc.dispatch(
+                    &combine,
+                    [heads, 1, 1],
+                    &[params.slice(..), part.slice(..), out2.slice(..)],
+                    &p,
                 )
-            };
-            let (out, out2) = (nan_out(), nan_out());
-            let mut enc = d.encoder().unwrap();
-            let s = [
-                params.slice(..),
-                qb.slice(..),
-                kc.slice(..),
-                vc.slice(..),
-                part.slice(..),
-                counters.slice(..),
-                out.slice(..),
-            ];
-            enc.dispatch(&split, [splits, heads, 1], &s, &p).unwrap();
-            // The separate combine over the same partials: the folded one must match it
-            // bit for bit.
-            enc.dispatch(
-                &combine,
-                [heads, 1, 1],
-                &[params.slice(..), part.slice(..), out2.slice(..)],
-                &p,
-            )
-            .unwrap();
-            enc.submit().unwrap().wait().unwrap();
+                .unwrap();
+                enc.submit().unwrap().wait().unwrap();
 
-            let what = format!("heads {heads}/{kv_heads} hd {hd} seq {seq_len}");
-            let got_part: Vec<f32> = part.read(0, part_len).unwrap();
-            let want_part = attention_partials_cpu(&p, seq_len, &q, &kc_f, &vc_f);
-            let used = seq_len.div_ceil(chunk);
-            for (i, (g, w)) in got_part
-                .chunks(hd as usize + 2)
-                .zip(want_part.chunks(hd as usize + 2))
-                .enumerate()
-            {
-                if i as u32 % splits >= used {
-                    // Empty splits return at once: nothing written.
-                    assert!(g.iter().all(|x| x.is_nan()), "empty split {i} {what}");
-                } else {
-                    assert!(
-                        (g[0] - w[0]).abs() <= 1e-5 * w[0].abs().max(1.0),
-                        "m of split {i} {what}: {} vs {}",
-                        g[0],
-                        w[0]
-                    );
-                    assert_close(&format!("l, o of split {i} {what}"), &g[1..], &w[1..]);
+                let what = format!("heads {heads}/{kv_heads} hd {hd} seq {seq_len} chunk {chunk}");
+                let got_part: Vec<f32> = part.read(0, part_len).unwrap();
+                let want_part = attention_partials_cpu(&p, seq_len, &q, &kc_f, &vc_f);
+                let used = seq_len.div_ceil(attention_chunk_for(seq_len, chunk, heads, splits));
+                for (i, (g, w)) in got_part
+                    .chunks(hd as usize + 2)
+                    .zip(want_part.chunks(hd as usize + 2))
+                    .enumerate()
+                {
+                    if i as u32 % splits >= used {
+                        // Empty splits return at once: nothing written.
+                        assert!(g.iter().all(|x| x.is_nan()), "empty split {i} {what}");
+                    } else {
+                        assert!(
+                            (g[0] - w[0]).abs() <= 1e-5 * w[0].abs().max(1.0),
+                            "m of split {i} {what}: {} vs {}",
+                            g[0],
+                            w[0]
+                        );
+                        assert_close(&format!("l, o of split {i} {what}"), &g[1..], &w[1..]);
+                    }
                 }
+                let got: Vec<f32> = out.read(0, (heads * hd) as usize).unwrap();
+                assert_close(
+                    &format!("attention {what}"),
+                    &got,
+                    &attention_cpu(&p, seq_len, &q, &kc_f, &vc_f),
+                );
+                let two_pass: Vec<f32> = out2.read(0, (heads * hd) as usize).unwrap();
+                assert_eq!(bits(&got), bits(&two_pass), "one pass vs two {what}");
+                assert_eq!(
+                    counters.read::<u32>(0, heads as usize).unwrap(),
+                    vec![0; heads as usize],
+                    "counters left zero {what}"
+                );
             }
-            let got: Vec<f32> = out.read(0, (heads * hd) as usize).unwrap();
-            assert_close(
-                &format!("attention {what}"),
-                &got,
-                &attention_cpu(&p, seq_len, &q, &kc_f, &vc_f),
-            );
-            let two_pass: Vec<f32> = out2.read(0, (heads * hd) as usize).unwrap();
-            assert_eq!(bits(&got), bits(&two_pass), "one pass vs two {what}");
-            assert_eq!(
-                counters.read::<u32>(0, heads as usize).unwrap(),
-                vec![0; heads as usize],
-                "counters left zero {what}"
-            );
         }
     }
 }

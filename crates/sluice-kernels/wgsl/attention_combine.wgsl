@@ -1,8 +1,10 @@
+//! include: attention_chunk
 // Decode attention, second pass: combines the per-split partials of attention_split.
 // With y workgroups (prefill), token t's output is written after token t-1's.
 // Dispatch [heads, 1, 1], workgroup 256 (one invocation per output element, strided).
 //   out[h, :] = sum_s o_s e^(m_s - M) / sum_s l_s e^(m_s - M),  M = max_s m_s,
-// over the splits that hold positions (s < ceil(seq_len / chunk)).
+// over the splits that hold positions (s < ceil(seq_len / chunk), chunk =
+// attn_chunk(seq_len): include/attention_chunk.wgsl).
 
 struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct F32s { d: array<f32> }
@@ -30,7 +32,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let stride = hd + 2u;
     let first = (t * pc.heads + h) * pc.splits * stride;
     let seq = min(params.seq_len + t, pc.capacity);
-    let used = min((seq + pc.chunk - 1u) / pc.chunk, pc.splits);
+    let chunk = attn_chunk(seq);
+    let used = min((seq + chunk - 1u) / chunk, pc.splits);
     var mx = -3.0e38;
     for (var s = 0u; s < used; s++) {
         mx = max(mx, partial.d[first + s * stride]);

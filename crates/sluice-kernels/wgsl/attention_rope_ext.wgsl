@@ -1,4 +1,5 @@
 //! include: attention_rope_io
+//! include: attention_chunk
 //! include: attention_core
 //! include: attention_finish
 //! include: rope

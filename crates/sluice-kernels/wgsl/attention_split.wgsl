@@ -1,3 +1,4 @@
+//! include: attention_chunk
 //! include: attention_core
 //! include: attention_finish
 // Decode attention, split over the sequence (flash-decoding), both passes in one dispatch:
@@ -58,11 +59,12 @@ fn main(
     let pairs = hd / 2u;
     let obase = ((t * pc.heads + h) * pc.splits + s) * (hd + 2u);
     let seq = min(params.seq_len + t, pc.capacity);
-    let start = s * pc.chunk;
+    let chunk = attn_chunk(seq);
+    let start = s * chunk;
     if (start >= seq) {
         return;
     }
-    let n = min(seq - start, pc.chunk);
+    let n = min(seq - start, chunk);
     let kvh = h / (pc.heads / pc.kv_heads);
     // First u32 of position `start` of this kv head.
     let row0 = (kvh * pc.capacity + start) * pairs;
@@ -73,7 +75,7 @@ fn main(
     }
     workgroupBarrier();
 
-    let used = min((seq + pc.chunk - 1u) / pc.chunk, pc.splits);
+    let used = min((seq + chunk - 1u) / chunk, pc.splits);
     attend(tid, sg_id, sg_lane, nsg, row0, n, obase, pairs, used == 1u, (t * pc.heads + h) * hd);
     if (used > 1u) {
         finish_head(tid, t * pc.heads + h, used, hd, pc.splits);

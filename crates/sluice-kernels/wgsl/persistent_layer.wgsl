@@ -1,3 +1,4 @@
+//! include: attention_chunk
 //! include: attention_core
 //! include: attention_finish
 //! include: rope

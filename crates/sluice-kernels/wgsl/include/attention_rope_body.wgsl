@@ -35,12 +35,13 @@ fn attention_rope_wg(s: u32, h: u32, tid: u32, sg_id: u32, sg_lane: u32, nsg: u3
     let pairs = hd / 2u;
     let obase = (h * pc.splits + s) * (hd + 2u);
     let seq = min(params.seq_len, pc.capacity);
-    let start = s * pc.chunk;
+    let chunk = attn_chunk(seq);
+    let start = s * chunk;
     let kvh = h / (pc.heads / pc.kv_heads);
     let pos = params.pos;
     // The split holding the new position ropes and appends its key and value first.
     // Query heads sharing a kv head write identical bits there.
-    let appends = start <= pos && pos < start + pc.chunk && pos < pc.capacity;
+    let appends = start <= pos && pos < start + chunk && pos < pc.capacity;
     let attends = start < seq;
     if (!appends && !attends) {
         return;
@@ -121,11 +122,11 @@ fn attention_rope_wg(s: u32, h: u32, tid: u32, sg_id: u32, sg_lane: u32, nsg: u3
     if (!attends) {
         return;
     }
-    let n = min(seq - start, pc.chunk);
+    let n = min(seq - start, chunk);
     // First u32 of position `start` of this kv head.
     let row0 = (kvh * pc.capacity + start) * pairs;
 
-    let used = min((seq + pc.chunk - 1u) / pc.chunk, pc.splits);
+    let used = min((seq + chunk - 1u) / chunk, pc.splits);
     attend(tid, sg_id, sg_lane, nsg, row0, n, obase, pairs, used == 1u, h * hd);
     if (used > 1u) {
         finish_head(tid, h, used, hd, pc.splits);

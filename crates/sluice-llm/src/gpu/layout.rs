@@ -136,9 +136,10 @@ impl Sizes {
                 )
             })?;
         let kv_bytes = kv_elems * 2;
-        let splits = (context as u64).div_ceil(attention_chunk.max(1) as u64);
-        let splits =
-            u32::try_from(splits).map_err(|_| too_big("context", format!("{splits} splits")))?;
+        // Positions fit u32 (the cache's element count does).
+        let positions = u32::try_from(context)
+            .map_err(|_| too_big("context", format!("{context} positions")))?;
+        let splits = k::attention_splits(positions, attention_chunk.max(1), c.heads as u32);
         let x_stride = c.hidden.next_multiple_of(8);
         let h_stride = c.intermediate.next_multiple_of(8);
         let attn_stride = c.heads * c.head_dim;
@@ -199,7 +200,8 @@ mod tests {
         assert!(Sizes::new(&c, 64, MAX_CHUNK + 1, 256).is_err());
         let s = Sizes::new(&c, 64, 16, 256).unwrap();
         assert_eq!(s.kv_bytes, (c.kv_heads * 64 * c.head_dim * 2) as u64);
-        assert_eq!(s.splits, 1);
+        // 64 positions: two splits of the short-context chunk (32).
+        assert_eq!(s.splits, 2);
     }
 
     #[test]

@@ -52,7 +52,8 @@ pub struct GpuOptions {
     pub context: usize,
     /// Fuse gate/up projections with SiLU·mul into one kernel. Default true.
     pub fuse_gate_up: bool,
-    /// Positions per attention workgroup (<= 256). Default 256.
+    /// Most positions per attention workgroup (<= 256): the split of long contexts; short
+    /// ones use fewer (`sluice_kernels::attention_chunk_for`). Default 256.
     pub attention_chunk: u32,
     /// Fold each RMSNorm into the matvec that consumes it (qkv, gate/up, LM head): one
     /// dispatch and one barrier less per norm. Default true.

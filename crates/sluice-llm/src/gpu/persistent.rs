@@ -224,9 +224,15 @@ impl GpuModel {
             Lowering::Auto => {
                 // Rounds of `groups` workgroups the attention op needs over its
                 // (split, head) items: persistent while no more than at position 0.
-                let chunk = self.options.attention_chunk.max(1) as usize;
-                let splits = (pos + 1).div_ceil(chunk).min(self.sizes.splits as usize);
                 let heads = self.config.heads;
+                let seq = u32::try_from(pos + 1).unwrap_or(u32::MAX);
+                let chunk = k::attention_chunk_for(
+                    seq,
+                    self.options.attention_chunk,
+                    heads as u32,
+                    self.sizes.splits,
+                ) as usize;
+                let splits = (pos + 1).div_ceil(chunk).min(self.sizes.splits as usize);
                 let g = p.groups as usize;
                 (splits * heads).div_ceil(g) <= heads.div_ceil(g)
             }

@@ -494,19 +494,17 @@ pub fn embed_groups_dt(dtype: WeightDtype, cols: u32) -> [u32; 3] {
 /// Fewest positions per attention split at short contexts (`include/attention_chunk.wgsl`).
 pub const ATTENTION_MIN_CHUNK: u32 = 32;
 
-/// Splits the attention kernels aim for at short contexts with `heads` query heads: 128 /
-/// heads, 1..=8 (the mirror of `include/attention_chunk.wgsl`).
-pub fn attention_split_target(heads: u32) -> u32 {
-    (128 / heads.max(1)).clamp(1, 8)
-}
+/// Splits per head the attention kernels aim for while the context is short enough
+/// (`include/attention_chunk.wgsl`).
+pub const ATTENTION_SPLIT_TARGET: u32 = 8;
 
 /// Positions per split the attention kernels use for a context of `seq` positions with
 /// push fields `chunk` (the most) and `splits`: from [`ATTENTION_MIN_CHUNK`] doubled while
-/// the context needs more than [`attention_split_target`] (and more than `splits`) splits
+/// the context needs more than [`ATTENTION_SPLIT_TARGET`] (and more than `splits`) splits
 /// (the mirror of `include/attention_chunk.wgsl`).
-pub fn attention_chunk_for(seq: u32, chunk: u32, heads: u32, splits: u32) -> u32 {
+pub fn attention_chunk_for(seq: u32, chunk: u32, splits: u32) -> u32 {
     let chunk = chunk.max(1);
-    let target = attention_split_target(heads).min(splits).max(1);
+    let target = ATTENTION_SPLIT_TARGET.min(splits).max(1);
     let mut c = ATTENTION_MIN_CHUNK.min(chunk);
     while c < chunk && seq.div_ceil(c) > target {
         c *= 2;
@@ -517,11 +515,11 @@ pub fn attention_chunk_for(seq: u32, chunk: u32, heads: u32, splits: u32) -> u32
 /// Splits the attention kernels need for any context up to `capacity` positions with
 /// `chunk` positions per split at most (see [`attention_chunk_for`]): the grid width and
 /// the partials' stride.
-pub fn attention_splits(capacity: u32, chunk: u32, heads: u32) -> u32 {
+pub fn attention_splits(capacity: u32, chunk: u32) -> u32 {
     let chunk = chunk.max(1);
     let short = capacity
         .div_ceil(ATTENTION_MIN_CHUNK.min(chunk))
-        .min(attention_split_target(heads));
+        .min(ATTENTION_SPLIT_TARGET);
     capacity.div_ceil(chunk).max(short).max(1)
 }
 
@@ -671,9 +669,9 @@ pub struct AttnPush {
     /// KV-cache capacity in positions.
     pub capacity: u32,
     /// Positions per split at most (<= 256); the kernels use
-    /// [`attention_chunk_for`]`(seq, chunk, heads)`, fewer at short contexts.
+    /// [`attention_chunk_for`]`(seq, chunk, splits)`, fewer at short contexts.
     pub chunk: u32,
-    /// Splits, [`attention_splits`]`(capacity, chunk, heads)`.
+    /// Splits, [`attention_splits`]`(capacity, chunk)`.
     pub splits: u32,
     /// Score scale, usually `1 / sqrt(head_dim)`.
     pub scale: f32,

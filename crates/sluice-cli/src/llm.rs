@@ -64,7 +64,7 @@ pub struct ModelOpts {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=sluice_llm::load::MAX_CONTEXT as u64))]
     pub context: Option<u64>,
     /// Most positions per attention workgroup (split); shorter contexts use fewer (from 32,
-    /// doubled until eight splits hold the context)
+    /// or 128 above 16 heads, doubled until eight splits hold the context)
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub attention_chunk: u32,
     /// Prompt tokens per prefill dispatch

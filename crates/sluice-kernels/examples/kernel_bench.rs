@@ -210,7 +210,7 @@ fn main() {
     let combine = d.pipeline(&ATTENTION_COMBINE).unwrap();
     for (name, heads, kv_heads) in [("0.6b", 16u32, 8u32), ("4b", 32, 8)] {
         let (hd, capacity, chunk) = (128u32, 4352u32, 256u32);
-        let splits = attention_splits(capacity, chunk);
+        let splits = attention_splits(capacity, chunk, heads);
         let cache = (kv_heads * capacity * hd * 2) as u64;
         let kc = buffer(&d, "kc", cache, ResourceClass::AppendOnlyKv);
         let vc = buffer(&d, "vc", cache, ResourceClass::AppendOnlyKv);

@@ -159,7 +159,7 @@ pub fn attention_partials_cpu(
 ) -> Vec<f32> {
     let (hd, cap) = (p.head_dim as usize, p.capacity as usize);
     let seq = (seq_len as usize).min(cap);
-    let chunk = crate::attention_chunk_for(seq as u32, p.chunk, p.splits) as usize;
+    let chunk = crate::attention_chunk_for(seq as u32, p.chunk, p.heads, p.splits) as usize;
     let group = (p.heads / p.kv_heads) as usize;
     let mut out = Vec::with_capacity(p.heads as usize * p.splits as usize * (hd + 2));
     for h in 0..p.heads as usize {

@@ -62,11 +62,14 @@ fn packing_layout_and_helpers() {
     assert_eq!(embed_groups(100), [1, 1, 1]);
     assert_eq!(embed_groups(8 * 64 + 1), [2, 1, 1]);
     // Positions per split and the splits a capacity needs: short contexts take the small
-    // chunk (doubled until eight splits cover the context), long ones the push field's.
-    assert_eq!(attention_splits(320, 64), 8);
-    assert_eq!(attention_splits(4096, 256), 16);
-    assert_eq!(attention_splits(512, 256), 8);
-    assert_eq!(attention_splits(100, 256), 4);
+    // chunk (32, or 128 above 16 heads; doubled until eight splits cover the context), long
+    // ones the push field's.
+    assert_eq!(attention_splits(320, 64, 16), 8);
+    assert_eq!(attention_splits(320, 64, 32), 5);
+    assert_eq!(attention_splits(4096, 256, 16), 16);
+    assert_eq!(attention_splits(512, 256, 16), 8);
+    assert_eq!(attention_splits(100, 256, 16), 4);
+    assert_eq!(attention_splits(100, 256, 32), 1);
     for (seq, want) in [
         (1, 32),
         (256, 32),
@@ -75,16 +78,26 @@ fn packing_layout_and_helpers() {
         (1025, 256),
         (2048, 256),
     ] {
-        assert_eq!(attention_chunk_for(seq, 256, 16), want, "seq {seq}");
+        assert_eq!(attention_chunk_for(seq, 256, 16, 16), want, "seq {seq}");
+    }
+    for (seq, want) in [(1, 128), (128, 128), (1024, 128), (1025, 256)] {
+        assert_eq!(
+            attention_chunk_for(seq, 256, 32, 16),
+            want,
+            "seq {seq}, 32 heads"
+        );
     }
     // A dispatch of fewer splits keeps the chunk that covers the context in them.
-    assert_eq!(attention_chunk_for(100, 128, 1), 128);
-    assert_eq!(attention_chunk_for(5000, 256, 20), 256);
-    assert_eq!(attention_chunk_for(100, 16, 7), 16);
+    assert_eq!(attention_chunk_for(100, 128, 16, 1), 128);
+    assert_eq!(attention_chunk_for(5000, 256, 16, 20), 256);
+    assert_eq!(attention_chunk_for(100, 16, 16, 7), 16);
     for chunk in [1, 16, 64, 100, 256] {
-        let splits = attention_splits(4096, chunk);
-        for seq in 1..=4096u32 {
-            assert!(seq.div_ceil(attention_chunk_for(seq, chunk, splits)) <= splits);
+        for heads in [1, 16, 17, 32] {
+            let splits = attention_splits(4096, chunk, heads);
+            for seq in 1..=4096u32 {
+                let c = attention_chunk_for(seq, chunk, heads, splits);
+                assert!(seq.div_ceil(c) <= splits);
+            }
         }
     }
     assert_eq!(argmax_cpu(&[1.0, f32::NAN, 3.0, 3.0]), (2, 3.0));
@@ -489,8 +502,9 @@ fn attention_split_and_combine_match_reference() {
     // Chunk 64 or 256 at most: the kernels take fewer positions per split at short
     // contexts (attention_chunk_for), so one to eight splits and the combine.
     for (capacity, chunk) in [(320u32, 64u32), (320, 256)] {
-        for (heads, kv_heads, hd) in [(4u32, 2u32, 64u32), (6, 6, 128)] {
-            let splits = attention_splits(capacity, chunk);
+        // 20 heads: the many-heads minimum chunk (one split up to 128 positions).
+        for (heads, kv_heads, hd) in [(4u32, 2u32, 64u32), (6, 6, 128), (20, 4, 64)] {
+            let splits = attention_splits(capacity, chunk, heads);
             // The whole cache is random: positions >= seq_len are garbage the kernel must skip.
             let cache_len = (kv_heads * capacity * hd) as usize;
             let kc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
@@ -561,7 +575,7 @@ fn attention_split_and_combine_match_reference() {
                 let what = format!("heads {heads}/{kv_heads} hd {hd} seq {seq_len} chunk {chunk}");
                 let got_part: Vec<f32> = part.read(0, part_len).unwrap();
                 let want_part = attention_partials_cpu(&p, seq_len, &q, &kc_f, &vc_f);
-                let used = seq_len.div_ceil(attention_chunk_for(seq_len, chunk, splits));
+                let used = seq_len.div_ceil(attention_chunk_for(seq_len, chunk, heads, splits));
                 for (i, (g, w)) in got_part
                     .chunks(hd as usize + 2)
                     .zip(want_part.chunks(hd as usize + 2))

@@ -139,7 +139,7 @@ impl Sizes {
         // Positions fit u32 (the cache's element count does).
         let positions = u32::try_from(context)
             .map_err(|_| too_big("context", format!("{context} positions")))?;
-        let splits = k::attention_splits(positions, attention_chunk.max(1));
+        let splits = k::attention_splits(positions, attention_chunk.max(1), c.heads as u32);
         let x_stride = c.hidden.next_multiple_of(8);
         let h_stride = c.intermediate.next_multiple_of(8);
         let attn_stride = c.heads * c.head_dim;

@@ -226,9 +226,12 @@ impl GpuModel {
                 // (split, head) items: persistent while no more than at position 0.
                 let heads = self.config.heads;
                 let seq = u32::try_from(pos + 1).unwrap_or(u32::MAX);
-                let chunk =
-                    k::attention_chunk_for(seq, self.options.attention_chunk, self.sizes.splits)
-                        as usize;
+                let chunk = k::attention_chunk_for(
+                    seq,
+                    self.options.attention_chunk,
+                    heads as u32,
+                    self.sizes.splits,
+                ) as usize;
                 let splits = (pos + 1).div_ceil(chunk).min(self.sizes.splits as usize);
                 let g = p.groups as usize;
                 (splits * heads).div_ceil(g) <= heads.div_ceil(g)

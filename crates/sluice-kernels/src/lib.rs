@@ -514,9 +514,9 @@ pub fn attention_min_chunk(heads: u32) -> u32 {
 pub const ATTENTION_SPLIT_TARGET: u32 = 8;
 
 /// Positions per split the attention kernels use for a context of `seq` positions with
-/// push fields `chunk` (the most), `heads` and `splits`: from [`attention_min_chunk`] doubled while
-/// the context needs more than [`ATTENTION_SPLIT_TARGET`] (and more than `splits`) splits
-/// (the mirror of `include/attention_chunk.wgsl`).
+/// push fields `chunk` (the most), `heads` and `splits`: from [`attention_min_chunk`],
+/// doubled while the context needs more than [`ATTENTION_SPLIT_TARGET`] (and more than
+/// `splits`) splits (the mirror of `include/attention_chunk.wgsl`).
 pub fn attention_chunk_for(seq: u32, chunk: u32, heads: u32, splits: u32) -> u32 {
     let chunk = chunk.max(1);
     let target = ATTENTION_SPLIT_TARGET.min(splits).max(1);

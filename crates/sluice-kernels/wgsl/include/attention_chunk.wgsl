@@ -1,8 +1,8 @@
 // Positions per attention split for a context of `seq` positions (the host mirror is
 // `sluice_kernels::attention_chunk_for`): from ATTN_MIN_CHUNK, or ATTN_MIN_CHUNK_MANY_HEADS
-// above 16 query heads (or push field `chunk` if smaller), doubled while the context needs more than ATTN_SPLIT_TARGET splits (or more
-// than the dispatch's `splits`, which cover the capacity at `chunk` per split), at most
-// `chunk`. About eight (split, head) workgroups per head: one workgroup holding 256 keys
+// above 16 query heads (or push field `chunk` if smaller), doubled while the context needs
+// more than ATTN_SPLIT_TARGET splits (or more than the dispatch's `splits`, which cover the
+// capacity at `chunk` per split), at most `chunk`. About eight (split, head) workgroups per head: one workgroup holding 256 keys
 // measured 10-17% slower decode at 128-512 positions on the H100, and many more splits
 // (128 per head at 4096 positions) make the grid and the combine the cost. Every
 // workgroup of a step computes the same chunk from the same seq.

@@ -7,6 +7,7 @@ use sluice::testing::{test_device_with, ValidationGuard};
 use sluice::{BarrierMode, Device, Options};
 use sluice_llm::config::ModelConfig;
 use sluice_llm::decode::{Decoder, Mode};
+use sluice_llm::gpu::Lowering;
 use sluice_llm::load::{open_model, LoadOptions};
 use sluice_llm::reference::CpuModel;
 use sluice_llm::safetensors::DType;
@@ -86,6 +87,46 @@ fn tiny_qwen2_biases_gpu_matches_cpu_reference() {
 fn tiny_llama3_rope_scaling_gpu_matches_cpu_reference() {
     gpu_matches_cpu("tiny-llama3", true);
     gpu_matches_cpu("tiny-llama3", false);
+}
+
+/// The default attention chunk (256 at most) with a context past 256 positions: the
+/// decode attention's split size follows the context (1 split up to 32 positions, then
+/// splits of 32 up to 256, then of 64), under both lowerings; logits vs the CPU reference
+/// at every position.
+#[test]
+fn attention_splits_follow_the_context_and_match_cpu_reference() {
+    let d = device(BarrierMode::Auto);
+    let _guard = ValidationGuard::new(&d);
+    let cfg = ModelConfig::synthetic("tiny").unwrap();
+    for lowering in [Lowering::Barriers, Lowering::Persistent] {
+        let mut o = LoadOptions::default();
+        o.gpu.context = 320;
+        o.gpu.lowering = lowering;
+        let loaded = open_model(&d, "synthetic:tiny", &o, |_, _| {}).unwrap();
+        let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
+        let mut cpu = CpuModel::synthetic(&cfg, DEFAULT_SEED, DType::F16).unwrap();
+        let (mut token, mut worst, mut agree) = (1u32, 0f32, 0);
+        let steps = 270;
+        for pos in 0..steps {
+            let want = cpu.forward(token).unwrap();
+            let gpu_next = decoder.step(token, pos).unwrap();
+            worst = worst.max(rel_err(&loaded.model.logits().unwrap(), &want));
+            let cpu_next = argmax(&want).unwrap();
+            agree += (gpu_next == cpu_next) as usize;
+            token = cpu_next;
+        }
+        eprintln!(
+            "{lowering:?}: worst relative logit error {worst:.2e}, agreement {agree}/{steps}"
+        );
+        assert!(
+            worst < 2e-3,
+            "{lowering:?}: worst relative logit error {worst}"
+        );
+        assert!(
+            agree >= steps - 3,
+            "{lowering:?}: greedy agreed on {agree}/{steps} steps"
+        );
+    }
 }
 
 #[test]

@@ -8,7 +8,7 @@ use sluice::{BarrierMode, Device, Options};
 use sluice_llm::config::ModelConfig;
 use sluice_llm::decode::{Decoder, Mode};
 use sluice_llm::gpu::Lowering;
-use sluice_llm::load::{open_model, LoadOptions};
+use sluice_llm::load::{open_model, LoadOptions, Loaded};
 use sluice_llm::reference::CpuModel;
 use sluice_llm::safetensors::DType;
 use sluice_llm::sampler::argmax;
@@ -42,25 +42,30 @@ fn rel_err(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs())) / scale
 }
 
-fn gpu_matches_cpu(name: &str, fuse: bool) {
-    let d = device(BarrierMode::Auto);
-    let _guard = ValidationGuard::new(&d);
-    let loaded = load_with(&d, name, fuse);
+/// Decodes `steps` positions of synthetic model `name` from token 1 on the GPU (replay)
+/// and on the CPU reference, both fed the CPU's greedy tokens (teacher forcing): the worst
+/// relative logit error and the steps whose greedy tokens agree.
+fn teacher_forced(loaded: &Loaded, name: &str, steps: usize) -> (f32, usize) {
     let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
     let cfg = ModelConfig::synthetic(name).unwrap();
     let mut cpu = CpuModel::synthetic(&cfg, DEFAULT_SEED, DType::F16).unwrap();
-    let mut token = 1u32;
-    let mut worst = 0f32;
-    let mut agree = 0;
-    for pos in 0..32 {
+    let (mut token, mut worst, mut agree) = (1u32, 0f32, 0);
+    for pos in 0..steps {
         let want = cpu.forward(token).unwrap();
         let gpu_next = decoder.step(token, pos).unwrap();
-        let got = loaded.model.logits().unwrap();
-        worst = worst.max(rel_err(&got, &want));
+        worst = worst.max(rel_err(&loaded.model.logits().unwrap(), &want));
         let cpu_next = argmax(&want).unwrap();
         agree += (gpu_next == cpu_next) as usize;
         token = cpu_next; // teacher forcing: both see the same tokens
     }
+    (worst, agree)
+}
+
+fn gpu_matches_cpu(name: &str, fuse: bool) {
+    let d = device(BarrierMode::Auto);
+    let _guard = ValidationGuard::new(&d);
+    let loaded = load_with(&d, name, fuse);
+    let (worst, agree) = teacher_forced(&loaded, name, 32);
     eprintln!("{name} (fused {fuse}): worst relative logit error {worst:.2e}, greedy agreement {agree}/32");
     // The GPU keeps the KV cache in f16 and sums in another order: a small relative error.
     assert!(worst < 2e-3, "{name}: worst relative logit error {worst}");
@@ -97,24 +102,13 @@ fn tiny_llama3_rope_scaling_gpu_matches_cpu_reference() {
 fn attention_splits_follow_the_context_and_match_cpu_reference() {
     let d = device(BarrierMode::Auto);
     let _guard = ValidationGuard::new(&d);
-    let cfg = ModelConfig::synthetic("tiny").unwrap();
     for lowering in [Lowering::Barriers, Lowering::Persistent] {
         let mut o = LoadOptions::default();
         o.gpu.context = 320;
         o.gpu.lowering = lowering;
         let loaded = open_model(&d, "synthetic:tiny", &o, |_, _| {}).unwrap();
-        let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
-        let mut cpu = CpuModel::synthetic(&cfg, DEFAULT_SEED, DType::F16).unwrap();
-        let (mut token, mut worst, mut agree) = (1u32, 0f32, 0);
         let steps = 270;
-        for pos in 0..steps {
-            let want = cpu.forward(token).unwrap();
-            let gpu_next = decoder.step(token, pos).unwrap();
-            worst = worst.max(rel_err(&loaded.model.logits().unwrap(), &want));
-            let cpu_next = argmax(&want).unwrap();
-            agree += (gpu_next == cpu_next) as usize;
-            token = cpu_next;
-        }
+        let (worst, agree) = teacher_forced(&loaded, "tiny", steps);
         eprintln!(
             "{lowering:?}: worst relative logit error {worst:.2e}, agreement {agree}/{steps}"
         );

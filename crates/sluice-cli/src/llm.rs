@@ -67,6 +67,11 @@ pub struct ModelOpts {
     /// or 128 above 16 heads, doubled until eight splits hold the context)
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub attention_chunk: u32,
+    /// Batched engines (--sequences): positions per attention split at least, a row's
+    /// context running as ceil(context / N) splits of about equal length (at most 8); 0:
+    /// one split per row (default: 512 in engines of up to 16 sequences, one split above)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    pub batch_attention_split: Option<u32>,
     /// Prompt tokens per prefill dispatch
     #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=sluice_llm::load::MAX_PREFILL_CHUNK as i64))]
     pub prefill_chunk: u32,
@@ -127,6 +132,7 @@ pub(crate) fn model_args(
         None => default_context,
     };
     load.gpu.attention_chunk = o.attention_chunk;
+    load.gpu.batch_attention_split = o.batch_attention_split;
     load.gpu.prefill_chunk = o.prefill_chunk as usize;
     load.gpu.matvec_threads_per_row = o.matvec_tpr;
     load.dtype = o.dtype;

@@ -70,6 +70,12 @@ pub struct ServeArgs {
     /// Seconds running requests get to finish after SIGTERM/SIGINT before they are cancelled
     #[arg(long, value_name = "S", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub shutdown_grace: u64,
+    /// Positions per attention split at least: a sequence's context runs as
+    /// ceil(context / N) splits of about equal length (at most 8), so a few long sequences
+    /// still fill the GPU; 0: one split per sequence (default: 512 up to 16
+    /// --max-sequences, one split above)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    pub batch_attention_split: Option<u32>,
     /// Record every step instead of replaying the recorded one
     #[arg(long)]
     pub direct: bool,
@@ -89,6 +95,7 @@ pub fn run(args: &ServeArgs, device: sluice::Options) -> Result<(), String> {
     let mut load = LoadOptions::default();
     let context = usize::try_from(args.context).map_err(|e| e.to_string())?;
     load.gpu.context = context;
+    load.gpu.batch_attention_split = args.batch_attention_split;
     load.dtype = args.dtype;
     let prompt_tokens = args.step_prompt_tokens as usize;
     // Rows of a mixed step: every sequence, the prompt tokens, rounded up to whole row groups.

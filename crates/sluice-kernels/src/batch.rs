@@ -50,8 +50,11 @@ const _: () =
 /// Push constants of [`crate::BATCH_ATTENTION`] (causal attention of each row over its
 /// own sequence's paged keys). Bindings: 0 rows, 1 table, 2 q, 3 kcache, 4 vcache (read),
 /// 5 out (read-write), 6 kcache and 7 vcache again (read as 16-byte words), 8 and 9 the
-/// int8 output with `q8` (read-write: words, block scales; any buffer otherwise). Dispatch `[heads, n, 1]`; [`crate::BATCH_ATTENTION_GQA`]:
-/// `[kv_heads * ceil(heads / kv_heads / 4), n, 1]` (see [`batch_attention_kernel`]).
+/// int8 output with `q8` (read-write: words, block scales; any buffer otherwise), 10 the
+/// split partials and 11 their tickets with `splits` > 1 (read-write,
+/// [`batch_attention_scratch`]; any buffer otherwise). Dispatch `[heads, n, z]`;
+/// [`crate::BATCH_ATTENTION_GQA`]: `[kv_heads * ceil(heads / kv_heads / 4), n, z]` (see
+/// [`batch_attention_kernel`]), z = [`batch_attention_z`] of the rows' longest context.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct BatchAttnPush {
@@ -85,10 +88,85 @@ pub struct BatchAttnPush {
     pub q8_words: u32,
     /// 16-byte block entries between consecutive rows' int8 output (`q8`).
     pub q8_blocks: u32,
+    /// Positions per split at least ([`BATCH_ATTENTION_SPLIT`]; a row's splits follow its
+    /// own context, [`batch_attention_splits`]).
+    pub chunk: u32,
+    /// Most splits of a row, the partials' room per (row, workgroup column); 0 or 1: one
+    /// split per row.
+    pub splits: u32,
 }
 const _: () = assert!(
     std::mem::size_of::<BatchAttnPush>() == crate::BATCH_ATTENTION.push_constant_bytes as usize
 );
+
+/// Positions per split of the batched attention at least (the default): a row's context
+/// of `len` positions runs as ceil(len / this) splits of about equal length (at most
+/// [`BATCH_ATTENTION_MAX_SPLITS`]), so contexts up to this stay one split. Shorter splits
+/// lose where many rows fill the GPU: on an H200, Qwen3-0.6B at 32 rows ran 10-12% slower
+/// with splits of 32..128 positions at 160-position contexts and 3-6% slower at 1024,
+/// while one row gained 24% at 1024 and 63% at 2048 (BENCHMARKS.md, twenty-sixth
+/// session).
+pub const BATCH_ATTENTION_SPLIT: u32 = 512;
+
+/// Engines of up to this many sequence slots split their rows' attention by default
+/// ([`BATCH_ATTENTION_SPLIT`]); larger ones keep one split per row. On the H100
+/// (Qwen3-0.6B f16, 1024 / 2048 positions) splits gained 19% / 46% for one row, 13% / 29%
+/// for 8, 5% / 2% for 16 and lost 5% / 9% for 32 (BENCHMARKS.md, twenty-sixth session).
+pub const BATCH_ATTENTION_SPLIT_MAX_SEQUENCES: u32 = 16;
+
+/// Most splits of one row's context in the batched attention.
+pub const BATCH_ATTENTION_MAX_SPLITS: u32 = 8;
+
+/// Splits a row's context of `len` positions asks for with push fields `chunk` (positions
+/// per split at least) and `splits` (the most): ceil(len / chunk), in 1..=splits. The
+/// kernel rounds the split length up to whole key tiles (`split_range` in
+/// `wgsl/include/batch_attention_io.wgsl`), which can leave fewer splits, never more; this
+/// count grows with `len`.
+pub fn batch_attention_splits(len: u32, chunk: u32, splits: u32) -> u32 {
+    if splits <= 1 {
+        return 1;
+    }
+    len.max(1).div_ceil(chunk.max(1)).clamp(1, splits)
+}
+
+/// The batched attention's dispatch depth for rows whose longest context is `len`
+/// positions: its [`batch_attention_splits`] rounded up to a power of two, at most
+/// `splits` (so at least every row's splits). Workgroups past a row's own splits return
+/// at once, so any depth from the row's splits on gives the same bits.
+pub fn batch_attention_z(len: u32, chunk: u32, splits: u32) -> u32 {
+    batch_attention_splits(len, chunk, splits)
+        .next_power_of_two()
+        .min(splits.max(1))
+}
+
+/// Query heads per workgroup lane set of the kernel [`batch_attention_kernel`] picks for
+/// `heads` over `kv_heads`: [`BATCH_ATTENTION_GQA_HEADS`] (its partials hold a vec4 per
+/// value) for [`crate::BATCH_ATTENTION_GQA`], else 1.
+pub fn batch_attention_lanes(heads: u32, kv_heads: u32) -> u32 {
+    if heads / kv_heads.max(1) >= BATCH_ATTENTION_GQA_HEADS {
+        BATCH_ATTENTION_GQA_HEADS
+    } else {
+        1
+    }
+}
+
+/// Floats of the batched attention's split partials (binding 10) and u32 tickets (binding
+/// 11) for `rows` rows of `groups` workgroup columns ([`batch_attention_kernel`]) with
+/// `splits` splits: per (row, column, split) the running max, the sum and `head_dim` sums,
+/// each `lanes` floats ([`batch_attention_lanes`]).
+pub fn batch_attention_scratch(
+    rows: u32,
+    groups: u32,
+    splits: u32,
+    head_dim: u32,
+    lanes: u32,
+) -> (u64, u64) {
+    let cells = rows as u64 * groups as u64;
+    (
+        cells * splits.max(1) as u64 * (head_dim as u64 + 2) * lanes as u64,
+        cells,
+    )
+}
 
 /// Query heads one workgroup of [`crate::BATCH_ATTENTION_GQA`] takes (of one key/value
 /// head).

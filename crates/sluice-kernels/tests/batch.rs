@@ -80,10 +80,34 @@ fn run_attention_into(
     let rb = rows_buffer(d, rows);
     let qb = f32_buffer(d, "q", q, ResourceClass::TokenScratch);
     let ob = u32_buffer(d, "out", &vec![!0; n_out], ResourceClass::TokenScratch);
+    // Split contexts: the partials (garbage before: every read one is written first) and
+    // the tickets (zero before, and checked zero after).
+    // The engine's sizing where it picks this kernel; 4 lanes for any gqa run.
+    let lanes = if gqa {
+        BATCH_ATTENTION_GQA_HEADS
+    } else {
+        batch_attention_lanes(p.heads, p.kv_heads)
+    };
+    let (floats, tickets) =
+        batch_attention_scratch(rows.len() as u32, groups, p.splits, p.head_dim, lanes);
+    let part = u32_buffer(
+        d,
+        "part",
+        &vec![0x7fc0_0000; floats as usize],
+        ResourceClass::TokenScratch,
+    );
+    let tick = u32_buffer(
+        d,
+        "tick",
+        &vec![0; tickets as usize],
+        ResourceClass::Generic,
+    );
+    let longest = rows.iter().map(|r| r.0 + 1).max().unwrap_or(1);
+    let z = batch_attention_z(longest, p.chunk, p.splits);
     let mut enc = d.encoder().unwrap();
     enc.dispatch(
         &k,
-        [groups, rows.len() as u32, 1],
+        [groups, rows.len() as u32, z],
         &[
             rb.slice(..),
             table.slice(..),
@@ -95,11 +119,15 @@ fn run_attention_into(
             vc.slice(..),
             oq.slice(..),
             od.slice(..),
+            part.slice(..),
+            tick.slice(..),
         ],
         p,
     )
     .unwrap();
     enc.submit().unwrap().wait().unwrap();
+    let left: Vec<u32> = tick.read(0, tickets as usize).unwrap();
+    assert!(left.iter().all(|&t| t == 0), "tickets left non-zero");
     ob.read(0, n_out).unwrap()
 }
 
@@ -149,6 +177,10 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
     assert_eq!(pick(16, 8), ("batch_attention", 16));
     assert_eq!(pick(32, 8), ("batch_attention_gqa", 8));
     assert_eq!(pick(40, 8), ("batch_attention_gqa", 16));
+    // The split partials hold a vec4 per value for the grouped kernel.
+    assert_eq!(batch_attention_lanes(16, 8), 1);
+    assert_eq!(batch_attention_lanes(32, 8), BATCH_ATTENTION_GQA_HEADS);
+    assert_eq!(batch_attention_lanes(40, 8), BATCH_ATTENTION_GQA_HEADS);
     let d = test_device();
     let _guard = ValidationGuard::new(&d);
     let mut rng = Rng::new(31);
@@ -182,122 +214,135 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
             (block, 1),
             (129.min(max_blocks * block - 1), 2),
         ];
-        let p = BatchAttnPush {
-            heads,
-            kv_heads,
-            head_dim: hd,
-            capacity,
-            q_stride: heads * hd + 3,
-            o_stride: heads * hd + 1,
-            scale: 1.0 / (hd as f32).sqrt(),
-            block,
-            max_blocks,
-            out_f16: 0,
-            q8: 0,
-            q8_words: 0,
-            q8_blocks: 0,
-        };
-        let q = rng.vec(rows.len() * p.q_stride as usize, 3.0);
-        let want = batch_attention_cpu(&p, &rows, &table_words, &q, &kc_f, &vc_f);
-        for gqa in [false, true] {
-            let n_out = rows.len() * p.o_stride as usize;
-            let got = floats(run_attention(
-                &d, gqa, &p, &rows, &table, &q, &kc, &vc, n_out,
-            ));
-            let n = (heads * hd) as usize;
-            let (mut g, mut w) = (Vec::new(), Vec::new());
-            for r in 0..rows.len() {
-                let at = r * p.o_stride as usize;
-                g.extend_from_slice(&got[at..at + n]);
-                w.extend_from_slice(&want[at..at + n]);
-                assert!(got[at + n].is_nan(), "gap after row {r} written");
-            }
-            let kernel = if gqa {
-                "batch_attention_gqa"
-            } else {
-                "batch_attention"
+        let q = rng.vec(rows.len() * (heads * hd + 3) as usize, 3.0);
+        // One split per row, then splits of at least 16 positions (1 to 4 per row here)
+        // and of at least 5 (up to 8, of equal length).
+        for chunk in [0u32, 16, 5] {
+            let p = BatchAttnPush {
+                heads,
+                kv_heads,
+                head_dim: hd,
+                capacity,
+                q_stride: heads * hd + 3,
+                o_stride: heads * hd + 1,
+                scale: 1.0 / (hd as f32).sqrt(),
+                block,
+                max_blocks,
+                out_f16: 0,
+                q8: 0,
+                q8_words: 0,
+                q8_blocks: 0,
+                chunk,
+                splits: if chunk == 0 {
+                    0
+                } else {
+                    BATCH_ATTENTION_MAX_SPLITS
+                },
             };
-            let what = format!("{kernel} {heads}/{kv_heads} hd {hd} block {block}");
-            assert_nmse(&what, &g, &w, NMSE_MAX);
-            // Each row alone: bit-identical to its result in the batch.
-            for (r, &row) in rows.iter().enumerate() {
-                let qr = &q[r * p.q_stride as usize..(r + 1) * p.q_stride as usize];
-                let n_row = p.o_stride as usize;
-                let alone = floats(run_attention(
-                    &d,
-                    gqa,
-                    &p,
-                    &[row],
-                    &table,
-                    qr,
-                    &kc,
-                    &vc,
-                    n_row,
+            let want = batch_attention_cpu(&p, &rows, &table_words, &q, &kc_f, &vc_f);
+            for gqa in [false, true] {
+                let n_out = rows.len() * p.o_stride as usize;
+                let got = floats(run_attention(
+                    &d, gqa, &p, &rows, &table, &q, &kc, &vc, n_out,
                 ));
-                let at = r * p.o_stride as usize;
-                let same = same_bits(&alone[..n], &got[at..at + n]);
-                assert!(same, "{what}: row {r} differs alone vs batched");
-            }
-            // f16 output (the matrix-unit matvec's input): bit-identical to ACT_F16 of the
-            // f32 output; the word after each row untouched.
-            let h_stride = heads * hd + 2;
-            let p16 = BatchAttnPush {
-                o_stride: h_stride,
-                out_f16: 1,
-                ..p
-            };
-            let words = rows.len() * h_stride as usize / 2;
-            let got16 = run_attention(&d, gqa, &p16, &rows, &table, &q, &kc, &vc, words);
-            let rows_n = rows.len() as u32;
-            let want16 = act_f16_words(&d, &got, heads * hd, rows_n, p.o_stride, h_stride / 2);
-            for r in 0..rows.len() {
-                let at = r * h_stride as usize / 2;
-                let row = at..at + n / 2;
-                assert_eq!(got16[row.clone()], want16[row], "{what}: f16 row {r}");
-                assert_eq!(
-                    got16[at + n / 2],
-                    !0,
-                    "{what}: f16 gap after row {r} written"
+                let n = (heads * hd) as usize;
+                let (mut g, mut w) = (Vec::new(), Vec::new());
+                for r in 0..rows.len() {
+                    let at = r * p.o_stride as usize;
+                    g.extend_from_slice(&got[at..at + n]);
+                    w.extend_from_slice(&want[at..at + n]);
+                    assert!(got[at + n].is_nan(), "gap after row {r} written");
+                }
+                let kernel = if gqa {
+                    "batch_attention_gqa"
+                } else {
+                    "batch_attention"
+                };
+                let what = format!(
+                    "{kernel} {heads}/{kv_heads} hd {hd} block {block} splits {}",
+                    p.splits
                 );
-            }
-            // int8 output (the integer-dot matvec's input): bit-identical to ACT_Q8 of the
-            // f32 output, rows one word / block entry apart; `out` untouched.
-            if hd % 32 == 0 {
-                let (qs, ds) = act_q8_strides(heads * hd);
-                let pq = BatchAttnPush {
-                    q8: 1,
-                    q8_words: qs + 1,
-                    q8_blocks: ds + 1,
+                assert_nmse(&what, &g, &w, NMSE_MAX);
+                // Each row alone: bit-identical to its result in the batch.
+                for (r, &row) in rows.iter().enumerate() {
+                    let qr = &q[r * p.q_stride as usize..(r + 1) * p.q_stride as usize];
+                    let n_row = p.o_stride as usize;
+                    let alone = floats(run_attention(
+                        &d,
+                        gqa,
+                        &p,
+                        &[row],
+                        &table,
+                        qr,
+                        &kc,
+                        &vc,
+                        n_row,
+                    ));
+                    let at = r * p.o_stride as usize;
+                    let same = same_bits(&alone[..n], &got[at..at + n]);
+                    assert!(same, "{what}: row {r} differs alone vs batched");
+                }
+                // f16 output (the matrix-unit matvec's input): bit-identical to ACT_F16 of the
+                // f32 output; the word after each row untouched.
+                let h_stride = heads * hd + 2;
+                let p16 = BatchAttnPush {
+                    o_stride: h_stride,
+                    out_f16: 1,
                     ..p
                 };
-                let (nq, nd) = (
-                    rows.len() * (qs + 1) as usize,
-                    rows.len() * (ds + 1) as usize,
-                );
-                let oq = u32_buffer(&d, "oq", &vec![!0; nq], ResourceClass::TokenScratch);
-                let od = u32_buffer(&d, "od", &vec![!0; 4 * nd], ResourceClass::TokenScratch);
-                let out = run_attention_into(
-                    &d,
-                    gqa,
-                    &pq,
-                    &rows,
-                    (&table, &q),
-                    (&kc, &vc),
-                    n_out,
-                    (&oq, &od),
-                );
-                assert!(
-                    out.iter().all(|&w| w == !0),
-                    "{what}: q8 wrote the f32 output"
-                );
-                let packed: Vec<f32> = (0..rows.len())
-                    .flat_map(|r| got[r * p.o_stride as usize..][..n].to_vec())
-                    .collect();
-                let want = act_q8_rows(&d, &packed, heads * hd, rows.len() as u32);
-                let (gq, gd): (Vec<u32>, Vec<u32>) =
-                    (oq.read(0, nq).unwrap(), od.read(0, 4 * nd).unwrap());
-                let want = (&want.0[..], &want.1[..]);
-                assert_q8_rows(&what, (&gq, &gd), want, heads * hd, rows.len());
+                let words = rows.len() * h_stride as usize / 2;
+                let got16 = run_attention(&d, gqa, &p16, &rows, &table, &q, &kc, &vc, words);
+                let rows_n = rows.len() as u32;
+                let want16 = act_f16_words(&d, &got, heads * hd, rows_n, p.o_stride, h_stride / 2);
+                for r in 0..rows.len() {
+                    let at = r * h_stride as usize / 2;
+                    let row = at..at + n / 2;
+                    assert_eq!(got16[row.clone()], want16[row], "{what}: f16 row {r}");
+                    assert_eq!(
+                        got16[at + n / 2],
+                        !0,
+                        "{what}: f16 gap after row {r} written"
+                    );
+                }
+                // int8 output (the integer-dot matvec's input): bit-identical to ACT_Q8 of the
+                // f32 output, rows one word / block entry apart; `out` untouched.
+                if hd % 32 == 0 {
+                    let (qs, ds) = act_q8_strides(heads * hd);
+                    let pq = BatchAttnPush {
+                        q8: 1,
+                        q8_words: qs + 1,
+                        q8_blocks: ds + 1,
+                        ..p
+                    };
+                    let (nq, nd) = (
+                        rows.len() * (qs + 1) as usize,
+                        rows.len() * (ds + 1) as usize,
+                    );
+                    let oq = u32_buffer(&d, "oq", &vec![!0; nq], ResourceClass::TokenScratch);
+                    let od = u32_buffer(&d, "od", &vec![!0; 4 * nd], ResourceClass::TokenScratch);
+                    let out = run_attention_into(
+                        &d,
+                        gqa,
+                        &pq,
+                        &rows,
+                        (&table, &q),
+                        (&kc, &vc),
+                        n_out,
+                        (&oq, &od),
+                    );
+                    assert!(
+                        out.iter().all(|&w| w == !0),
+                        "{what}: q8 wrote the f32 output"
+                    );
+                    let packed: Vec<f32> = (0..rows.len())
+                        .flat_map(|r| got[r * p.o_stride as usize..][..n].to_vec())
+                        .collect();
+                    let want = act_q8_rows(&d, &packed, heads * hd, rows.len() as u32);
+                    let (gq, gd): (Vec<u32>, Vec<u32>) =
+                        (oq.read(0, nq).unwrap(), od.read(0, 4 * nd).unwrap());
+                    let want = (&want.0[..], &want.1[..]);
+                    assert_q8_rows(&what, (&gq, &gd), want, heads * hd, rows.len());
+                }
             }
         }
     }

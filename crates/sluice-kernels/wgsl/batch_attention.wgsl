@@ -5,8 +5,11 @@
 // the block table (position j of slot s lives in cache row
 // table[s * max_blocks + j / block] * block + j % block). Rows are independent: a row's
 // result does not depend on the other rows of the batch (batch invariance) — key tiles
-// start at position 0 and every reduction has a fixed order.
-// Dispatch [heads, n, 1], workgroup 128: one (head, row) per workgroup (batch_attention_gqa:
+// start at the row's split boundaries, which follow its own context, and every reduction
+// has a fixed order. Splits (push field `splits` > 1): workgroup z takes split z of the
+// row's keys (`split_range`); the last split of a (row, head) to finish merges the
+// splits' partials in split order (`split_merge`, include/batch_attention_io.wgsl).
+// Dispatch [heads, n, z], workgroup 128: one (head, row, split) per workgroup (batch_attention_gqa:
 // the query heads of one key/value head together, for models of 4+ per key/value head); keys in tiles of
 // 128, one key per invocation for the scores (its row loaded 32 words at a time as eight
 // 16-byte loads, all in flight before the products). Values: invocation (g, kl) owns the 8
@@ -71,7 +74,8 @@ fn dim_sum(d: u32, nl: u32, hd: u32) -> f32 {
 }
 
 @compute @workgroup_size(128)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32,
         @builtin(num_subgroups) nsg: u32) {
     let h = wg.x;
@@ -83,6 +87,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let seq = rows.d[2u * r + 1u];
     // Keys [0, len): positions whose blocks exist in the table.
     let len = min(pos + 1u, pc.max_blocks * pc.block);
+    // Split wg.z of the row's context: keys [sp.x, sp.y) of sp.z splits.
+    let sp = split_range(len, wg.z);
+    if (wg.z >= sp.z) {
+        return;
+    }
     let kv0 = kvh * pc.capacity;
     // Value work split: dim group g (pairs 4g .. 4g + 3), key lane kl of nl.
     let ng = (pairs + 3u) / 4u;
@@ -99,26 +108,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     for (var k = 0u; k < 8u; k++) {
         o[k] = 0.0;
     }
-    for (var kb = 0u; kb < len; kb += WG) {
+    for (var kb = sp.x; kb < sp.y; kb += WG) {
         workgroupBarrier(); // qs written; ps and slots of the previous tile consumed
         let j = kb + li;
         var score = NEG;
         var slot = 0u;
-        if (j < len) {
+        if (j < sp.y) {
             slot = min(table.d[seq * pc.max_blocks + j / pc.block] * pc.block + j % pc.block,
                        pc.capacity - 1u);
             score = key_score((kv0 + slot) * pairs, pairs);
         }
         slots[li] = slot;
         let mt = max(m, reduce(sg, lane, nsg, score, 0u));
-        let pj = select(0.0, exp(score - mt), j < len);
+        let pj = select(0.0, exp(score - mt), j < sp.y);
         ps[li] = pj;
         let alpha = exp(m - mt);
         l = l * alpha + reduce(sg, lane, nsg, pj, 1u); // its barriers also publish ps and slots
         for (var k = 0u; k < 8u; k++) {
             o[k] *= alpha;
         }
-        let nk = min(WG, len - kb);
+        let nk = min(WG, sp.y - kb);
         if (kl < nl) {
             o = add_values(o, kl, nl, nk, kv0, pairs, g);
         }
@@ -134,22 +143,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
     }
     workgroupBarrier();
-    let inv = 1.0 / l;
+    if (!settle_splits(li, r * nwg.x + wg.x, wg.z, sp.z, nl, hd, m, l)) {
+        return;
+    }
+    let inv = out_inv;
+    let nlo = out_nl;
     let ob = r * pc.o_stride + h * hd;
     if (pc.q8 != 0u) {
         // qs was last read by the key scores (the barrier above).
         for (var d = li; d < hd; d += WG) {
-            qs[d] = dim_sum(d, nl, hd) * inv;
+            qs[d] = dim_sum(d, nlo, hd) * inv;
         }
         put_q8_heads(li, r, h, 1u, hd);
     } else if (pc.out_f16 != 0u) {
         for (var p = li; p < hd / 2u; p += WG) {
             let d = 2u * p;
-            put_out2(ob + d, vec2<f32>(dim_sum(d, nl, hd), dim_sum(d + 1u, nl, hd)) * inv);
+            put_out2(ob + d, vec2<f32>(dim_sum(d, nlo, hd), dim_sum(d + 1u, nlo, hd)) * inv);
         }
     } else {
         for (var d = li; d < hd; d += WG) {
-            put_out(ob + d, dim_sum(d, nl, hd) * inv);
+            put_out(ob + d, dim_sum(d, nlo, hd) * inv);
         }
     }
 }

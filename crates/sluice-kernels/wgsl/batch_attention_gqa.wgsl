@@ -6,8 +6,9 @@
 // the block table (position j of slot s lives in cache row
 // table[s * max_blocks + j / block] * block + j % block). Rows are independent: a row's
 // result does not depend on the other rows of the batch (batch invariance) — key tiles
-// start at position 0 and every reduction has a fixed order.
-// Dispatch [kv_heads * ceil(group / 4), n, 1] (`sluice_kernels::batch_attention_kernel`;
+// start at the row's split boundaries, which follow its own context, and every reduction
+// has a fixed order; splits as in batch_attention.wgsl (the partials a vec4 per value).
+// Dispatch [kv_heads * ceil(group / 4), n, z] (`sluice_kernels::batch_attention_kernel`;
 // group = heads / kv_heads), workgroup 128: up to 4 query heads of one key/value head for
 // one row per workgroup, so each key and value is read once for the heads that share it
 // (grouped-query attention); the heads' values are lanes of one vec4 throughout (a head's
@@ -75,7 +76,8 @@ fn dim_sum(d: u32, nl: u32, hd: u32) -> vec4<f32> {
 }
 
 @compute @workgroup_size(128)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32,
         @builtin(num_subgroups) nsg: u32) {
     let group = pc.heads / pc.kv_heads;
@@ -91,6 +93,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let seq = rows.d[2u * r + 1u];
     // Keys [0, len): positions whose blocks exist in the table.
     let len = min(pos + 1u, pc.max_blocks * pc.block);
+    // Split wg.z of the row's context: keys [sp.x, sp.y) of sp.z splits.
+    let sp = split_range(len, wg.z);
+    if (wg.z >= sp.z) {
+        return;
+    }
     let kv0 = kvh * pc.capacity;
     // Value work split: dim group g (pairs 4g .. 4g + 3), key lane kl of nl.
     let ng = (pairs + 3u) / 4u;
@@ -112,26 +119,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     for (var k = 0u; k < 8u; k++) {
         o[k] = vec4<f32>(0.0);
     }
-    for (var kb = 0u; kb < len; kb += WG) {
+    for (var kb = sp.x; kb < sp.y; kb += WG) {
         workgroupBarrier(); // qs written; ps and slots of the previous tile consumed
         let j = kb + li;
         var score = vec4<f32>(NEG);
         var slot = 0u;
-        if (j < len) {
+        if (j < sp.y) {
             slot = min(table.d[seq * pc.max_blocks + j / pc.block] * pc.block + j % pc.block,
                        pc.capacity - 1u);
             score = key_score((kv0 + slot) * pairs, pairs);
         }
         slots[li] = slot;
         let mt = max(m, reduce(sg, lane, nsg, score, 0u));
-        let pj = select(vec4<f32>(0.0), exp(score - mt), j < len);
+        let pj = select(vec4<f32>(0.0), exp(score - mt), j < sp.y);
         ps[li] = pj;
         let alpha = exp(m - mt);
         l = l * alpha + reduce(sg, lane, nsg, pj, 1u); // its barriers also publish ps and slots
         for (var k = 0u; k < 8u; k++) {
             o[k] *= alpha;
         }
-        let nk = min(WG, len - kb);
+        let nk = min(WG, sp.y - kb);
         if (kl < nl) {
             o = add_values(o, kl, nl, nk, kv0, pairs, g);
         }
@@ -147,26 +154,30 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
     }
     workgroupBarrier();
-    let inv = 1.0 / l;
+    if (!settle_splits(li, r * nwg.x + wg.x, wg.z, sp.z, nl, hd, m, l)) {
+        return;
+    }
+    let inv = out_inv;
+    let nlo = out_nl;
     let ob = r * pc.o_stride + h0 * hd;
     if (pc.q8 != 0u) {
         // qs was last read by the key scores (the barrier above).
         for (var d = li; d < hd; d += WG) {
-            qs[d] = dim_sum(d, nl, hd) * inv;
+            qs[d] = dim_sum(d, nlo, hd) * inv;
         }
         put_q8_heads(li, r, h0, nh, hd);
     } else if (pc.out_f16 != 0u) {
         for (var p = li; p < hd / 2u; p += WG) {
             let d = 2u * p;
-            let v0 = dim_sum(d, nl, hd) * inv;
-            let v1 = dim_sum(d + 1u, nl, hd) * inv;
+            let v0 = dim_sum(d, nlo, hd) * inv;
+            let v1 = dim_sum(d + 1u, nlo, hd) * inv;
             for (var i = 0u; i < nh; i++) {
                 put_out2(ob + i * hd + d, vec2<f32>(v0[i], v1[i]));
             }
         }
     } else {
         for (var d = li; d < hd; d += WG) {
-            let v = dim_sum(d, nl, hd) * inv;
+            let v = dim_sum(d, nlo, hd) * inv;
             for (var i = 0u; i < nh; i++) {
                 put_out(ob + i * hd + d, v[i]);
             }

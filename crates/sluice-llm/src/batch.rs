@@ -1,6 +1,6 @@
 //! Many sequences decoding together over the paged KV cache (see [`crate::gpu::paged`]):
 //! [`KvPool`] hands out blocks, [`BatchRunner`] owns sequence slots and runs batched steps
-//! (recorded once per row-count bucket and replayed, like the single-sequence
+//! (recorded once per row-count bucket and attention depth, and replayed, like the single-sequence
 //! [`crate::decode::Decoder`]). Padding rows fill a step up to its bucket; they belong to
 //! the padding slot and write only to the reserved block 0.
 
@@ -76,7 +76,7 @@ pub struct BatchRunner<'m> {
     graph: GraphOptions,
     pool: KvPool,
     slots: Vec<Option<Slot>>,
-    replays: HashMap<(usize, bool), Replay>,
+    replays: HashMap<(usize, bool, usize), Replay>,
 }
 
 impl<'m> BatchRunner<'m> {
@@ -245,14 +245,17 @@ impl<'m> BatchRunner<'m> {
                 enc.submit()?;
             }
             Mode::Replay => {
-                if !self.replays.contains_key(&(n, last_only)) {
+                // The attention's depth follows the longest context: one recording per
+                // (rows, prompt or not, depth).
+                let key = (n, last_only, self.model.batch_attention_depth());
+                if !self.replays.contains_key(&key) {
                     let mut cap = self.model.device().capture();
                     self.model.encode_batch(&mut cap, n, last_only)?;
                     let mut graph = cap.finish_capture()?;
                     graph.optimize(self.graph);
-                    self.replays.insert((n, last_only), graph.record()?);
+                    self.replays.insert(key, graph.record()?);
                 }
-                self.replays[&(n, last_only)].submit()?;
+                self.replays[&key].submit()?;
             }
         }
         let results = self

@@ -25,7 +25,8 @@ fn load(d: &Device, name: &str, fuse: bool) -> Loaded {
     o.gpu.fuse_norm = fuse;
     o.gpu.fuse_gate_up = fuse;
     o.gpu.prefill_chunk = 8; // prompts of several chunks
-                             // A pool of 40 blocks of 4 positions shared by 4 slots of up to 48 positions.
+    o.gpu.batch_attention_split = Some(12); // contexts of up to 48: one to four splits
+                                            // A pool of 40 blocks of 4 positions shared by 4 slots of up to 48 positions.
     o.gpu.context = 160;
     o.gpu.paged = Some(PagedOptions {
         max_rows: 4,
@@ -261,6 +262,7 @@ fn a_quantized_sequence_decodes_alone_batched_and_like_the_decoder() {
             ..LoadOptions::default()
         };
         o.gpu.prefill_chunk = 8;
+        o.gpu.batch_attention_split = Some(12);
         o.gpu.context = if paged.is_some() { 160 } else { 48 };
         if let Some(sequences) = paged {
             o.gpu.paged = Some(PagedOptions {

@@ -36,6 +36,7 @@ fn load(d: &Device, name: &str, q4_k_m: bool) -> Loaded {
         });
     }
     o.gpu.prefill_chunk = 8; // chunk steps of several chunks per prompt
+    o.gpu.batch_attention_split = Some(16); // contexts of up to 48: one to three attention splits
     o.gpu.context = 192;
     o.gpu.paged = Some(PagedOptions {
         max_rows: MAX_ROWS,

@@ -1,6 +1,6 @@
 // Bindings and push constants of the batched paged attention kernels (batch_attention,
-// batch_attention_gqa; `sluice_kernels::BatchAttnPush`), and the score and value loops
-// both run. The kernel declares `alias Lane` (f32: one query head; vec4<f32>: up to four
+// batch_attention_gqa; `sluice_kernels::BatchAttnPush`), the score and value loops both
+// run, and their split of long contexts (`split_range`, `split_merge`). The kernel declares `alias Lane` (f32: one query head; vec4<f32>: up to four
 // heads as lanes) and the workgroup arrays `qs` (the scaled query, a Lane per dim), `ps`
 // (a tile's weights, a Lane per key) and `slots` (a tile's cache rows).
 struct F32s { d: array<f32> }
@@ -21,6 +21,8 @@ struct Push {
     q8: u32,
     q8_words: u32,
     q8_blocks: u32,
+    chunk: u32,
+    splits: u32,
 }
 
 @group(0) @binding(0) var<storage, read> rows: U32s;
@@ -43,7 +45,102 @@ struct Push {
 // input; head_dim a multiple of 32).
 @group(0) @binding(8) var<storage, read_write> oq: U32s;
 @group(0) @binding(9) var<storage, read_write> od: V4s;
+// Split contexts (`splits` > 1): each split's (m, l, per-dim sums) for the last split of
+// its (row, workgroup column) to merge, and that cell's tickets (zero between dispatches;
+// the merging workgroup puts its ticket back to 0). Declared @coherent: the merging
+// workgroup reads what others wrote in this dispatch.
+@group(0) @binding(10) @coherent var<storage, read_write> apart: array<Lane>;
+@group(0) @binding(11) var<storage, read_write> atick: array<atomic<u32>>;
 var<immediate> pc: Push;
+
+var<workgroup> aticket: u32;
+// What the output sums over after `settle_splits`: the inverse denominators and the key
+// lanes of `part`.
+var<private> out_inv: Lane;
+var<private> out_nl: u32;
+
+// Keys [x, y) of the row's context of `len` positions that split z takes, and the splits
+// that hold keys (z): with `splits` > 1, ceil(len / `chunk`) splits (at most `splits`) of
+// equal length rounded up to whole key tiles (or to `chunk` where that is shorter), so
+// no split adds a partial tile and a row's splits depend on its own context only (batch
+// invariance); else one split of every key.
+fn split_range(len: u32, z: u32) -> vec3<u32> {
+    if (pc.splits <= 1u) {
+        return vec3<u32>(0u, len, 1u);
+    }
+    let chunk = max(pc.chunk, 1u);
+    let want = clamp((len + chunk - 1u) / chunk, 1u, pc.splits);
+    let align = min(WG, chunk);
+    let c = ((len + want - 1u) / want + align - 1u) / align * align;
+    let k0 = min(z * c, len);
+    return vec3<u32>(k0, min(k0 + c, len), (len + c - 1u) / c);
+}
+
+// After the tile loop of split z (of `used`) of cell `cell`, its nl key lanes' partial
+// outputs in `part` (a barrier behind them), running max m and sum l: whether this
+// workgroup writes the output, from out_nl lanes of `part` times out_inv. One split:
+// itself (1 / l, nl). More: split_merge's last workgroup (the merged dims in
+// part[0 .. hd), one lane, 1 / the merged sum); the others return false. Every invocation
+// calls it.
+fn settle_splits(li: u32, cell: u32, z: u32, used: u32, nl: u32, hd: u32, m: Lane, l: Lane) -> bool {
+    out_inv = 1.0 / l;
+    out_nl = nl;
+    if (used <= 1u) {
+        return true;
+    }
+    out_nl = 1u;
+    return split_merge(li, cell, z, used, nl, hd, m, l);
+}
+
+// Split z's running max m, sum l and dims summed over the nl lanes of `part` go to the
+// partials, then a ticket. The workgroup drawing the last one merges the `used` partials
+// in split order (as include/attention_finish.wgsl), leaves the merged dims in
+// part[0 .. hd) and 1 / their sum in `out_inv`, puts the ticket back, and returns true.
+fn split_merge(li: u32, cell: u32, z: u32, used: u32, nl: u32, hd: u32, m: Lane, l: Lane) -> bool {
+    let stride = hd + 2u;
+    let base = (cell * pc.splits + z) * stride;
+    if (li == 0u) {
+        apart[base] = m;
+        apart[base + 1u] = l;
+    }
+    for (var d = li; d < hd; d += WG) {
+        apart[base + 2u + d] = dim_sum(d, nl, hd);
+    }
+    // Release: the partial reaches device scope before the ticket.
+    storageBarrier();
+    if (li == 0u) {
+        aticket = atomicAdd(&atick[cell], 1u);
+    }
+    if (workgroupUniformLoad(&aticket) + 1u != used) {
+        return false;
+    }
+    // Acquire: the other splits' partials (written before their tickets).
+    storageBarrier();
+    let first = cell * pc.splits * stride;
+    var mx = Lane(NEG);
+    for (var s = 0u; s < used; s++) {
+        mx = max(mx, apart[first + s * stride]);
+    }
+    var ls = Lane(0.0);
+    for (var s = 0u; s < used; s++) {
+        let b = first + s * stride;
+        ls += apart[b + 1u] * exp(apart[b] - mx);
+    }
+    out_inv = 1.0 / ls;
+    for (var d = li; d < hd; d += WG) {
+        var o = Lane(0.0);
+        for (var s = 0u; s < used; s++) {
+            let b = first + s * stride;
+            o += apart[b + 2u + d] * exp(apart[b] - mx);
+        }
+        part[d] = o;
+    }
+    workgroupBarrier();
+    if (li == 0u) {
+        atomicStore(&atick[cell], 0u);
+    }
+    return true;
+}
 
 // Row r's outputs of heads h0 .. h0 + nh - 1 to oq / od (`q8` = 1): one invocation per
 // block of 32 (all invocations call it). The kernel has staged head i's dim d where its

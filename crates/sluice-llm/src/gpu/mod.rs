@@ -55,6 +55,15 @@ pub struct GpuOptions {
     /// Most positions per attention workgroup (<= 256): the split of long contexts; short
     /// ones use fewer (`sluice_kernels::attention_chunk_for`). Default 256.
     pub attention_chunk: u32,
+    /// Positions per split of a row's context at least in the batched step's attention
+    /// (paged engines): a row of `len` positions runs as ceil(len / this) splits of about
+    /// equal length, at most `sluice_kernels::BATCH_ATTENTION_MAX_SPLITS`, so a few rows
+    /// of long contexts still fill the GPU; `Some(0)`: one split per row. Fixed per engine
+    /// (a row's splits depend on its own context only: batch invariance). Default `None`:
+    /// `sluice_kernels::BATCH_ATTENTION_SPLIT` in engines of up to
+    /// `sluice_kernels::BATCH_ATTENTION_SPLIT_MAX_SEQUENCES` slots, one split in larger
+    /// ones (whose rows fill the GPU already: splitting cost them 5-9%).
+    pub batch_attention_split: Option<u32>,
     /// Fold each RMSNorm into the matvec that consumes it (qkv, gate/up, LM head): one
     /// dispatch and one barrier less per norm. Default true.
     pub fuse_norm: bool,
@@ -98,6 +107,7 @@ impl Default for GpuOptions {
             context: 4352,
             fuse_gate_up: true,
             attention_chunk: 256,
+            batch_attention_split: None,
             fuse_norm: true,
             fuse_attention: true,
             q8_handoff: true,

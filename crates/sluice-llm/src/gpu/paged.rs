@@ -107,6 +107,18 @@ impl PagedOptions {
                 && layer_weights >= BLOCK_ROWS_LARGE_LAYER_WEIGHTS)
     }
 
+    /// Positions per attention split at least in this engine
+    /// ([`super::GpuOptions::batch_attention_split`], `asked`): `None` for one split per row.
+    pub fn attention_split(&self, asked: Option<u32>) -> Option<u32> {
+        match asked {
+            Some(0) => None,
+            // Past any context: one split (and no overflow in the kernel's arithmetic).
+            Some(n) => Some(n.min(1 << 24)),
+            None => (self.sequences <= k::BATCH_ATTENTION_SPLIT_MAX_SEQUENCES as usize)
+                .then_some(k::BATCH_ATTENTION_SPLIT),
+        }
+    }
+
     /// Table entries per sequence slot.
     pub fn max_blocks(&self) -> usize {
         self.seq_context.div_ceil(self.block.max(1))
@@ -248,6 +260,17 @@ pub(crate) struct Paged {
     pub attention: Arc<Pipeline>,
     /// Workgroups of `attention` per row (`sluice_kernels::batch_attention_kernel`).
     pub attention_groups: u32,
+    /// Positions per split of a row's attention at least
+    /// (`GpuOptions::batch_attention_split`) and the splits the longest sequence needs
+    /// (`sluice_kernels::batch_attention_splits`).
+    pub attn_chunk: u32,
+    pub attn_splits: u32,
+    /// The split attention's partials and tickets (zero between steps); `None` when no
+    /// sequence needs more than one split.
+    pub attn_scratch: Option<(Buffer, Buffer)>,
+    /// Dispatch depth of the attention for the rows last set
+    /// (`sluice_kernels::batch_attention_z` of their longest context).
+    pub attn_z: std::cell::Cell<u32>,
     pub argmax: Arc<Pipeline>,
     /// Per-row tickets and workgroup entries of `argmax` (zero between steps).
     pub argmax_scratch: Buffer,
@@ -264,6 +287,7 @@ impl Paged {
         rows_cap: usize,
         coopmat: bool,
         qkv_runs: usize,
+        attention_split: Option<u32>,
     ) -> Result<Paged, LlmError> {
         let g = ResourceClass::Generic;
         let f16_rows = |name: &str, cols: usize| -> Result<Option<Buffer>, LlmError> {
@@ -329,6 +353,29 @@ impl Paged {
         let argmax_scratch = device.create_buffer("batch.argmax_scratch", argmax_words * 4, g)?;
         argmax_scratch.write(0, &vec![0u32; argmax_words as usize])?;
         let attention = k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32);
+        let attn_chunk = opts.attention_split(attention_split).unwrap_or(1);
+        let attn_splits = if opts.attention_split(attention_split).is_some() {
+            k::batch_attention_splits(
+                opts.seq_context as u32,
+                attn_chunk,
+                k::BATCH_ATTENTION_MAX_SPLITS,
+            )
+        } else {
+            1
+        };
+        let attn_scratch = match attention_scratch(c, rows_cap, attention.1, attn_splits)? {
+            Some((floats, tickets)) => {
+                let part = device.create_buffer(
+                    "batch.attn_partial",
+                    floats * 4,
+                    ResourceClass::TokenScratch,
+                )?;
+                let tick = device.create_buffer("batch.attn_tick", tickets * 4, g)?;
+                tick.write(0, &vec![0u32; tickets as usize])?;
+                Some((part, tick))
+            }
+            None => None,
+        };
         let table_words = (opts.sequences + 1) * opts.max_blocks();
         let table = device.create_buffer("kv.table", table_words as u64 * 4, g)?;
         table.write(0, &vec![0u32; table_words])?;
@@ -349,6 +396,10 @@ impl Paged {
             rope: device.pipeline(&k::BATCH_ROPE)?,
             attention: device.pipeline(attention.0)?,
             attention_groups: attention.1,
+            attn_chunk,
+            attn_splits,
+            attn_scratch,
+            attn_z: std::cell::Cell::new(1),
             argmax: device.pipeline(&k::ARGMAX_ROWS)?,
             argmax_scratch,
             xh,
@@ -361,6 +412,30 @@ impl Paged {
             opts,
         })
     }
+}
+
+/// Floats of partials and u32 tickets of the split batched attention for steps of up to
+/// `rows_cap` rows, `groups` workgroup columns per row and `splits` splits per row (the
+/// kernel's lanes per value included); `None` for one split.
+fn attention_scratch(
+    c: &ModelConfig,
+    rows_cap: usize,
+    groups: u32,
+    splits: u32,
+) -> Result<Option<(u64, u64)>, LlmError> {
+    if splits <= 1 {
+        return Ok(None);
+    }
+    let rows = u32::try_from(rows_cap)
+        .map_err(|_| LlmError::InvalidArgument(format!("batch of {rows_cap} rows")))?;
+    let lanes = k::batch_attention_lanes(c.heads as u32, c.kv_heads as u32);
+    Ok(Some(k::batch_attention_scratch(
+        rows,
+        groups,
+        splits,
+        c.head_dim as u32,
+        lanes,
+    )))
 }
 
 /// Workgroups the batched argmax aims at over all its rows (two 1024-invocation
@@ -558,7 +633,20 @@ impl GpuModel {
         }
         p.tokens.write(0, &tokens)?;
         p.rows.write(0, &words)?;
+        let longest = rows.iter().map(|r| r.pos + 1).max().unwrap_or(1);
+        p.attn_z.set(k::batch_attention_z(
+            longest.min(p.opts.seq_context as u32),
+            p.attn_chunk,
+            p.attn_splits,
+        ));
         Ok(())
+    }
+
+    /// Splits of the longest context among the rows last set: the attention's dispatch
+    /// depth in the step [`GpuModel::encode_batch`] records next (a recording replays
+    /// only for rows of the same depth).
+    pub fn batch_attention_depth(&self) -> usize {
+        self.paged.as_ref().map_or(1, |p| p.attn_z.get() as usize)
     }
 
     /// Rows a [`Shape::Batch`] step's projections take per pass over the weights: the
@@ -708,9 +796,13 @@ impl GpuModel {
             Some((xq, xd)) => (xq.slice(..), xd.slice(..)),
             None => (out.slice(..), out.slice(..)),
         };
+        let (apart, atick) = match &p.attn_scratch {
+            Some((part, tick)) => (part.slice(..), tick.slice(..)),
+            None => (out.slice(..), out.slice(..)),
+        };
         enc.dispatch(
             &p.attention,
-            [p.attention_groups, n, 1],
+            [p.attention_groups, n, p.attn_z.get()],
             &[
                 p.rows.slice(..),
                 p.table.slice(..),
@@ -722,6 +814,8 @@ impl GpuModel {
                 l.v_cache.slice(..),
                 oq,
                 od,
+                apart,
+                atick,
             ],
             &k::BatchAttnPush {
                 heads: c.heads as u32,
@@ -737,6 +831,12 @@ impl GpuModel {
                 q8: q8_out.is_some() as u32,
                 q8_words,
                 q8_blocks,
+                chunk: p.attn_chunk,
+                splits: if p.attn_scratch.is_some() {
+                    p.attn_splits
+                } else {
+                    1
+                },
             },
         )
     }
@@ -785,6 +885,43 @@ mod tests {
 
     /// Decode rows on the matrix units: from 64 slots for every model, from 32 for models
     /// with large layers (qwen3-4b), not for small ones (qwen3-0.6b) or small engines.
+    /// The split attention's partials hold a vec4 per value where the grouped-query
+    /// kernel runs (qwen3-4b: four query heads per key/value head), one float otherwise.
+    #[test]
+    fn attention_partials_are_sized_for_the_kernel_the_model_runs() {
+        for (name, lanes) in [("qwen3-4b", 4u64), ("qwen3-0.6b", 1)] {
+            let c = ModelConfig::synthetic(name).unwrap();
+            let (_, groups) = k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32);
+            let (floats, tickets) = attention_scratch(&c, 64, groups, 8).unwrap().unwrap();
+            let cells = 64 * groups as u64;
+            assert_eq!(tickets, cells, "{name}");
+            assert_eq!(
+                floats,
+                cells * 8 * (c.head_dim as u64 + 2) * lanes,
+                "{name}"
+            );
+        }
+        let c = ModelConfig::synthetic("qwen3-0.6b").unwrap();
+        assert_eq!(attention_scratch(&c, 64, 16, 1).unwrap(), None);
+    }
+
+    /// Engines of up to 16 slots split long contexts by default, larger ones do not; an
+    /// explicit length wins, 0 turns splitting off.
+    #[test]
+    fn attention_splits_by_default_only_in_small_engines() {
+        assert_eq!(
+            engine(1).attention_split(None),
+            Some(k::BATCH_ATTENTION_SPLIT)
+        );
+        assert_eq!(
+            engine(16).attention_split(None),
+            Some(k::BATCH_ATTENTION_SPLIT)
+        );
+        assert_eq!(engine(17).attention_split(None), None);
+        assert_eq!(engine(64).attention_split(Some(256)), Some(256));
+        assert_eq!(engine(8).attention_split(Some(0)), None);
+    }
+
     #[test]
     fn decode_rows_move_to_the_matrix_units_by_slots_and_layer_size() {
         let small = ModelConfig::synthetic("qwen3-0.6b").unwrap();

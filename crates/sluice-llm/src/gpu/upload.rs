@@ -386,6 +386,7 @@ impl GpuModel {
                 sizes.chunk,
                 coopmat,
                 layers.iter().map(|l| l.qkv.runs()).max().unwrap_or(1),
+                options.batch_attention_split,
             )?),
             None => None,
         };

@@ -260,6 +260,15 @@ fn bench_batched(args: &BenchArgs, device: &Device) -> Result<(), String> {
     let loaded = open_model(device, &m.model, &m.load, progress(args.json)).map_err(err)?;
     let mut runner =
         sluice_llm::batch::BatchRunner::new(&loaded.model, m.mode, m.graph).map_err(err)?;
+    // Clocks up before the first count: its untimed run is a few milliseconds, and the
+    // H100 measured a one-row step at 9.4 ms right after a load against 2.6 warm. Best
+    // effort: a device without room for the probe's buffers measures as before.
+    if device.info().device_type != "cpu" {
+        match BandwidthProbe::new(device) {
+            Ok(probe) => probe.warm_up(PROFILE_WARM_UP_SECS)?,
+            Err(e) => log::debug!("bench: no clock warm-up ({e})"),
+        }
+    }
     let mut rows = Vec::new();
     for &seqs in &args.sequences {
         // One untimed run per count: recordings, pipelines and clocks.
@@ -485,7 +494,8 @@ impl BandwidthProbe {
     }
 }
 
-/// Wall time `sluice profile` keeps the GPU busy with copies before the profiled steps.
+/// Wall time `sluice profile` (and `bench --sequences`, before its first count) keeps the
+/// GPU busy with copies before the measured steps.
 const PROFILE_WARM_UP_SECS: f64 = 0.5;
 
 pub(crate) fn progress(quiet: bool) -> impl FnMut(u64, u64) {

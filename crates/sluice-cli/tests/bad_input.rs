@@ -184,6 +184,19 @@ fn cli_numbers_are_bounded() {
         ),
         case(&["bench", "--model", TINY, "--repeat", "0"], 2, "--repeat"),
         case(
+            &[
+                "bench",
+                "--model",
+                TINY,
+                "--sequences",
+                "2",
+                "--batch-attention-split",
+                "4294967295",
+            ],
+            2,
+            "--batch-attention-split",
+        ),
+        case(
             &["bench", "--model", TINY, "--sequences", "0"],
             2,
             "--sequences",

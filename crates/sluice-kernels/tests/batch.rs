@@ -80,14 +80,9 @@ fn run_attention_into(
     let rb = rows_buffer(d, rows);
     let qb = f32_buffer(d, "q", q, ResourceClass::TokenScratch);
     let ob = u32_buffer(d, "out", &vec![!0; n_out], ResourceClass::TokenScratch);
-    // Split contexts: the partials (garbage before: every read one is written first) and
-    // the tickets (zero before, and checked zero after).
-    // The engine's sizing where it picks this kernel; 4 lanes for any gqa run.
-    let lanes = if gqa {
-        BATCH_ATTENTION_GQA_HEADS
-    } else {
-        batch_attention_lanes(p.heads, p.kv_heads)
-    };
+    // Split contexts: the partials (NaN before: every one read is written first; a vec4
+    // per value for the grouped kernel) and the tickets (zero before, checked zero after).
+    let lanes = if gqa { BATCH_ATTENTION_GQA_HEADS } else { 1 };
     let (floats, tickets) =
         batch_attention_scratch(rows.len() as u32, groups, p.splits, p.head_dim, lanes);
     let part = u32_buffer(

@@ -1,8 +1,8 @@
 //! Many sequences decoding together over the paged KV cache (see [`crate::gpu::paged`]):
 //! [`KvPool`] hands out blocks, [`BatchRunner`] owns sequence slots and runs batched steps
-//! (recorded once per row-count bucket and attention depth, and replayed, like the single-sequence
-//! [`crate::decode::Decoder`]). Padding rows fill a step up to its bucket; they belong to
-//! the padding slot and write only to the reserved block 0.
+//! (recorded once per row-count bucket and attention depth, and replayed, like the
+//! single-sequence [`crate::decode::Decoder`]). Padding rows fill a step up to its bucket;
+//! they belong to the padding slot and write only to the reserved block 0.
 
 use std::collections::HashMap;
 

@@ -1,8 +1,10 @@
 // Bindings and push constants of the batched paged attention kernels (batch_attention,
 // batch_attention_gqa; `sluice_kernels::BatchAttnPush`), the score and value loops both
-// run, and their split of long contexts (`split_range`, `split_merge`). The kernel declares `alias Lane` (f32: one query head; vec4<f32>: up to four
-// heads as lanes) and the workgroup arrays `qs` (the scaled query, a Lane per dim), `ps`
-// (a tile's weights, a Lane per key) and `slots` (a tile's cache rows).
+// run, and their split of long contexts (`split_range`, `settle_splits`). The kernel
+// declares `alias Lane` (f32: one query head; vec4<f32>: up to four heads as lanes), the
+// workgroup arrays `qs` (the scaled query, a Lane per dim), `ps` (a tile's weights, a
+// Lane per key), `slots` (a tile's cache rows) and `part` (the key lanes' per-dim sums),
+// and `dim_sum`, `WG` and `NEG`.
 struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
 struct U32x4s { d: array<vec4<u32>> }

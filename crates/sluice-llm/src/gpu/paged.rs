@@ -260,10 +260,11 @@ pub(crate) struct Paged {
     pub attention: Arc<Pipeline>,
     /// Workgroups of `attention` per row (`sluice_kernels::batch_attention_kernel`).
     pub attention_groups: u32,
-    /// Positions per split of a row's attention at least
-    /// (`GpuOptions::batch_attention_split`) and the splits the longest sequence needs
-    /// (`sluice_kernels::batch_attention_splits`).
+    /// Positions per split of a row's attention at least (`PagedOptions::attention_split`
+    /// of `GpuOptions::batch_attention_split`; 1 when unused).
     pub attn_chunk: u32,
+    /// Splits the longest sequence asks for (`sluice_kernels::batch_attention_splits`): the
+    /// partials' room per (row, workgroup column); 1: no splitting.
     pub attn_splits: u32,
     /// The split attention's partials and tickets (zero between steps); `None` when no
     /// sequence needs more than one split.
@@ -353,16 +354,15 @@ impl Paged {
         let argmax_scratch = device.create_buffer("batch.argmax_scratch", argmax_words * 4, g)?;
         argmax_scratch.write(0, &vec![0u32; argmax_words as usize])?;
         let attention = k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32);
-        let attn_chunk = opts.attention_split(attention_split).unwrap_or(1);
-        let attn_splits = if opts.attention_split(attention_split).is_some() {
+        let split = opts.attention_split(attention_split);
+        let attn_chunk = split.unwrap_or(1);
+        let attn_splits = split.map_or(1, |chunk| {
             k::batch_attention_splits(
                 opts.seq_context as u32,
-                attn_chunk,
+                chunk,
                 k::BATCH_ATTENTION_MAX_SPLITS,
             )
-        } else {
-            1
-        };
+        });
         let attn_scratch = match attention_scratch(c, rows_cap, attention.1, attn_splits)? {
             Some((floats, tickets)) => {
                 let part = device.create_buffer(

@@ -46,7 +46,7 @@ pub(crate) fn parse_dtype(s: &str) -> Result<sluice_llm::quant_mix::QuantRequest
 #[derive(clap::Args, Debug)]
 pub struct ModelOpts {
     /// synthetic:tiny | synthetic:tiny-llama | synthetic:tiny-qwen2 | synthetic:tiny-llama3 |
-    /// synthetic:tiny-256 | synthetic:qwen3-0.6b | synthetic:qwen3-4b | a Hugging Face model
+    /// synthetic:tiny-256 | synthetic:tiny-gqa | synthetic:qwen3-0.6b | synthetic:qwen3-4b | a Hugging Face model
     /// directory | a .gguf file (Llama, Qwen2, Qwen3) (default: synthetic:qwen3-0.6b on a
     /// GPU, synthetic:tiny on a CPU driver)
     #[arg(long, value_name = "M")]

@@ -194,6 +194,7 @@ pub const SYNTHETIC_NAMES: &[&str] = &[
     "tiny-qwen2",
     "tiny-llama3",
     "tiny-256",
+    "tiny-gqa",
     "qwen3-0.6b",
     "qwen3-4b",
 ];
@@ -708,7 +709,7 @@ impl ModelConfig {
 
     /// A built-in config by name (see [`SYNTHETIC_NAMES`]): `tiny`, `tiny-llama`,
     /// `tiny-qwen2` (q/k/v biases), `tiny-llama3` (Llama 3.1 RoPE scaling), `tiny-256`,
-    /// `qwen3-0.6b`, `qwen3-4b`.
+    /// `tiny-gqa` (four query heads per key/value head), `qwen3-0.6b`, `qwen3-4b`.
     /// Synthetic models have random weights, so they name no special tokens.
     pub fn synthetic(name: &str) -> Result<Self> {
         let qwen3 = |hidden, intermediate, layers, heads| ModelConfig {
@@ -735,6 +736,25 @@ impl ModelConfig {
                 intermediate: 192,
                 layers: 2,
                 heads: 4,
+                kv_heads: 2,
+                head_dim: 16,
+                vocab: 256,
+                rope_theta: 1_000_000.0,
+                rope_scaling: None,
+                rms_eps: 1e-6,
+                tied_embeddings: true,
+                max_positions: 4096,
+                bos_token: None,
+                eos_token: None,
+            },
+            // Four query heads per key/value head, as qwen3-4b: the batched engine's
+            // grouped-query attention kernel.
+            "tiny-gqa" => ModelConfig {
+                arch: Arch::Qwen3,
+                hidden: 64,
+                intermediate: 192,
+                layers: 2,
+                heads: 8,
                 kv_heads: 2,
                 head_dim: 16,
                 vocab: 256,

@@ -111,6 +111,9 @@ fn batch_matches_cpu(name: &str, fuse: bool) {
 #[test]
 fn batched_rows_match_cpu_reference_qwen3() {
     batch_matches_cpu("tiny", true);
+    // Four query heads per key/value head: the grouped-query attention kernel (its split
+    // partials a vec4 per value).
+    batch_matches_cpu("tiny-gqa", true);
 }
 
 #[test]

@@ -69,7 +69,8 @@ pub struct ModelOpts {
     pub attention_chunk: u32,
     /// Batched engines (--sequences): positions per attention split at least, a row's
     /// context running as ceil(context / N) splits of about equal length (at most 8); 0:
-    /// one split per row (default: 512 in engines of up to 16 sequences, one split above)
+    /// one split per row (default: 512 in engines of up to 16 sequences, one split above;
+    /// --sequences builds one engine of its largest count)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
     pub batch_attention_split: Option<u32>,
     /// Prompt tokens per prefill dispatch

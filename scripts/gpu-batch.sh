@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The batched engine on the GPU machine: `sluice bench --sequences` (like llama-batched-bench,
-# pp128 tg128) for qwen3-0.6b and qwen3-4b, the per-op profile of a 32-sequence step, then
+# pp128 tg128) for qwen3-0.6b and qwen3-4b, a 16-slot engine at 2048 positions (where the
+# attention splits, decision 0012) with splitting on and off, the per-op profile of a
+# 32-sequence step, then
 # `sluice serve` (64 sequences, prompts mixed into the decode steps: --step-prompt-tokens 32)
 # under `sluice loadgen` at 1/8/32/64 concurrent streams (after two warm-up runs), for
 # both models in f16 and Q4_K_M. Kernels alone: `cargo run --release -p sluice-kernels --example kernel_bench
@@ -12,6 +14,9 @@ OUT=${2:-/tmp}
 exec > >(tee "$OUT/batch.txt") 2>&1
 for m in qwen3-0.6b qwen3-4b; do
   timeout 150 "$S" bench --model synthetic:$m --sequences 1,8,32,64 -p 128 -n 128 --repeat 2 2>/dev/null
+done
+for split in 512 0; do
+  timeout 150 "$S" bench --model synthetic:qwen3-0.6b --sequences 1,8,16 -p 2048 -n 64 --repeat 1 --batch-attention-split $split 2>/dev/null
 done
 timeout 60 "$S" profile --model synthetic:qwen3-0.6b --sequences 32 -n 4 --out "$OUT/profile-batch-32" > /dev/null 2>&1
 sed -n 5,16p "$OUT/profile-batch-32/table.md"

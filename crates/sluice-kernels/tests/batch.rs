@@ -196,11 +196,7 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
         let table_words = scattered_table(seqs, max_blocks, blocks);
         let table = u32_buffer(&d, "table", &table_words, ResourceClass::Generic);
         let cache_len = (kv_heads * capacity * hd) as usize;
-        let kc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
-        let vc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
-        let (kc_f, vc_f) = (unpack_f16_pairs(&kc_words), unpack_f16_pairs(&vc_words));
-        let kc = u32_buffer(&d, "kc", &kc_words, ResourceClass::AppendOnlyKv);
-        let vc = u32_buffer(&d, "vc", &vc_words, ResourceClass::AppendOnlyKv);
+        let (kc, vc, kc_f, vc_f) = random_kv_caches(&d, &mut rng, cache_len);
         // Rows of three sequences, positions 0, mid-block, block edges, > 128 keys (two tiles).
         let rows = [
             (0u32, 1u32),

@@ -430,11 +430,7 @@ fn attention_prefill_matches_causal_reference() {
     ] {
         let cache_len = (kv_heads * capacity * hd) as usize;
         // The whole cache is random: positions beyond each query's reach must be ignored.
-        let kc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
-        let vc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
-        let (kc_f, vc_f) = (unpack_f16_pairs(&kc_words), unpack_f16_pairs(&vc_words));
-        let kc = u32_buffer(&d, "kc", &kc_words, ResourceClass::AppendOnlyKv);
-        let vc = u32_buffer(&d, "vc", &vc_words, ResourceClass::AppendOnlyKv);
+        let (kc, vc, kc_f, vc_f) = random_kv_caches(&d, &mut rng, cache_len);
         let q_stride = heads * hd + 2;
         let o_stride = heads * hd + 1;
         let p = AttnPrefillPush {

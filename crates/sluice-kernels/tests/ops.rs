@@ -507,11 +507,7 @@ fn attention_split_and_combine_match_reference() {
             let splits = attention_splits(capacity, chunk, heads);
             // The whole cache is random: positions >= seq_len are garbage the kernel must skip.
             let cache_len = (kv_heads * capacity * hd) as usize;
-            let kc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
-            let vc_words = pack_f16_pairs(&rng.vec(cache_len, 1.0));
-            let (kc_f, vc_f) = (unpack_f16_pairs(&kc_words), unpack_f16_pairs(&vc_words));
-            let kc = u32_buffer(&d, "kc", &kc_words, ResourceClass::AppendOnlyKv);
-            let vc = u32_buffer(&d, "vc", &vc_words, ResourceClass::AppendOnlyKv);
+            let (kc, vc, kc_f, vc_f) = random_kv_caches(&d, &mut rng, cache_len);
             let p = AttnPush {
                 heads,
                 kv_heads,

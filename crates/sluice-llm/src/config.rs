@@ -750,21 +750,8 @@ impl ModelConfig {
             // Four query heads per key/value head, as qwen3-4b: the batched engine's
             // grouped-query attention kernel.
             "tiny-gqa" => ModelConfig {
-                arch: Arch::Qwen3,
-                hidden: 64,
-                intermediate: 192,
-                layers: 2,
                 heads: 8,
-                kv_heads: 2,
-                head_dim: 16,
-                vocab: 256,
-                rope_theta: 1_000_000.0,
-                rope_scaling: None,
-                rms_eps: 1e-6,
-                tied_embeddings: true,
-                max_positions: 4096,
-                bos_token: None,
-                eos_token: None,
+                ..Self::synthetic("tiny")?
             },
             // Rows of 256 and 512: every block format, K-quants included, fits.
             "tiny-256" => ModelConfig {

@@ -3,7 +3,9 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use sluice::{Buffer, BufferSlice, Device, Pipeline, Pod, ResourceClass};
-use sluice_kernels::{act_q8_strides, pack_weights, ActQ8Push, WeightDtype, ACT_Q8};
+use sluice_kernels::{
+    act_q8_strides, pack_f16_pairs, pack_weights, unpack_f16_pairs, ActQ8Push, WeightDtype, ACT_Q8,
+};
 use std::sync::Arc;
 
 /// The bit patterns of `v` (for bit-for-bit comparisons that show the values' words).
@@ -63,6 +65,25 @@ pub fn u32_buffer(d: &Device, name: &str, data: &[u32], class: ResourceClass) ->
         b.write(0, data).unwrap();
     }
     b
+}
+
+/// Random key and value caches of `len` elements each (uniform in [-1, 1), rounded to
+/// f16, keys drawn from `rng` first): the GPU buffers (f16 pairs) and the same values as
+/// f32 for a CPU reference, as (keys, values, keys f32, values f32). The whole cache is
+/// random, so positions a kernel must skip hold garbage.
+pub fn random_kv_caches(
+    d: &Device,
+    rng: &mut Rng,
+    len: usize,
+) -> (Buffer, Buffer, Vec<f32>, Vec<f32>) {
+    let k_words = pack_f16_pairs(&rng.vec(len, 1.0));
+    let v_words = pack_f16_pairs(&rng.vec(len, 1.0));
+    (
+        u32_buffer(d, "kc", &k_words, ResourceClass::AppendOnlyKv),
+        u32_buffer(d, "vc", &v_words, ResourceClass::AppendOnlyKv),
+        unpack_f16_pairs(&k_words),
+        unpack_f16_pairs(&v_words),
+    )
 }
 
 /// A `[rows, cols]` weight matrix in the GPU layout of `dtype`.

@@ -832,11 +832,7 @@ impl GpuModel {
                 q8_words,
                 q8_blocks,
                 chunk: p.attn_chunk,
-                splits: if p.attn_scratch.is_some() {
-                    p.attn_splits
-                } else {
-                    1
-                },
+                splits: p.attn_splits,
             },
         )
     }

@@ -1,4 +1,4 @@
-// The inverse RMS of one token's row for the activation kernels (act_f16, act_q8; one
+// The inverse RMS of one token's row for act_f16 (one
 // 256-wide workgroup per token): every invocation passes its partial sum of squares, a
 // fixed tree adds them, so a token's result never depends on the others. Call in
 // workgroup-uniform control flow.

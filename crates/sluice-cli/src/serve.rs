@@ -79,6 +79,11 @@ pub struct ServeArgs {
     /// Record every step instead of replaying the recorded one
     #[arg(long)]
     pub direct: bool,
+    /// Record the batched steps as requests need them instead of all at start-up (faster
+    /// start; the first request then waits for the pipelines, and a step of a new size or
+    /// attention depth for its recording)
+    #[arg(long)]
+    pub no_record_ahead: bool,
 }
 
 /// Runs the server until SIGTERM/SIGINT. The device is opened on the engine thread
@@ -145,6 +150,7 @@ pub fn run(args: &ServeArgs, device: sluice::Options) -> Result<(), String> {
         } else {
             PromptSteps::Chunks
         },
+        record_ahead: !args.no_record_ahead && !args.direct,
     };
     let limits = Limits {
         max_queue: args.max_queue as usize,
@@ -154,6 +160,12 @@ pub fn run(args: &ServeArgs, device: sluice::Options) -> Result<(), String> {
     let server = start_gpu(source, limits).map_err(|e| e.to_string())?;
     let info = server.scheduler.info().clone();
     let weights = server.weights.clone();
+    if let (n @ 1.., t) = server.recorded_ahead {
+        eprintln!(
+            "sluice serve: recorded {n} batched steps ahead (row counts x attention depths) in {:.2} s",
+            t.as_secs_f64()
+        );
+    }
     let config = ServerConfig {
         model_name: args.served_model_name.clone().unwrap_or(spec),
         api_key: args.api_key.clone(),
@@ -243,12 +255,12 @@ pub fn loadgen(args: &LoadgenArgs) -> Result<(), String> {
         );
         println!("aggregate: {:.1} tok/s", r.aggregate_tok_s);
         println!(
-            "time to first token: p50 {:.1} ms, p99 {:.1} ms (mean {:.1}, n {})",
-            r.ttft.p50_ms, r.ttft.p99_ms, r.ttft.mean_ms, r.ttft.n
+            "time to first token: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (mean {:.1}, n {})",
+            r.ttft.p50_ms, r.ttft.p99_ms, r.ttft.max_ms, r.ttft.mean_ms, r.ttft.n
         );
         println!(
-            "inter-token latency: p50 {:.2} ms, p99 {:.2} ms (mean {:.2}, n {})",
-            r.itl.p50_ms, r.itl.p99_ms, r.itl.mean_ms, r.itl.n
+            "inter-token latency: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (mean {:.2}, n {})",
+            r.itl.p50_ms, r.itl.p99_ms, r.itl.max_ms, r.itl.mean_ms, r.itl.n
         );
     }
     match &r.first_error {

@@ -137,6 +137,63 @@ impl<'m> BatchRunner<'m> {
         self.model.batch_rows_max(true)
     }
 
+    /// Row counts a step of `last_only` kind is padded to (its recordings' buckets):
+    /// powers of two below the most rows, and the most.
+    pub fn row_buckets(&self, last_only: bool) -> Vec<usize> {
+        let max = self.model.batch_rows_max(last_only);
+        let mut b: Vec<usize> = (0..usize::BITS)
+            .map(|i| 1usize << i)
+            .take_while(|&n| n < max)
+            .collect();
+        if max > 0 {
+            b.push(max);
+        }
+        b
+    }
+
+    /// Records ahead every step of `last_only` kind this runner can take (each row bucket
+    /// at each attention depth, [`GpuModel::batch_attention_depths`]) that is not recorded
+    /// yet, so that no step later waits for its recording (and the first for the
+    /// pipelines); `progress(done, total)` after each. Replay mode only (`Direct` records
+    /// every step anyway: returns 0). Returns the recordings made.
+    pub fn record_ahead(
+        &mut self,
+        last_only: bool,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<usize, LlmError> {
+        if self.mode == Mode::Direct {
+            return Ok(0);
+        }
+        let depths = self.model.batch_attention_depths();
+        let keys: Vec<(usize, bool, usize)> = self
+            .row_buckets(last_only)
+            .into_iter()
+            .flat_map(|n| depths.iter().map(move |&d| (n, last_only, d)))
+            .filter(|k| !self.replays.contains_key(k))
+            .collect();
+        for (i, &key) in keys.iter().enumerate() {
+            self.model.set_batch_attention_depth(key.2);
+            let replay = self.record(key.0, last_only)?;
+            self.replays.insert(key, replay);
+            progress(i + 1, keys.len());
+        }
+        Ok(keys.len())
+    }
+
+    /// Steps recorded so far (row bucket, prompt chunk or not, attention depth).
+    pub fn recordings(&self) -> usize {
+        self.replays.len()
+    }
+
+    /// A batched step over `n` rows, recorded at the model's current attention depth.
+    fn record(&self, n: usize, last_only: bool) -> Result<Replay, LlmError> {
+        let mut cap = self.model.device().capture();
+        self.model.encode_batch(&mut cap, n, last_only)?;
+        let mut graph = cap.finish_capture()?;
+        graph.optimize(self.graph);
+        Ok(graph.record()?)
+    }
+
     /// Opens a sequence slot (no blocks yet).
     pub fn open(&mut self) -> Result<u32, LlmError> {
         let i = self.slots.iter().position(|s| s.is_none()).ok_or_else(|| {
@@ -249,11 +306,8 @@ impl<'m> BatchRunner<'m> {
                 // (rows, prompt or not, depth).
                 let key = (n, last_only, self.model.batch_attention_depth());
                 if !self.replays.contains_key(&key) {
-                    let mut cap = self.model.device().capture();
-                    self.model.encode_batch(&mut cap, n, last_only)?;
-                    let mut graph = cap.finish_capture()?;
-                    graph.optimize(self.graph);
-                    self.replays.insert(key, graph.record()?);
+                    let replay = self.record(n, last_only)?;
+                    self.replays.insert(key, replay);
                 }
                 self.replays[&key].submit()?;
             }

@@ -158,6 +158,11 @@ fn run_with_others(
             }
         }
         let res = runner.decode(&live).unwrap();
+        eprintln!(
+            "step {step} depth {} rows {}",
+            runner.model().batch_attention_depth(),
+            live.len()
+        );
         for (i, s) in live.iter_mut().enumerate() {
             if s.0 == target_slot {
                 tokens.push(res[i].index);
@@ -196,6 +201,56 @@ fn a_sequence_decodes_bit_identically_alone_and_batched() {
             "{mode:?}: logits alone vs batched differ in bits"
         );
     }
+}
+
+/// Steps recorded ahead (every row bucket at every attention depth, decode steps and prompt
+/// chunks) cover every step a run takes: nothing is recorded later, and the tokens and
+/// logits are bit for bit those of a runner that records as it goes.
+#[test]
+fn steps_recorded_ahead_cover_every_step_and_replay_the_same_bits() {
+    let d = coopmat_or_test_device();
+    let _guard = ValidationGuard::new(&d);
+    let loaded = load(&d, "tiny", true);
+    // Splits of 12 positions at least, up to 48: 1..=4 splits, depths rounded to 1, 2, 4.
+    assert_eq!(loaded.model.batch_attention_depths(), [1, 2, 4]);
+    let vocab = loaded.model.config().vocab;
+    // Short prompts: the steps cross from depth 1 to 2 (13 positions) and 4 (25).
+    let target = prompt(5, 3, vocab);
+    let others = vec![(0, prompt(6, 5, vocab)), (6, prompt(7, 4, vocab))];
+    let graph = GraphOptions::default();
+    let mut ahead = BatchRunner::new(&loaded.model, Mode::Replay, graph).unwrap();
+    // 4 decode rows at most: buckets 1, 2, 4; prompt chunks of up to 8: 1, 2, 4, 8.
+    assert_eq!(ahead.row_buckets(false), [1, 2, 4]);
+    assert_eq!(ahead.row_buckets(true), [1, 2, 4, 8]);
+    let mut seen = Vec::new();
+    let made = ahead
+        .record_ahead(false, |done, total| seen.push((done, total)))
+        .unwrap()
+        + ahead.record_ahead(true, |_, _| {}).unwrap();
+    assert_eq!(made, 3 * 3 + 4 * 3);
+    assert_eq!(seen, (1..=9).map(|i| (i, 9)).collect::<Vec<_>>());
+    assert_eq!(
+        ahead.record_ahead(false, |_, _| {}).unwrap(),
+        0,
+        "all recorded"
+    );
+    let with = run_with_others(&mut ahead, &target, 20, &others);
+    assert_eq!(
+        ahead.recordings(),
+        made,
+        "a step recorded after the recording ahead"
+    );
+    let mut lazy = BatchRunner::new(&loaded.model, Mode::Replay, graph).unwrap();
+    let without = run_with_others(&mut lazy, &target, 20, &others);
+    assert!(
+        lazy.recordings() > 3,
+        "the run reached several buckets and depths"
+    );
+    assert_eq!(with.0, without.0, "tokens");
+    assert!(with.1 == without.1, "logits differ in bits");
+    // Direct mode records nothing ahead.
+    let mut direct = BatchRunner::new(&loaded.model, Mode::Direct, graph).unwrap();
+    assert_eq!(direct.record_ahead(false, |_, _| {}).unwrap(), 0);
 }
 
 #[test]

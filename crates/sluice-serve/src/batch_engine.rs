@@ -98,6 +98,18 @@ impl<'m> BatchEngine<'m> {
         }
     }
 
+    /// Records ahead every batched step this engine can take (each row bucket at each
+    /// attention depth: decode steps, and prompt chunks with [`PromptSteps::Chunks`]), so
+    /// that no request waits for a recording, the first for the pipelines too
+    /// ([`BatchRunner::record_ahead`]). Returns the recordings made.
+    pub fn record_ahead(&mut self) -> Result<usize, LlmError> {
+        let mut n = self.runner.record_ahead(false, |_, _| {})?;
+        if self.prompts == PromptSteps::Chunks {
+            n += self.runner.record_ahead(true, |_, _| {})?;
+        }
+        Ok(n)
+    }
+
     /// The token of a row: the argmax, or the host sampler's pick from its logits.
     fn pick(
         runner: &BatchRunner<'_>,

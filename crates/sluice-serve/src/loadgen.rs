@@ -42,6 +42,8 @@ pub struct Latency {
     pub p50_ms: f64,
     /// 99th percentile.
     pub p99_ms: f64,
+    /// The largest (a one-off stall shows here before it moves a percentile).
+    pub max_ms: f64,
     /// Mean.
     pub mean_ms: f64,
     /// Samples.
@@ -58,6 +60,7 @@ impl Latency {
         Latency {
             p50_ms: at(0.5),
             p99_ms: at(0.99),
+            max_ms: at(1.0),
             mean_ms: v.iter().sum::<f64>() / v.len() as f64 * 1e3,
             n: v.len(),
         }

@@ -38,6 +38,10 @@ pub struct ModelSource {
     pub batch: Option<PagedOptions>,
     /// How the batched engine runs prompts (ignored by the single-sequence engine).
     pub prompts: PromptSteps,
+    /// Record every batched step ahead, before the server reports itself started
+    /// ([`BatchEngine::record_ahead`]): requests then never wait for a recording or for
+    /// the pipelines (the first request of a server that does not waits ~1 s).
+    pub record_ahead: bool,
 }
 
 /// A started GPU engine.
@@ -50,13 +54,15 @@ pub struct GpuServer {
     pub weights: String,
     /// Validation messages the device collected, filled when the engine thread exits.
     pub validation: Arc<Mutex<Vec<String>>>,
+    /// Batched steps recorded ahead and the time it took ([`ModelSource::record_ahead`]).
+    pub recorded_ahead: (usize, Duration),
 }
 
 /// Opens the device and the model on a new engine thread and starts the scheduler there.
 pub fn start_gpu(source: ModelSource, limits: Limits) -> Result<GpuServer> {
     let metrics = Arc::new(Metrics::default());
     let validation = Arc::new(Mutex::new(Vec::new()));
-    let (codec_tx, codec_rx) = std::sync::mpsc::channel::<(TextCodec, String)>();
+    let (codec_tx, codec_rx) = std::sync::mpsc::channel::<(TextCodec, String, (usize, Duration))>();
     let v2 = validation.clone();
     let scheduler = Scheduler::start(limits, metrics, move |serve_with| {
         let device = sluice::Device::new(source.device.clone())?;
@@ -65,12 +71,20 @@ pub fn start_gpu(source: ModelSource, limits: Limits) -> Result<GpuServer> {
         load.gpu.paged = source.batch.clone();
         let loaded = open_model(&device, &source.spec, &load, |_, _| {})?;
         let eos = loaded.model.config().eos_token;
-        let _ = codec_tx.send((TextCodec::new(loaded.tokenizer, eos)?, loaded.dtype.clone()));
+        let codec = TextCodec::new(loaded.tokenizer, eos)?;
         if source.batch.is_some() {
             let runner = BatchRunner::new(&loaded.model, source.mode, source.graph)?;
             let mut engine = BatchEngine::new(runner, source.prompts);
+            // Ready (the codec sent) only once every step is recorded.
+            let t = std::time::Instant::now();
+            let recorded = match source.record_ahead {
+                true => engine.record_ahead()?,
+                false => 0,
+            };
+            let _ = codec_tx.send((codec, loaded.dtype.clone(), (recorded, t.elapsed())));
             serve_with(&mut engine);
         } else {
+            let _ = codec_tx.send((codec, loaded.dtype.clone(), (0, Duration::ZERO)));
             let decoder = Decoder::new(&loaded.model, source.mode, source.graph)?;
             let mut engine = GpuEngine::new(decoder);
             serve_with(&mut engine);
@@ -87,7 +101,7 @@ pub fn start_gpu(source: ModelSource, limits: Limits) -> Result<GpuServer> {
         synced?;
         Ok(())
     })?;
-    let (codec, weights) = codec_rx
+    let (codec, weights, recorded_ahead) = codec_rx
         .recv()
         .map_err(|_| ServeError::Unavailable("the engine did not report its tokenizer".into()))?;
     Ok(GpuServer {
@@ -95,6 +109,7 @@ pub fn start_gpu(source: ModelSource, limits: Limits) -> Result<GpuServer> {
         codec: Arc::new(codec),
         weights,
         validation,
+        recorded_ahead,
     })
 }
 

@@ -257,6 +257,7 @@ fn server_end_to_end(batched: bool) {
             graph: GraphOptions::default(),
             batch: batched.then(paged),
             prompts: PROMPTS,
+            record_ahead: true,
         },
         Limits::default(),
     )

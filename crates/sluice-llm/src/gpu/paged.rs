@@ -649,6 +649,32 @@ impl GpuModel {
         self.paged.as_ref().map_or(1, |p| p.attn_z.get() as usize)
     }
 
+    /// Every attention depth a batched step of this engine can take (its rows' contexts
+    /// from 1 position to a sequence's whole context), ascending: a step is recorded once
+    /// per depth and row bucket.
+    pub fn batch_attention_depths(&self) -> Vec<usize> {
+        let Some(p) = &self.paged else { return vec![1] };
+        let mut depths: Vec<usize> = Vec::new();
+        // The depth grows with the context: one value per run of equal depths.
+        for len in 1..=p.opts.seq_context.max(1) as u32 {
+            let z = k::batch_attention_z(len, p.attn_chunk, p.attn_splits) as usize;
+            if depths.last() != Some(&z) {
+                depths.push(z);
+            }
+        }
+        depths
+    }
+
+    /// Sets the attention depth of the next step recorded (see
+    /// [`GpuModel::batch_attention_depths`]) without rows: for recording steps ahead, the
+    /// rows' own depth being set again by [`GpuModel::set_batch_rows`] before any step runs.
+    pub(crate) fn set_batch_attention_depth(&self, depth: usize) {
+        if let Some(p) = &self.paged {
+            p.attn_z
+                .set(depth.clamp(1, p.attn_splits.max(1) as usize) as u32);
+        }
+    }
+
     /// Rows a [`Shape::Batch`] step's projections take per pass over the weights: the
     /// matrix-unit kernels' token group (`sluice_kernels::MATVEC_BATCH_CMT_TOKENS`) where
     /// they run the rows, 1 where the cost grows row by row (integer dot products, the

@@ -4,7 +4,7 @@
 # attention splits, decision 0012) with splitting on and off, the per-op profile of a
 # 32-sequence step, then
 # `sluice serve` (64 sequences, prompts mixed into the decode steps: --step-prompt-tokens 32)
-# under `sluice loadgen` at 1/8/32/64 concurrent streams (after two warm-up runs), for
+# under `sluice loadgen` at 1/8/32/64 concurrent streams (after two short warm-up runs), for
 # both models in f16 and Q4_K_M. Kernels alone: `cargo run --release -p sluice-kernels --example kernel_bench
 # 30 batch` (build here, carry the binary).
 # Usage (device tool, carry [".device"]): bash .device/on-device.sh bash scripts/gpu-batch.sh .device/bin/sluice $OUT
@@ -27,7 +27,8 @@ for m in "qwen3-0.6b --dtype f16" "qwen3-0.6b --dtype q4_k_m" "qwen3-4b --dtype 
   # The 4B Q4_K_M load quantizes on the CPU (~150 s); stop waiting if the server died.
   for _ in $(seq 240); do grep -q listening "$OUT/serve.log" && break; kill -0 $pid 2>/dev/null || break; sleep 1; done
   grep listening "$OUT/serve.log" || { cat "$OUT/serve.log"; continue; }
-  # Warm-up: the step recordings of every row bucket (else the first requests pay them).
+  # Warm-up: the clocks (serve records every step before it listens; --no-record-ahead
+  # servers would pay the recordings here).
   timeout 60 "$S" loadgen --url http://127.0.0.1:8123 --concurrency 64 --requests 64 --max-tokens 8 --prompt-ids 128 > /dev/null 2>&1
   timeout 60 "$S" loadgen --url http://127.0.0.1:8123 --concurrency 8 --requests 8 --max-tokens 8 --prompt-ids 128 > /dev/null 2>&1
   for c in 1 8 32 64; do

@@ -158,11 +158,6 @@ fn run_with_others(
             }
         }
         let res = runner.decode(&live).unwrap();
-        eprintln!(
-            "step {step} depth {} rows {}",
-            runner.model().batch_attention_depth(),
-            live.len()
-        );
         for (i, s) in live.iter_mut().enumerate() {
             if s.0 == target_slot {
                 tokens.push(res[i].index);

@@ -171,6 +171,17 @@ fn run_with_others(
         runner.close(slot);
     }
     assert_eq!(runner.pool().in_use(), 0, "every block back in the pool");
+    // Distinct logits at several steps: a run stuck on one token (tiny random models fall
+    // into one) would let a stale output pass the bit-for-bit comparisons.
+    let distinct = logits
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| logits[..*i].iter().all(|p| p != *l))
+        .count();
+    assert!(
+        distinct >= 4,
+        "only {distinct} distinct logit rows in {steps} steps"
+    );
     (tokens, logits)
 }
 

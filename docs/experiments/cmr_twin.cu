@@ -5,7 +5,8 @@
 // chunk ahead), each warp multiplying its own 16 rows by both 16-token tiles with WMMA
 // 16x16x16 (f32 accumulate); the K chunks split over workgroups until ~264 (as sluice),
 // partial sums added with atomicAdd (timing; sluice uses tickets). Timed over rotating
-// weight copies (> L2), mean of a chain of launches (cudaEvents).
+// weight copies (> L2), mean of a chain of launches (cudaEvents). `twin REPS probe`: the
+// chunk-32 kernel with the WGSL kernel's per-fetch bounds checks and 8-byte stage stores.
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -16,7 +17,7 @@ using namespace nvcuda;
 
 constexpr int TT = 32;
 
-template <int KC, int NW>
+template <int KC, int NW, bool BC = false, bool S8 = false>
 __global__ void __launch_bounds__(NW * 32) cmr(const half* __restrict__ W, const half* __restrict__ X,
                                                float* Y, int rows, int cols, int kchunks) {
     constexpr int NI = NW * 32, BR = 16 * NW, LS = KC + 8;
@@ -42,7 +43,11 @@ __global__ void __launch_bounds__(NW * 32) cmr(const half* __restrict__ W, const
 #pragma unroll
         for (int i = 0; i < WU; i++) {
             int e = li + i * NI;
-            b[i] = *reinterpret_cast<const uint4*>(W + (size_t)(r0 + e / VPR) * cols + ch * KC + (e % VPR) * 8);
+            int r = r0 + e / VPR, c = ch * KC + (e % VPR) * 8;
+            if (BC && (c >= cols || r >= rows))
+                b[i] = make_uint4(0, 0, 0, 0);
+            else
+                b[i] = *reinterpret_cast<const uint4*>(W + (size_t)r * cols + c);
         }
     };
     if (ch0 < ch1) load(ch0);
@@ -56,7 +61,13 @@ __global__ void __launch_bounds__(NW * 32) cmr(const half* __restrict__ W, const
 #pragma unroll
         for (int i = 0; i < WU; i++) {
             int e = li + i * NI;
-            *reinterpret_cast<uint4*>(stage + (TT + e / VPR) * LS + (e % VPR) * 8) = b[i];
+            half* o = stage + (TT + e / VPR) * LS + (e % VPR) * 8;
+            if (S8) {
+                reinterpret_cast<uint2*>(o)[0] = make_uint2(b[i].x, b[i].y);
+                reinterpret_cast<uint2*>(o)[1] = make_uint2(b[i].z, b[i].w);
+            } else {
+                *reinterpret_cast<uint4*>(o) = b[i];
+            }
         }
         __syncthreads();
         if (ch + 1 < ch1) load(ch + 1);
@@ -84,7 +95,7 @@ __global__ void __launch_bounds__(NW * 32) cmr(const half* __restrict__ W, const
         atomicAdd(&Y[(size_t)(16 + e / 16) * rows + r0 + sg * 16 + e % 16], cs[sg][e]);
 }
 
-template <int KC, int NW>
+template <int KC, int NW, bool BC = false, bool S8 = false>
 void run(const char* name, int rows, int cols, int reps) {
     constexpr int BR = 16 * NW;
     const int copies = 4;
@@ -106,14 +117,14 @@ void run(const char* name, int rows, int cols, int reps) {
     if (row_groups < 264) ks = std::min(std::max((264 + row_groups - 1) / row_groups, 1), std::max(chunks / 2, 1));
     int kchunks = (chunks + ks - 1) / ks;
     dim3 grid(row_groups, ks);
-    for (int i = 0; i < 20; i++) cmr<KC, NW><<<grid, NW * 32>>>(W + (i % copies) * wn, X, Y, rows, cols, kchunks);
+    for (int i = 0; i < 20; i++) cmr<KC, NW, BC, S8><<<grid, NW * 32>>>(W + (i % copies) * wn, X, Y, rows, cols, kchunks);
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     float best = 1e9, sum = 0;
     for (int round = 0; round < 3; round++) {
         cudaEventRecord(e0);
-        for (int i = 0; i < reps; i++) cmr<KC, NW><<<grid, NW * 32>>>(W + (i % copies) * wn, X, Y, rows, cols, kchunks);
+        for (int i = 0; i < reps; i++) cmr<KC, NW, BC, S8><<<grid, NW * 32>>>(W + (i % copies) * wn, X, Y, rows, cols, kchunks);
         cudaEventRecord(e1);
         cudaEventSynchronize(e1);
         float ms;
@@ -124,15 +135,15 @@ void run(const char* name, int rows, int cols, int reps) {
     }
     // Check one output against the host (the chain accumulated reps + 20 + 2 * reps times).
     cudaMemset(Y, 0, (size_t)TT * rows * 4);
-    cmr<KC, NW><<<grid, NW * 32>>>(W, X, Y, rows, cols, kchunks);
+    cmr<KC, NW, BC, S8><<<grid, NW * 32>>>(W, X, Y, rows, cols, kchunks);
     std::vector<float> y((size_t)TT * rows);
     cudaMemcpy(y.data(), Y, y.size() * 4, cudaMemcpyDeviceToHost);
     int t = 17, r = rows - 3;
     double ref = 0;
     for (int k = 0; k < cols; k++) ref += (double)__half2float(hx[(size_t)t * cols + k]) * __half2float(h[(size_t)r * cols + k]);
     cudaError_t err = cudaGetLastError();
-    printf("%-10s %5d x %5d KC %3d warps %d grid %4d x %d: best %7.2f us mean %7.2f us  (%.0f GB/s, %.1f TFLOP/s) check %.5f vs %.5f %s\n",
-           name, rows, cols, KC, NW, row_groups, ks, best, sum / 3, wn * 2 / best / 1e3, 2.0 * TT * wn / best / 1e6,
+    printf("%-10s %5d x %5d KC %3d warps %d%s%s grid %4d x %d: best %7.2f us mean %7.2f us  (%.0f GB/s, %.1f TFLOP/s) check %.5f vs %.5f %s\n",
+           name, rows, cols, KC, NW, BC ? " bounds" : "", S8 ? " st8" : "", row_groups, ks, best, sum / 3, wn * 2 / best / 1e3, 2.0 * TT * wn / best / 1e6,
            y[(size_t)t * rows + r], ref, cudaGetErrorString(err));
     cudaFree(W);
     cudaFree(X);
@@ -144,7 +155,16 @@ int main(int argc, char** argv) {
     struct S { const char* n; int r, c; } shapes[] = {
         {"4b qkv", 6144, 2560}, {"4b o", 2560, 4096}, {"4b gate2", 19456, 2560}, {"4b down", 2560, 9728},
         {"0.6b qkv", 4096, 1024}, {"0.6b gate2", 6144, 1024}};
+    bool probe = argc > 2;
     for (auto& s : shapes) {
+        if (probe) {
+            // What the WGSL kernel does differently: bounds checks per fetch, 8-byte stores.
+            run<32, 4>(s.n, s.r, s.c, reps);
+            run<32, 4, true, false>(s.n, s.r, s.c, reps);
+            run<32, 4, false, true>(s.n, s.r, s.c, reps);
+            run<128, 4, true, true>(s.n, s.r, s.c, reps);
+            continue;
+        }
         run<32, 4>(s.n, s.r, s.c, reps);
         run<64, 4>(s.n, s.r, s.c, reps);
         run<128, 4>(s.n, s.r, s.c, reps);

@@ -6,11 +6,13 @@
 // 16x16x16 (f32 accumulate); the K chunks split over workgroups until ~264 (as sluice),
 // partial sums added with atomicAdd (timing; sluice uses tickets). Timed over rotating
 // weight copies (> L2), mean of a chain of launches (cudaEvents). `twin REPS probe`: the
-// chunk-32 kernel with the WGSL kernel's per-fetch bounds checks and 8-byte stage stores.
+// chunk-32 kernel with the WGSL kernel's per-fetch bounds checks and 8-byte stage stores;
+// `twin REPS occ`: at most 4 (2) blocks per SM (shared memory padding), registers printed.
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 #include <algorithm>
+#include <string>
 #include <cuda_fp16.h>
 #include <mma.h>
 using namespace nvcuda;
@@ -96,7 +98,7 @@ __global__ void __launch_bounds__(NW * 32) cmr(const half* __restrict__ W, const
 }
 
 template <int KC, int NW, bool BC = false, bool S8 = false>
-void run(const char* name, int rows, int cols, int reps) {
+void run(const char* name, int rows, int cols, int reps, int occ = 0) {
     constexpr int BR = 16 * NW;
     const int copies = 4;
     size_t wn = (size_t)rows * cols;
@@ -117,14 +119,23 @@ void run(const char* name, int rows, int cols, int reps) {
     if (row_groups < 264) ks = std::min(std::max((264 + row_groups - 1) / row_groups, 1), std::max(chunks / 2, 1));
     int kchunks = (chunks + ks - 1) / ks;
     dim3 grid(row_groups, ks);
-    for (int i = 0; i < 20; i++) cmr<KC, NW, BC, S8><<<grid, NW * 32>>>(W + (i % copies) * wn, X, Y, rows, cols, kchunks);
+    // occ > 0: dynamic shared memory padding so that at most `occ` blocks share an SM
+    // (228 KB each: blocks of 50 KB fit 4, of 100 KB 2).
+    cudaFuncAttributes fa;
+    cudaFuncGetAttributes(&fa, cmr<KC, NW, BC, S8>);
+    size_t pad = occ > 0 ? (size_t)(occ >= 4 ? 50 : 100) * 1024 - fa.sharedSizeBytes : 0;
+    if (pad) {
+        cudaFuncSetAttribute(cmr<KC, NW, BC, S8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pad);
+        cudaFuncSetAttribute(cmr<KC, NW, BC, S8>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    }
+    for (int i = 0; i < 20; i++) cmr<KC, NW, BC, S8><<<grid, NW * 32, pad>>>(W + (i % copies) * wn, X, Y, rows, cols, kchunks);
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     float best = 1e9, sum = 0;
     for (int round = 0; round < 3; round++) {
         cudaEventRecord(e0);
-        for (int i = 0; i < reps; i++) cmr<KC, NW, BC, S8><<<grid, NW * 32>>>(W + (i % copies) * wn, X, Y, rows, cols, kchunks);
+        for (int i = 0; i < reps; i++) cmr<KC, NW, BC, S8><<<grid, NW * 32, pad>>>(W + (i % copies) * wn, X, Y, rows, cols, kchunks);
         cudaEventRecord(e1);
         cudaEventSynchronize(e1);
         float ms;
@@ -135,15 +146,15 @@ void run(const char* name, int rows, int cols, int reps) {
     }
     // Check one output against the host (the chain accumulated reps + 20 + 2 * reps times).
     cudaMemset(Y, 0, (size_t)TT * rows * 4);
-    cmr<KC, NW, BC, S8><<<grid, NW * 32>>>(W, X, Y, rows, cols, kchunks);
+    cmr<KC, NW, BC, S8><<<grid, NW * 32, pad>>>(W, X, Y, rows, cols, kchunks);
     std::vector<float> y((size_t)TT * rows);
     cudaMemcpy(y.data(), Y, y.size() * 4, cudaMemcpyDeviceToHost);
     int t = 17, r = rows - 3;
     double ref = 0;
     for (int k = 0; k < cols; k++) ref += (double)__half2float(hx[(size_t)t * cols + k]) * __half2float(h[(size_t)r * cols + k]);
     cudaError_t err = cudaGetLastError();
-    printf("%-10s %5d x %5d KC %3d warps %d%s%s grid %4d x %d: best %7.2f us mean %7.2f us  (%.0f GB/s, %.1f TFLOP/s) check %.5f vs %.5f %s\n",
-           name, rows, cols, KC, NW, BC ? " bounds" : "", S8 ? " st8" : "", row_groups, ks, best, sum / 3, wn * 2 / best / 1e3, 2.0 * TT * wn / best / 1e6,
+    printf("%-10s %5d x %5d KC %3d warps %d%s%s regs %d occ %d grid %4d x %d: best %7.2f us mean %7.2f us  (%.0f GB/s, %.1f TFLOP/s) check %.5f vs %.5f %s\n",
+           name, rows, cols, KC, NW, BC ? " bounds" : "", S8 ? " st8" : "", fa.numRegs, occ, row_groups, ks, best, sum / 3, wn * 2 / best / 1e3, 2.0 * TT * wn / best / 1e6,
            y[(size_t)t * rows + r], ref, cudaGetErrorString(err));
     cudaFree(W);
     cudaFree(X);
@@ -155,8 +166,17 @@ int main(int argc, char** argv) {
     struct S { const char* n; int r, c; } shapes[] = {
         {"4b qkv", 6144, 2560}, {"4b o", 2560, 4096}, {"4b gate2", 19456, 2560}, {"4b down", 2560, 9728},
         {"0.6b qkv", 4096, 1024}, {"0.6b gate2", 6144, 1024}};
-    bool probe = argc > 2;
+    bool probe = argc > 2 && std::string(argv[2]) == "probe";
+    bool occ = argc > 2 && std::string(argv[2]) == "occ";
     for (auto& s : shapes) {
+        if (occ) {
+            // The Vulkan kernel's occupancy: 103 registers x 128 threads, 4 blocks per SM.
+            run<32, 4>(s.n, s.r, s.c, reps);
+            run<32, 4>(s.n, s.r, s.c, reps, 4);
+            run<32, 4>(s.n, s.r, s.c, reps, 2);
+            run<128, 4>(s.n, s.r, s.c, reps, 4);
+            continue;
+        }
         if (probe) {
             // What the WGSL kernel does differently: bounds checks per fetch, 8-byte stores.
             run<32, 4>(s.n, s.r, s.c, reps);

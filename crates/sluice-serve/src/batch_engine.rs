@@ -327,4 +327,8 @@ impl Engine for BatchEngine<'_> {
     fn running(&self) -> usize {
         self.seqs.len()
     }
+
+    fn recorded_steps(&self) -> usize {
+        self.runner.recordings()
+    }
 }

@@ -44,6 +44,11 @@ pub trait Engine {
     fn free(&mut self, id: SeqId);
     /// Running sequences.
     fn running(&self) -> usize;
+    /// Steps recorded for replay so far (the batched engine: one per row bucket and
+    /// attention depth); 0 for an engine that does not report them.
+    fn recorded_steps(&self) -> usize {
+        0
+    }
 }
 
 /// Checks a new sequence's prompt against the context and vocabulary and its sampling

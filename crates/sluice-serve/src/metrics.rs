@@ -44,6 +44,8 @@ pub struct Metrics {
     pub kv_block: AtomicU64,
     /// Engine steps run.
     pub steps: AtomicU64,
+    /// Steps the engine has recorded for replay ([`crate::engine::Engine::recorded_steps`]).
+    pub recorded_steps: AtomicU64,
     recent: Mutex<VecDeque<(Instant, u64)>>,
 }
 
@@ -197,6 +199,12 @@ impl Metrics {
             "Token slots per KV-cache block.",
             block.to_string(),
         );
+        put(
+            "recorded_steps",
+            "gauge",
+            "Batched steps recorded for replay (one per row bucket and attention depth; recorded before the server listens, so growth means a step waited for its recording).",
+            g(&self.recorded_steps),
+        );
         out
     }
 }
@@ -219,7 +227,7 @@ mod tests {
         assert!(text.contains("sluice_engine_steps_total{model=\"a\\\"b\\\\c\"} 2\n"));
         assert!(text.contains("sluice_queue_depth{model=\"a\\\"b\\\\c\"} 4\n"));
         assert!(m.tokens_per_second() > 0.0);
-        assert_eq!(text.matches("# TYPE").count(), 18);
+        assert_eq!(text.matches("# TYPE").count(), 19);
         // Not paged: one slot per block.
         m.kv_in_use.store(48, Relaxed);
         assert!(m
@@ -232,5 +240,9 @@ mod tests {
             "{paged}"
         );
         assert!(paged.contains("sluice_kv_block_size{model=\"m\"} 16\n"));
+        m.recorded_steps.store(21, Relaxed);
+        assert!(m
+            .render("m")
+            .contains("sluice_recorded_steps{model=\"m\"} 21\n"));
     }
 }

@@ -560,5 +560,7 @@ impl Loop<'_> {
         m.kv_total
             .store(self.engine.kv_slots_total() as u64, Relaxed);
         m.kv_block.store(self.engine.kv_block() as u64, Relaxed);
+        m.recorded_steps
+            .store(self.engine.recorded_steps() as u64, Relaxed);
     }
 }

@@ -298,6 +298,10 @@ fn server_end_to_end(batched: bool) {
         concurrent_streams(&t, &reference).await;
         stop_and_sampling(&t, &reference).await;
         cancel_mid_stream(&t).await;
+        // Every step the runs took was recorded before the server started: none later.
+        let (ahead, _) = gpu.recorded_ahead;
+        assert_eq!(ahead > 0, batched, "steps recorded ahead");
+        assert_eq!(metric(&t, "recorded_steps").await, ahead as f64);
     });
     assert!(
         gpu.scheduler.shutdown(Duration::from_secs(10)),

@@ -140,15 +140,7 @@ impl<'m> BatchRunner<'m> {
     /// Row counts a step of `last_only` kind is padded to (its recordings' buckets):
     /// powers of two below the most rows, and the most.
     pub fn row_buckets(&self, last_only: bool) -> Vec<usize> {
-        let max = self.model.batch_rows_max(last_only);
-        let mut b: Vec<usize> = (0..usize::BITS)
-            .map(|i| 1usize << i)
-            .take_while(|&n| n < max)
-            .collect();
-        if max > 0 {
-            b.push(max);
-        }
-        b
+        crate::gpu::power_buckets(self.model.batch_rows_max(last_only))
     }
 
     /// Records ahead every step of `last_only` kind this runner can take (each row bucket

@@ -77,9 +77,10 @@ pub fn start_gpu(source: ModelSource, limits: Limits) -> Result<GpuServer> {
             let mut engine = BatchEngine::new(runner, source.prompts);
             // Ready (the codec sent) only once every step is recorded.
             let t = std::time::Instant::now();
-            let recorded = match source.record_ahead {
-                true => engine.record_ahead()?,
-                false => 0,
+            let recorded = if source.record_ahead {
+                engine.record_ahead()?
+            } else {
+                0
             };
             let _ = codec_tx.send((codec, loaded.dtype.clone(), (recorded, t.elapsed())));
             serve_with(&mut engine);

@@ -24,6 +24,7 @@ use crate::config::ModelConfig;
 use crate::error::LlmError;
 pub use layout::Matrix;
 pub use lower::Shape;
+pub(crate) use paged::power_buckets;
 pub use paged::{
     BatchRow, PagedOptions, BATCH_ROW_GROUP_MAX, BLOCK_MATRIX_UNITS_MIN_SEQUENCES,
     BLOCK_ROWS_LARGE_LAYER_WEIGHTS, BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES,

@@ -414,6 +414,19 @@ impl Paged {
     }
 }
 
+/// Powers of two below `max`, then `max` (empty for 0): the values `n.next_power_of_two()
+/// .min(max)` takes for n in 1..=max, i.e. the row buckets and attention depths a batched
+/// step is recorded for.
+pub(crate) fn power_buckets(max: usize) -> Vec<usize> {
+    let mut b: Vec<usize> = std::iter::successors(Some(1usize), |n| n.checked_mul(2))
+        .take_while(|&n| n < max)
+        .collect();
+    if max > 0 {
+        b.push(max);
+    }
+    b
+}
+
 /// Floats of partials and u32 tickets of the split batched attention for steps of up to
 /// `rows_cap` rows, `groups` workgroup columns per row and `splits` splits per row (the
 /// kernel's lanes per value included); `None` for one split.
@@ -654,15 +667,10 @@ impl GpuModel {
     /// per depth and row bucket.
     pub fn batch_attention_depths(&self) -> Vec<usize> {
         let Some(p) = &self.paged else { return vec![1] };
-        let mut depths: Vec<usize> = Vec::new();
-        // The depth grows with the context: one value per run of equal depths.
-        for len in 1..=p.opts.seq_context.max(1) as u32 {
-            let z = k::batch_attention_z(len, p.attn_chunk, p.attn_splits) as usize;
-            if depths.last() != Some(&z) {
-                depths.push(z);
-            }
-        }
-        depths
+        // A row's splits grow one by one with its context, so the depths are the powers
+        // of two below the whole context's depth, and that depth.
+        let top = k::batch_attention_z(p.opts.seq_context as u32, p.attn_chunk, p.attn_splits);
+        power_buckets(top as usize)
     }
 
     /// Sets the attention depth of the next step recorded (see
@@ -929,6 +937,26 @@ mod tests {
 
     /// Engines of up to 16 slots split long contexts by default, larger ones do not; an
     /// explicit length wins, 0 turns splitting off.
+    #[test]
+    fn power_buckets_are_the_padded_counts() {
+        assert_eq!(power_buckets(0), Vec::<usize>::new());
+        assert_eq!(power_buckets(1), [1]);
+        assert_eq!(power_buckets(8), [1, 2, 4, 8]);
+        assert_eq!(power_buckets(48), [1, 2, 4, 8, 16, 32, 48]);
+        for max in 1..=70usize {
+            let want: Vec<usize> =
+                (1..=max)
+                    .map(|n| n.next_power_of_two().min(max))
+                    .fold(Vec::new(), |mut v, b| {
+                        if v.last() != Some(&b) {
+                            v.push(b);
+                        }
+                        v
+                    });
+            assert_eq!(power_buckets(max), want, "{max}");
+        }
+    }
+
     #[test]
     fn attention_splits_by_default_only_in_small_engines() {
         assert_eq!(

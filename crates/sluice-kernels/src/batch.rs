@@ -626,11 +626,16 @@ const CMR_SPLIT_TARGET: u32 = 264;
 /// projection (10.5 M weights) is faster on [`matvec_batch_cmt`] (f16 at 32 / 64 tokens
 /// 33.6 / 42.5 µs vs 36.8 / 53.4, Q4_K 37.9 / 45.9 vs 36.9 / 53.9), its 6144 x 2560 qkv
 /// (15.7 M) on the row-owning kernel (f16 42.3 vs 45.4 at 32), hence 12 Mi for f16: the
-/// 4B f16 engine +2.6% at 32 rows, +6.8% at 64. Block formats keep 2^23 (the same move
-/// cost the 4B Q4_K_M engine 1.4% at 32 rows and 3.9% at 8; [`cmr_min_weights`]).
+/// 4B f16 engine +2.6% at 32 rows, +6.8% at 64. Block formats differ
+/// ([`CMR_MIN_WEIGHTS_BLOCKS`], [`cmr_min_weights`]).
 pub const CMR_MIN_WEIGHTS: u64 = 12 << 20;
-/// [`CMR_MIN_WEIGHTS`] for block formats.
-pub const CMR_MIN_WEIGHTS_BLOCKS: u64 = 1 << 23;
+/// [`CMR_MIN_WEIGHTS`] for block formats. 2^23 until the twenty-eighth session, when the
+/// split sums of [`matvec_batch_cmr`] got cheaper: Q4_K at 32 tokens (H100,
+/// `kernel_bench 30 cmt q4_k 32`) qwen3-0.6b's 4096 x 1024 qkv 13.1 µs (12.5 with its
+/// partials stored from the matrix units) vs 13.5 on [`matvec_batch_cmt`], its 1024 x
+/// 2048 o 11.6 vs 12.7, its 1024 x 3072 down 13.2 vs 17.7; the 0.6B Q4_K_M engine's step
+/// p50 -13% at 8 rows, -6% at 32, +2% at 64 (BENCHMARKS.md).
+pub const CMR_MIN_WEIGHTS_BLOCKS: u64 = 1 << 21;
 /// [`CMR_MIN_WEIGHTS`] for gated block-format gate/ups (both matrices counted): qwen3-0.6b's
 /// 3072 x 1024 pair (6.3 M) runs row-owning, its Q4_K_M engine +12-16% at 32 rows, +9-10%
 /// at 64, +4-9% at 8 (H100, eleventh session). The f16 pair stays on

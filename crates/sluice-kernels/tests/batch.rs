@@ -1014,11 +1014,12 @@ fn matvec_batch_cmt_layout_splits_k_only_for_few_row_groups() {
         );
     }
     assert_eq!(qkv.shape, StagedShape::KSteps);
-    // From 12 Mi f16 weights (2^23 of block formats, 2^22 of a block-format gate/up pair)
+    // From 12 Mi f16 weights (2^21 of block formats, 2^22 of a block-format gate/up pair)
     // the row-owning kernel, 64 rows per workgroup: the LM head, K whole; qwen3-4b's down
     // (2560 x 9728), split to ~264 workgroups, and its qkv (6144 x 2560); its o projection
-    // (2560 x 4096, 10.5 M) only in a block format; qwen3-0.6b's gate/up pair (6.3 M) only
-    // in a block format, its qkv (4096 x 1024, 4.2 M) never.
+    // (2560 x 4096, 10.5 M) only in a block format; qwen3-0.6b's gate/up pair (6.3 M), qkv
+    // (4096 x 1024, 4.2 M) and o (1024 x 2048, 2 M) only in a block format; a 1024 x 1024
+    // block-format matrix never.
     use StagedShape::{KSteps, Rows};
     let (f16, q4k) = (WeightDtype::F16, WeightDtype::Q4K);
     for (dt, rows, cols, gated, want) in [
@@ -1027,7 +1028,10 @@ fn matvec_batch_cmt_layout_splits_k_only_for_few_row_groups() {
         (f16, 6144, 2560, false, Rows),
         (q4k, 3072, 1024, true, Rows),
         (f16, 3072, 1024, true, KSteps),
-        (q4k, 4096, 1024, false, KSteps),
+        (q4k, 4096, 1024, false, Rows),
+        (f16, 4096, 1024, false, KSteps),
+        (q4k, 1024, 2048, false, Rows),
+        (q4k, 1024, 1024, false, KSteps),
     ] {
         let got = matvec_batch_cmt_layout(dt, rows, cols, 32, gated).shape;
         assert_eq!(got, want, "{} {rows} x {cols} gated {gated}", dt.name());

@@ -22,12 +22,20 @@
 // multiprocessor: on the H100 this runs matrices of 2^23+ weights 1.1-1.9x faster than
 // matvec_batch_cmt and smaller ones slower (BENCHMARKS.md, tenth session), so
 // `matvec_batch_cmt_layout` picks between the two by size (f16: from 12 Mi weights,
-// eleventh session). The K-quants fetch and decode 16 weights at a time (Q4_K and Q5_K
-// since the twentieth session, Q6_K the twenty-first; straight to f16 pairs: Q4_K the
-// twenty-first, Q5_K and Q6_K the twenty-second), f16 and the other block formats 8;
+// eleventh session; block formats from 2 Mi, twenty-eighth session). The K-quants fetch
+// and decode 16 weights at a time (Q4_K and Q5_K since the twentieth session, Q6_K the
+// twenty-first; straight to f16 pairs: Q4_K the twenty-first, Q5_K and Q6_K the
+// twenty-second), f16 and the other block formats 8;
 // chunks are 32 columns in every format. A K-quant group fetched for the next chunk of
 // the same block keeps the block's constant fields (scales, Q5_K's fifth bits, Q6_K's d)
 // from the chunk before (`fetch_wg_next`; twenty-third session, 4B Q4_K_M engine +1.5-2%).
+//
+// Split K: each workgroup stores its tiles' partial sums straight from the matrix units
+// and takes a ticket; the last of a cell's splits adds the partials in split order, up to
+// four splits' loads in flight before their adds (twenty-eighth session: one load waited
+// on per split and element, and the tiles parked through cs with two barriers each, had
+// taken up to half of a split dispatch; H100, Q4_K at 32 tokens, qwen3-4b's o 33.1 ->
+// 22.4 µs, down 54.2 -> 44.9, qwen3-0.6b's o 24.7 -> 11.6).
 //
 // Batch invariance: as matvec_batch_cmt (ksplit from the shape alone; each (row, token)
 // sum runs over the K steps in one order whatever the other tokens). Needs rows multiples
@@ -67,6 +75,14 @@ fn emit(r0: u32, t0: u32, tt: u32, s: u32, e: u32, g: f32, u: f32) {
     }
 }
 
+// emit for the elements e.x, e.y, e.z and e.w of token tile tt (g, u: their sums).
+fn emit4(r0: u32, t0: u32, tt: u32, e: vec4<u32>, g: vec4<f32>, u: vec4<f32>) {
+    emit(r0, t0, tt, e.x / 256u, e.x % 256u, g.x, u.x);
+    emit(r0, t0, tt, e.y / 256u, e.y % 256u, g.y, u.y);
+    emit(r0, t0, tt, e.z / 256u, e.z % 256u, g.z, u.z);
+    emit(r0, t0, tt, e.w / 256u, e.w % 256u, g.w, u.w);
+}
+
 // Gated, f16 pairs (Y_F16_PAIRS): elements e and e + 1 (e even: rows r, r + 1 of one
 // token) of staged row tile s, token tile tt, from their sums (g: the gate's, u: the
 // up's), as one word.
@@ -86,16 +102,23 @@ fn w_row(r0: u32, j: u32) -> u32 {
     return r0 + j;
 }
 
-// Token tile tt's sums (every subgroup's tile parked in cs): written (ksplit 1) or
-// parked in the partial at pbase. Gated f16 pairs: each invocation writes two elements.
+// Token tile tt's sums: parked in the partial at pbase (split K), or written through cs
+// (every subgroup's tile parked there). Gated f16 pairs: each invocation writes two
+// elements.
 fn settle(li: u32, sg: u32, r0: u32, t0: u32, tt: u32, pbase: u32, c: coop_mat16x16<f32, C>) {
+    if (pc.ksplit > 1u) {
+        // Parked straight from the matrix units, in cs's layout (no barriers).
+        let v = c;
+        coopStoreT(v, &part[pbase + tt * SG * 256u + sg * 256u], 16u);
+        return;
+    }
     workgroupBarrier();
     let v = c;
     let p = &cs[sg * 256u];
     coopStoreT(v, p, 16u);
     workgroupBarrier();
     let n = select(SG * 256u, SG * 128u, SILU);
-    if (SILU && pc.y_mode == Y_F16_PAIRS && pc.ksplit == 1u) {
+    if (SILU && pc.y_mode == Y_F16_PAIRS) {
         // Every invocation an even element and the next (rows r, r + 1 of one token).
         for (var j = 2u * li; j < n; j += 2u * NI) {
             let g = vec2<f32>(cs[j], cs[j + 1u]);
@@ -105,31 +128,56 @@ fn settle(li: u32, sg: u32, r0: u32, t0: u32, tt: u32, pbase: u32, c: coop_mat16
         return;
     }
     for (var j = li; j < n; j += NI) {
-        let g = cs[j];
         var u = 0.0;
         if (SILU) {
             u = cs[j + SG * 128u];
         }
-        if (pc.ksplit == 1u) {
-            emit(r0, t0, tt, j / 256u, j % 256u, g, u);
-        } else {
-            part[pbase + tt * SG * 256u + j] = g;
-            if (SILU) {
-                part[pbase + tt * SG * 256u + j + SG * 128u] = u;
-            }
-        }
+        emit(r0, t0, tt, j / 256u, j % 256u, cs[j], u);
     }
 }
 
-// A cell's partial element at `at` (from the cell's first split) added over the splits in
-// split order; gated: the up's in y.
-fn split_sum(at: u32) -> vec2<f32> {
-    var s = vec2<f32>(0.0);
-    for (var k = 0u; k < pc.ksplit; k++) {
-        s.x += part[at + k * PART];
-        if (SILU) {
-            s.y += part[at + k * PART + SG * 128u];
-        }
+// A token tile's partial sums of this invocation's eight elements (gated: the gate's of
+// four elements in x, the up's in y).
+struct Eight {
+    x: vec4<f32>,
+    y: vec4<f32>,
+}
+
+// The partial at `at` (one split of one token tile) at this invocation's elements: offsets
+// ex (and ey: the up's, or four more elements).
+fn split_part(at: u32, ex: vec4<u32>, ey: vec4<u32>) -> Eight {
+    return Eight(
+        vec4<f32>(part[at + ex.x], part[at + ex.y], part[at + ex.z], part[at + ex.w]),
+        vec4<f32>(part[at + ey.x], part[at + ey.y], part[at + ey.z], part[at + ey.w]),
+    );
+}
+
+// A token tile's partials from `base` (one PART per split) added over the splits in split
+// order. Up to four splits' loads are issued before their adds (the order of the adds is
+// that of one split at a time). Scalars and vectors only: the same with arrays indexed in
+// loops was slower than one split at a time (H100, twenty-eighth session).
+fn split_sums(base: u32, ex: vec4<u32>, ey: vec4<u32>) -> Eight {
+    var s = Eight(vec4<f32>(0.0), vec4<f32>(0.0));
+    var k = 0u;
+    for (; k + 4u <= pc.ksplit; k += 4u) {
+        let p0 = split_part(base + k * PART, ex, ey);
+        let p1 = split_part(base + (k + 1u) * PART, ex, ey);
+        let p2 = split_part(base + (k + 2u) * PART, ex, ey);
+        let p3 = split_part(base + (k + 3u) * PART, ex, ey);
+        s.x = s.x + p0.x + p1.x + p2.x + p3.x;
+        s.y = s.y + p0.y + p1.y + p2.y + p3.y;
+    }
+    if (k + 2u <= pc.ksplit) {
+        let p0 = split_part(base + k * PART, ex, ey);
+        let p1 = split_part(base + (k + 1u) * PART, ex, ey);
+        s.x = s.x + p0.x + p1.x;
+        s.y = s.y + p0.y + p1.y;
+        k += 2u;
+    }
+    if (k < pc.ksplit) {
+        let p0 = split_part(base + k * PART, ex, ey);
+        s.x += p0.x;
+        s.y += p0.y;
     }
     return s;
 }
@@ -243,20 +291,27 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         return;
     }
     let first = cell * pc.ksplit * PART;
-    let n = select(SG * 256u, SG * 128u, SILU);
-    for (var tt = 0u; tt < nt; tt++) {
-        if (SILU && pc.y_mode == Y_F16_PAIRS) {
-            for (var j = 2u * li; j < n; j += 2u * NI) {
-                let s = split_sum(first + tt * SG * 256u + j);
-                let s1 = split_sum(first + tt * SG * 256u + j + 1u);
-                let g = vec2<f32>(s.x, s1.x);
-                emit_pair(r0, t0, tt, j / 256u, j % 256u, g, vec2<f32>(s.y, s1.y));
-            }
-            continue;
+    let pairs = SILU && pc.y_mode == Y_F16_PAIRS;
+    // This invocation's elements of a token tile: li + NI m (m < 8; gated, m < 4, the ups
+    // SG * 128 further); gated f16 pairs: 2 li, 2 li + 1 and the same 2 NI further.
+    var ex = vec4<u32>(li, li + NI, li + 2u * NI, li + 3u * NI);
+    var ey = ex + 4u * NI;
+    if (SILU) {
+        if (pairs) {
+            ex = vec4<u32>(2u * li, 2u * li + 1u, 2u * li + 2u * NI, 2u * li + 2u * NI + 1u);
         }
-        for (var j = li; j < n; j += NI) {
-            let s = split_sum(first + tt * SG * 256u + j);
-            emit(r0, t0, tt, j / 256u, j % 256u, s.x, s.y);
+        ey = ex + SG * 128u;
+    }
+    for (var tt = 0u; tt < nt; tt++) {
+        let s = split_sums(first + tt * SG * 256u, ex, ey);
+        if (pairs) {
+            emit_pair(r0, t0, tt, ex.x / 256u, ex.x % 256u, s.x.xy, s.y.xy);
+            emit_pair(r0, t0, tt, ex.z / 256u, ex.z % 256u, s.x.zw, s.y.zw);
+        } else if (SILU) {
+            emit4(r0, t0, tt, ex, s.x, s.y);
+        } else {
+            emit4(r0, t0, tt, ex, s.x, vec4<f32>(0.0));
+            emit4(r0, t0, tt, ey, s.y, vec4<f32>(0.0));
         }
     }
     if (li == 0u) {

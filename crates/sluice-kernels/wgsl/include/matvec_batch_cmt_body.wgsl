@@ -99,12 +99,21 @@ fn settle(li: u32, slot: u32, r0: u32, t0: u32, tt: u32, pbase: u32,
 }
 
 // Element e of a cell's partials (from `first`) added over the splits in split order: rows
-// r0 .. in x, rows r0 + 16 .. (gated: the up's rows r0 ..) in y.
+// r0 .. in x, rows r0 + 16 .. (gated: the up's rows r0 ..) in y. Up to four splits' loads
+// are issued before their adds (include/matvec_batch_cmr_body.wgsl's split_sums).
 fn split_sum(first: u32, e: u32) -> vec2<f32> {
     var s = vec2<f32>(0.0);
-    for (var k = 0u; k < pc.ksplit; k++) {
-        s.x += part[first + k * PART + e];
-        s.y += part[first + k * PART + 1024u + e];
+    var k = 0u;
+    for (; k + 4u <= pc.ksplit; k += 4u) {
+        let a = first + k * PART + e;
+        let p0 = vec2<f32>(part[a], part[a + 1024u]);
+        let p1 = vec2<f32>(part[a + PART], part[a + PART + 1024u]);
+        let p2 = vec2<f32>(part[a + 2u * PART], part[a + 2u * PART + 1024u]);
+        let p3 = vec2<f32>(part[a + 3u * PART], part[a + 3u * PART + 1024u]);
+        s = s + p0 + p1 + p2 + p3;
+    }
+    for (; k < pc.ksplit; k++) {
+        s += vec2<f32>(part[first + k * PART + e], part[first + k * PART + 1024u + e]);
     }
     return s;
 }

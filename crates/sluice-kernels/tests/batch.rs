@@ -800,60 +800,62 @@ fn act_f16_matches_reference_and_pads_with_zeros() {
     let d = test_device();
     let _guard = ValidationGuard::new(&d);
     let mut rng = Rng::new(31);
-    let (cols, tokens, x_stride) = (202u32, 5u32, 207u32);
-    let padded = 16u32;
-    let x = rng.vec((tokens * x_stride) as usize, 3.0);
-    let nw = rng.vec(cols as usize, 1.5);
-    let run = |norm: bool, tokens: u32, x: &[f32]| -> Vec<u32> {
-        let p = ActF16Push {
-            cols,
-            tokens,
-            x_stride,
-            h_words: cols / 2,
-            norm: norm as u32,
-            eps: 1e-5,
-        };
-        run_act_f16(&d, x, &nw, p, padded)
-    };
-    let half = |w: u32, i: usize| half::f16::from_bits((w >> (16 * i)) as u16).to_f32();
-    for norm in [false, true] {
-        let got = run(norm, tokens, &x);
-        for t in 0..padded as usize {
-            let xo = t * x_stride as usize;
-            let inv = if norm && t < tokens as usize {
-                let ss: f64 = x[xo..xo + cols as usize]
-                    .iter()
-                    .map(|&v| v as f64 * v as f64)
-                    .sum();
-                1.0 / (ss / cols as f64 + 1e-5).sqrt()
-            } else {
-                1.0
+    // One pass (rows of up to 4096 columns) and two (longer rows).
+    for (cols, x_stride) in [(202u32, 207u32), (8202, 8207)] {
+        let (tokens, padded) = (5u32, 16u32);
+        let x = rng.vec((tokens * x_stride) as usize, 3.0);
+        let nw = rng.vec(cols as usize, 1.5);
+        let run = |norm: bool, tokens: u32, x: &[f32]| -> Vec<u32> {
+            let p = ActF16Push {
+                cols,
+                tokens,
+                x_stride,
+                h_words: cols / 2,
+                norm: norm as u32,
+                eps: 1e-5,
             };
-            for c in 0..cols as usize {
-                let g = half(got[t * cols as usize / 2 + c / 2], c % 2);
-                let want = if t < tokens as usize {
-                    let n = if norm { nw[c] as f64 } else { 1.0 };
-                    (x[xo + c] as f64 * inv * n) as f32
+            run_act_f16(&d, x, &nw, p, padded)
+        };
+        let half = |w: u32, i: usize| half::f16::from_bits((w >> (16 * i)) as u16).to_f32();
+        for norm in [false, true] {
+            let got = run(norm, tokens, &x);
+            for t in 0..padded as usize {
+                let xo = t * x_stride as usize;
+                let inv = if norm && t < tokens as usize {
+                    let ss: f64 = x[xo..xo + cols as usize]
+                        .iter()
+                        .map(|&v| v as f64 * v as f64)
+                        .sum();
+                    1.0 / (ss / cols as f64 + 1e-5).sqrt()
                 } else {
-                    0.0
+                    1.0
                 };
-                // One f16 rounding of a value computed in f32.
-                let tol = want.abs() * 1.0e-3 + 1e-6;
-                assert!(
-                    (g - want).abs() <= tol,
-                    "norm {norm} token {t} col {c}: {g} vs {want}"
-                );
+                for c in 0..cols as usize {
+                    let g = half(got[t * cols as usize / 2 + c / 2], c % 2);
+                    let want = if t < tokens as usize {
+                        let n = if norm { nw[c] as f64 } else { 1.0 };
+                        (x[xo + c] as f64 * inv * n) as f32
+                    } else {
+                        0.0
+                    };
+                    // One f16 rounding of a value computed in f32.
+                    let tol = want.abs() * 1.0e-3 + 1e-6;
+                    assert!(
+                        (g - want).abs() <= tol,
+                        "cols {cols} norm {norm} token {t} col {c}: {g} vs {want}"
+                    );
+                }
             }
+            // Token 3 alone: bit-identical to its row among the others.
+            let xo = 3 * x_stride as usize;
+            let alone = run(norm, 1, &x[xo..xo + x_stride as usize]);
+            let w = cols as usize / 2;
+            assert_eq!(
+                &alone[..w],
+                &got[3 * w..4 * w],
+                "norm {norm}: token 3 alone"
+            );
         }
-        // Token 3 alone: bit-identical to its row among the others.
-        let xo = 3 * x_stride as usize;
-        let alone = run(norm, 1, &x[xo..xo + x_stride as usize]);
-        let w = cols as usize / 2;
-        assert_eq!(
-            &alone[..w],
-            &got[3 * w..4 * w],
-            "norm {norm}: token 3 alone"
-        );
     }
 }
 

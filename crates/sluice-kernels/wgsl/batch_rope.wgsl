@@ -81,26 +81,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
             }
         }
     }
-    // Added once every load above is issued (an add right after its load would wait).
-    if ((pc.flags & ROPE_BIAS) != 0u) {
-        a += bias.x;
-        b += bias.y;
-    }
-    var ss = 0.0;
+    // Loads that do not wait for the norm's sum go out with x's: the norm weights, the
+    // frequency multiplier, a kv head's v pair and its cache slot (behind the row's
+    // position and slot only).
+    let use_norm = (pc.flags & ROPE_NORM) != 0u;
     var wa = 1.0;
     var wb = 1.0;
-    let use_norm = (pc.flags & ROPE_NORM) != 0u;
     if (use_norm) {
-        // Fixed-order tree sum (the same for every row and batch).
-        red[i] = a * a + b * b;
-        workgroupBarrier();
-        for (var s = 64u; s > 0u; s >>= 1u) {
-            if (i < s) {
-                red[i] += red[i + s];
-            }
-            workgroupBarrier();
-        }
-        ss = red[0];
         if (is_q) {
             wa = q_norm.d[ia];
             wb = q_norm.d[ia + half];
@@ -112,6 +99,33 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
     var mul = 1.0;
     if ((pc.flags & ROPE_FREQ) != 0u) {
         mul = rope_freq_mul(ia);
+    }
+    let blk = pos / pc.block;
+    let store = !is_q && in_range && blk < pc.max_blocks;
+    var slot = pc.capacity;
+    var vv = vec2<f32>(0.0);
+    if (store) {
+        slot = table.d[seq * pc.max_blocks + blk] * pc.block + pos % pc.block;
+        let vb = head * hd + r * pc.v_stride + 2u * i;
+        vv = vec2<f32>(v.d[vb], v.d[vb + 1u]);
+    }
+    // Added once every load above is issued (an add right after its load would wait).
+    if ((pc.flags & ROPE_BIAS) != 0u) {
+        a += bias.x;
+        b += bias.y;
+    }
+    var ss = 0.0;
+    if (use_norm) {
+        // Fixed-order tree sum (the same for every row and batch, and as qk_norm_rope's).
+        red[i] = a * a + b * b;
+        workgroupBarrier();
+        for (var s = 64u; s > 0u; s >>= 1u) {
+            if (i < s) {
+                red[i] += red[i + s];
+            }
+            workgroupBarrier();
+        }
+        ss = red[0];
     }
     let o = norm_rope_pair(a, b, ss, wa, wb, use_norm, pc.eps, pos, ia, hd, pc.theta, mul);
     if (is_q) {
@@ -126,16 +140,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
         rotated[i + half] = o.y;
     }
     workgroupBarrier();
-    let blk = pos / pc.block;
-    if (!in_range || blk >= pc.max_blocks) {
-        return;
-    }
-    let slot = table.d[seq * pc.max_blocks + blk] * pc.block + pos % pc.block;
-    if (slot < pc.capacity) {
+    if (store && slot < pc.capacity) {
         let e = ((head * pc.capacity + slot) * hd) / 2u + i;
         kcache.d[e] = pack2x16float(vec2<f32>(rotated[2u * i], rotated[2u * i + 1u]));
-        let vb = head * hd + r * pc.v_stride + 2u * i;
-        var vv = vec2<f32>(v.d[vb], v.d[vb + 1u]);
         if ((pc.flags & ROPE_BIAS) != 0u) {
             vv += bias.zw; // v's biases at 2i, 2i + 1 (ia = i here)
         }

@@ -34,7 +34,8 @@ pub fn matvec_silu_norm(dtype: WeightDtype) -> &'static KernelDesc {
     crate::by_dtype(dtype, "matvec_silu_norm")
 }
 
-/// Push constants of [`crate::ATTENTION_ROPE`] and [`crate::ATTENTION_ROPE_EXT`]:
+/// Push constants of [`crate::ATTENTION_ROPE`], [`crate::ATTENTION_ROPE_EXT`] and
+/// [`crate::ATTENTION_ROPE_Q8`]:
 /// attention with the q/k RMSNorm, rotary embedding and KV append folded in. Bindings:
 /// 0 params (read), 1 q|k|v (read), 2 q_norm f32 `[hd]`, 3 k_norm f32 `[hd]` (read),
 /// 4 kcache, 5 vcache, 6 partial, 7 counters u32 `[heads]`, 8 out f32 `[heads*hd]`
@@ -69,12 +70,20 @@ pub struct AttnRopePush {
     pub k_offset: u32,
     /// First float of v in the q|k|v buffer.
     pub v_offset: u32,
+    /// [`crate::ATTENTION_ROPE_Q8`], non-zero: each head's output also goes to `attn` as
+    /// q8 records from this float on (block b at `q8_at + 12 b`,
+    /// [`crate::Q8_RECORD_FLOATS`]), what the integer-dot o projection would make of it
+    /// ([`crate::matvec_xq8`]); `head_dim` a multiple of 32. The other kernels ignore it.
+    pub q8_at: u32,
 }
 const _: () = assert!(
     std::mem::size_of::<AttnRopePush>() == crate::ATTENTION_ROPE.push_constant_bytes as usize
 );
 const _: () = assert!(
     std::mem::size_of::<AttnRopePush>() == crate::ATTENTION_ROPE_EXT.push_constant_bytes as usize
+);
+const _: () = assert!(
+    std::mem::size_of::<AttnRopePush>() == crate::ATTENTION_ROPE_Q8.push_constant_bytes as usize
 );
 
 /// Push constants of [`crate::ADVANCE_PARAMS`]: advance the position by `steps` (1 after a

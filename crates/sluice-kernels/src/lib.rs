@@ -393,6 +393,20 @@ pub fn matvec_q8_handoff_tpr(dtype: WeightDtype, rows: u32, cols: u32) -> Option
     cheap.then(|| quant_tpr_field(32, QUANT_MATVEC_ROWS))
 }
 
+/// Whether the decode attention handing o its output as q8 records ([`matvec_xq8`]
+/// reading them instead of quantizing x itself) pays for a `rows` x `cols` `dtype` o:
+/// Q8_0, Q4_0 and Q4_1, and Q4_K where its plan ([`quant_matvec_plan`]) gives each thread
+/// group four rows to share the records it loads. H100, tg128 (BENCHMARKS.md,
+/// twenty-ninth session): Qwen3-0.6B Q8_0 +0.7%, Q4_0 +1.4%, Qwen3-4B Q4_K_M +0.7% (four
+/// rows), Qwen3-0.6B Q4_K_M -1.8% (its o's plan has one row per group).
+pub fn attn_q8_handoff_pays(dtype: WeightDtype, rows: u32, cols: u32) -> bool {
+    match dtype {
+        WeightDtype::Q8_0 | WeightDtype::Q4_0 | WeightDtype::Q4_1 => true,
+        WeightDtype::Q4K => quant_matvec_plan(dtype, rows, cols).1 == QUANT_MATVEC_ROWS,
+        _ => false,
+    }
+}
+
 /// Threads per row group of the block-format matvec body (`wgsl/include/matvec_q_body.wgsl`)
 /// when the push field is 0 (the host helpers always fill it; see [`quant_matvec_plan`]).
 pub const QUANT_MATVEC_TPR: u32 = 32;

@@ -81,6 +81,7 @@ fn run(d: &Device, kernel: &KernelDesc, groups: u32, mut rng: Option<&mut Rng>) 
             theta: 10000.0,
             k_offset: q_dim,
             v_offset: q_dim + kv_heads * hd,
+            q8_at: 0,
         },
         qkv_rows,
         hidden,

@@ -578,6 +578,17 @@ fn helpers_and_variants_cover_every_dtype() {
             dt.name()
         );
         assert_eq!(matvec_q8_handoff_tpr(dt, 3072 + 16, 1024), None);
+        // The attention's handoff to o: the cheap formats at any size, Q4_K where o's plan
+        // shares the records over four rows (qwen3-4b's 2560 x 4096, not qwen3-0.6b's
+        // 1024 x 2048).
+        let four = dt == WeightDtype::Q4K;
+        assert_eq!(
+            attn_q8_handoff_pays(dt, 2560, 4096),
+            cheap || four,
+            "{}",
+            dt.name()
+        );
+        assert_eq!(attn_q8_handoff_pays(dt, 1024, 2048), cheap, "{}", dt.name());
         let xq8 = matvec_xq8(dt).unwrap();
         assert_eq!(xq8.name, format!("matvec_xq8_{}_dp", dt.name()));
         assert_eq!(xq8.bindings, matvec(dt).bindings);
@@ -585,6 +596,7 @@ fn helpers_and_variants_cover_every_dtype() {
     }
     assert!(matvec_xq8(WeightDtype::F16).is_none());
     assert_eq!(matvec_q8_handoff_tpr(WeightDtype::F16, 9728, 2560), None);
+    assert!(!attn_q8_handoff_pays(WeightDtype::F16, 2560, 4096));
 }
 
 /// Byte offsets of the f16 scale fields of a block (set to finite values in random blocks).

@@ -158,6 +158,7 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
                 theta,
                 k_offset: k_off,
                 v_offset: v_off,
+                q8_at: 0,
             };
             let bindings = [
                 params.slice(..),

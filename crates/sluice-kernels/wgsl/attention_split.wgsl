@@ -42,6 +42,8 @@ struct Push {
 @group(0) @binding(6) var<storage, read_write> attn: F32s;
 var<immediate> pc: Push;
 
+// A head's output is written (include/attention_core.wgsl): nothing more here.
+fn attn_written(tid: u32, out: u32, hd: u32) {}
 
 
 @compute @workgroup_size(256)

@@ -3,7 +3,7 @@
 //! bit for bit, replay == direct bit for bit.
 
 use sluice::graph::GraphOptions;
-use sluice::testing::{test_device_with, ValidationGuard};
+use sluice::testing::{coopmat_or_test_device_with, test_device_with, ValidationGuard};
 use sluice::{BarrierMode, Device, Options};
 use sluice_llm::config::ModelConfig;
 use sluice_llm::decode::{Decoder, Mode};
@@ -432,7 +432,9 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
     use sluice_llm::load::target_dtype;
     use sluice_llm::quant_mix::{QuantKind, QuantRequest};
     use sluice_llm::weights::{expected_tensors, synthetic_tensor_f32};
-    let d = test_device_with(Options {
+    // Validated on lavapipe; on a device with matrix units (the prefill's matmul tiles
+    // run there) without the layer, which predates them (sluice::testing).
+    let d = coopmat_or_test_device_with(Options {
         no_int_dot: !int_dot,
         ..Options::default()
     });
@@ -462,6 +464,7 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
         QuantKind::Uniform(dt) => !int_dot || sluice_kernels::has_int_dot(*dt),
         _ => true,
     });
+    let mut attn_handoff_models = 0;
     for kind in kinds {
         let request = QuantRequest {
             kind,
@@ -545,12 +548,46 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
             0
         };
         assert_eq!(loaded.model.q8_handoff_layers(), handoffs, "{}", dt.name());
+        // The attention hands o its output as int8 blocks (head_dim 64) where o's format
+        // and plan make that pay (Q8_0, Q4_0, Q4_1 here: o's Q4_K plan has one row per
+        // thread group at this size).
+        let (o_rows, o_cols) = (cfg.hidden, cfg.heads * cfg.head_dim);
+        let o_name = "model.layers.0.self_attn.o_proj.weight";
+        let o_dt = target_dtype(Some(&request), &cfg, o_name, o_rows, o_cols, dt);
+        let pays = sluice_kernels::attn_q8_handoff_pays(o_dt, o_rows as u32, o_cols as u32);
+        let attn_handoffs = if int_dot && pays { cfg.layers } else { 0 };
+        attn_handoff_models += (attn_handoffs > 0) as usize;
+        assert_eq!(
+            loaded.model.attn_q8_handoff_layers(),
+            attn_handoffs,
+            "{}",
+            dt.name()
+        );
+        // The same model without the handoffs, whose logits must keep every bit: the
+        // records are what the consumers would have made of the floats themselves.
+        o.gpu.q8_handoff = false;
+        let plain = open_model(&d, &format!("synthetic:{name}"), &o, |_, _| {}).unwrap();
+        assert_eq!(plain.model.attn_q8_handoff_layers(), 0);
+        let plain_decoder =
+            Decoder::new(&plain.model, Mode::Replay, GraphOptions::default()).unwrap();
         let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
         let (mut token, mut worst, mut agree) = (1u32, 0f32, 0);
         for pos in 0..32 {
             let want = cpu.forward(token).unwrap();
             let next = decoder.step(token, pos).unwrap();
-            worst = worst.max(rel_err(&loaded.model.logits().unwrap(), &want));
+            plain_decoder.step(token, pos).unwrap();
+            let (got, off) = (
+                loaded.model.logits().unwrap(),
+                plain.model.logits().unwrap(),
+            );
+            assert!(
+                got.iter()
+                    .zip(&off)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{} (int dot {int_dot}): logits at position {pos} differ with the q8 handoffs",
+                dt.name()
+            );
+            worst = worst.max(rel_err(&got, &want));
             let cpu_next = argmax(&want).unwrap();
             agree += (next == cpu_next) as usize;
             token = cpu_next;
@@ -587,4 +624,6 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
             dt.name()
         );
     }
+    // Q8_0, Q4_0 and Q4_1 ran with the attention's handoff.
+    assert_eq!(attn_handoff_models, if int_dot { 3 } else { 0 });
 }

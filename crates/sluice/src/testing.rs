@@ -25,6 +25,21 @@ pub fn coopmat_or_test_device() -> Device {
     }
 }
 
+/// [`coopmat_or_test_device`] with other options: validated unless the device (opened
+/// with `options`) has cooperative matrices.
+pub fn coopmat_or_test_device_with(options: Options) -> Device {
+    let plain = Options {
+        validation: crate::options::Validation::Off,
+        ..options.clone()
+    };
+    let coopmat = Device::new(plain.clone()).is_ok_and(|d| d.info().coopmat_f16_16x16);
+    if coopmat {
+        Device::new(plain).expect("a Vulkan device")
+    } else {
+        test_device_with(options)
+    }
+}
+
 /// Like [`test_device`] with other options (validation is forced on).
 pub fn test_device_with(options: Options) -> Device {
     let options = Options {

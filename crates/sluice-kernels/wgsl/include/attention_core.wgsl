@@ -3,7 +3,9 @@
 // slot obase, computes scores (16 lanes per position, coalesced key reads, two positions'
 // words in flight per lane), the chunk's max and exp-sum, and the weighted values (eight
 // value loads in flight per invocation), and
-// writes partial[obase..] = (m, l, o[hd]). Expects bindings kcache, vcache, partial, attn.
+// writes partial[obase..] = (m, l, o[hd]). Expects bindings kcache, vcache, partial, attn,
+// and `fn attn_written(tid, out, hd)` from the kernel file: called by every invocation once
+// a head's normalised output is in attn[out .. out + hd] (here, or in finish_head).
 
 const SLICES: u32 = 16u;
 const NEG: f32 = -3.0e38;
@@ -148,5 +150,8 @@ fn attend(tid: u32, sg_id: u32, sg_lane: u32, nsg: u32, row0: u32, n: u32, obase
     if (tid == 0u) {
         partial.d[obase] = m;
         partial.d[obase + 1u] = l;
+    }
+    if (alone) {
+        attn_written(tid, out, 2u * pairs);
     }
 }

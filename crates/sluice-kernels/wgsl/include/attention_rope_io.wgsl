@@ -1,5 +1,6 @@
-// The bindings, push constants and entry point of attention_rope and attention_rope_ext
-// (bindings 0..=8; the _ext kernel adds 9 and 10). See attention_rope.wgsl.
+// The bindings, push constants and entry point of attention_rope, attention_rope_q8 and
+// attention_rope_ext (bindings 0..=8; the _ext kernel adds 9 and 10). See
+// attention_rope.wgsl.
 struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
@@ -17,6 +18,9 @@ struct Push {
     theta: f32,
     k_offset: u32,
     v_offset: u32,
+    // attention_rope_q8: attn also gets the output's q8 records from this float on
+    // (include/attention_q8.wgsl; the other kernels ignore it).
+    q8_at: u32,
 }
 
 @group(0) @binding(0) var<storage, read> params: Params;

@@ -42,6 +42,8 @@ struct Push {
     theta: f32,
     k_offset: u32,
     v_offset: u32,
+    // attention_rope's q8 output (0 here: the persistent layer has no integer-dot o).
+    q8_at: u32,
     // Shapes: rows of the stacked qkv matrix, hidden size, q_dim (= o's columns),
     // intermediate size; each matrix's row stride in 8-element chunks.
     qkv_rows: u32,
@@ -78,6 +80,9 @@ struct Push {
 @group(0) @binding(20) var<storage, read> qkv_bias: F32s;
 @group(0) @binding(21) var<storage, read> rope_freq: F32s;
 var<immediate> pc: Push;
+
+// A head's output is written (include/attention_core.wgsl): o reads the floats.
+fn attn_written(tid: u32, out: u32, hd: u32) {}
 
 // Polls of the arrival counter before a workgroup gives up (below lavapipe's 65535-iteration
 // loop cap, so the abort path runs there too; ~20 ms on the H100).

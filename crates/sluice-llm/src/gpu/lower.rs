@@ -668,6 +668,45 @@ impl GpuModel {
             .count()
     }
 
+    /// Where layer `layer`'s decode attention hands its output to o quantized (the
+    /// `q8_handoff` option): the byte range of the q8 records in the `attn` scratch (after
+    /// the token's floats). Only for the fused attention of the barrier lowering in models
+    /// without q/k/v biases or RoPE scaling (`attention_rope_q8`), an o on integer dot
+    /// products where that pays
+    /// (`sluice_kernels::attn_q8_handoff_pays`), head_dim a multiple of 32 (each head's
+    /// workgroup owns whole blocks), and records that fit the scratch.
+    pub(super) fn attn_q8_handoff(&self, layer: usize, shape: Shape) -> Option<(u64, u64)> {
+        let o = &self.options;
+        if shape != Shape::Decode
+            || !o.q8_handoff
+            || !o.fuse_attention
+            || self.rope_ext()
+            || !self.device.info().int_dot
+            || !self.config.head_dim.is_multiple_of(32)
+        {
+            return None;
+        }
+        let m = &self.layers[layer].o;
+        let q_dim = (self.config.heads * self.config.head_dim) as u64;
+        if !k::has_int_dot(m.dtype)
+            || m.cols as u64 != q_dim
+            || !k::attn_q8_handoff_pays(m.dtype, m.rows, m.cols)
+        {
+            return None;
+        }
+        let off = (q_dim * 4).next_multiple_of(256);
+        let end = off + q_dim / 32 * k::Q8_RECORD_FLOATS as u64 * 4;
+        (end <= self.scratch.attn.size()).then_some((off, end))
+    }
+
+    /// Layers whose decode attention hands its output to o quantized (see
+    /// [`GpuOptions::q8_handoff`](super::GpuOptions::q8_handoff)).
+    pub fn attn_q8_handoff_layers(&self) -> usize {
+        (0..self.layers.len())
+            .filter(|&i| self.attn_q8_handoff(i, Shape::Decode).is_some())
+            .count()
+    }
+
     /// Linear ops of a batched decode step (all layers and the LM head) that run on the
     /// matrix units; the others take integer dot products or the matvec family (see
     /// `batch_path`). 0 without a paged engine.
@@ -840,10 +879,18 @@ impl GpuModel {
             } else {
                 Family::Plain
             };
-            // down reading the gate/up's q8 records.
+            // down reading the gate/up's q8 records, o the attention's.
             let handoff = layer
-                .filter(|_| l.input == Act::H && norm.is_none())
-                .and_then(|i| self.q8_handoff(i, shape));
+                .filter(|_| norm.is_none())
+                .and_then(|i| match l.input {
+                    Act::H => self
+                        .q8_handoff(i, shape)
+                        .map(|(off, end, _)| self.scratch.h.slice(off..end)),
+                    Act::Attn => self
+                        .attn_q8_handoff(i, shape)
+                        .map(|(off, end)| self.scratch.attn.slice(off..end)),
+                    _ => None,
+                });
             // Batched: each part where `batch_parts` puts it.
             let dests = batched.then(|| self.batch_parts(l, &parts, (yb, ys), shape));
             for (j, &(m, row)) in parts.iter().enumerate() {
@@ -858,7 +905,7 @@ impl GpuModel {
                     _ => (y_slice(yb, m, row, batched), tokens),
                 };
                 let (x, q8) = match handoff {
-                    Some((off, end, _)) => (self.scratch.h.slice(off..end), Q8Io::Consume),
+                    Some(records) => (records, Q8Io::Consume),
                     None => (x_slice(m), Q8Io::Off),
                 };
                 self.matvec(enc, family, m, None, x, norm, y, l.accumulate, tokens, q8)?;
@@ -975,6 +1022,7 @@ impl GpuModel {
             theta: c.rope_theta,
             k_offset: k_at as u32,
             v_offset: v_at as u32,
+            q8_at: 0,
         }
     }
 
@@ -1001,7 +1049,14 @@ impl GpuModel {
         let [bias, freq] = self.rope_extras(i);
         if self.options.fuse_attention && !shape.batched() {
             self.label(enc, shape, "attention", Some(i));
-            let push = self.attn_rope_push();
+            let mut push = self.attn_rope_push();
+            let q8_kernel;
+            let mut kernel = &self.kernels.attn_rope;
+            if let Some((off, _)) = self.attn_q8_handoff(i, shape) {
+                push.q8_at = (off / 4) as u32;
+                q8_kernel = self.device.pipeline(&k::ATTENTION_ROPE_Q8)?;
+                kernel = &q8_kernel;
+            }
             let bindings = [
                 self.params.slice(..),
                 s.qkv.slice(..),
@@ -1017,12 +1072,7 @@ impl GpuModel {
             ];
             // The plain kernel has no bindings for biases and RoPE multipliers.
             let n = if self.rope_ext() { 11 } else { 9 };
-            enc.dispatch(
-                &self.kernels.attn_rope,
-                [splits, nh, 1],
-                &bindings[..n],
-                &push,
-            )
+            enc.dispatch(kernel, [splits, nh, 1], &bindings[..n], &push)
         } else {
             // Views of q, k and v: one token's rows in decode, from there on in prefill.
             let view = |at: u64, heads: u64| match shape {

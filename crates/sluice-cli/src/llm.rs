@@ -84,9 +84,8 @@ pub struct ModelOpts {
     pub no_fuse: bool,
     /// Decode of block formats: down quantizes the gate/up output itself instead of
     /// reading the int8 blocks the gate/up wrote (o likewise the attention's), and in
-    /// batched engines on integer dot
-    /// products o and down theirs instead of reading the attention's and the gate/up's
-    /// (A/B)
+    /// batched engines on integer dot products o and down theirs instead of reading the
+    /// attention's and the gate/up's (A/B)
     #[arg(long)]
     pub no_q8_handoff: bool,
     /// Decode lowering: one dispatch per op behind pipeline barriers; one persistent

@@ -397,8 +397,9 @@ pub fn matvec_q8_handoff_tpr(dtype: WeightDtype, rows: u32, cols: u32) -> Option
 /// reading them instead of quantizing x itself) pays for a `rows` x `cols` `dtype` o:
 /// Q8_0, Q4_0 and Q4_1, and Q4_K where its plan ([`quant_matvec_plan`]) gives each thread
 /// group four rows to share the records it loads. H100, tg128 (BENCHMARKS.md,
-/// twenty-ninth session): Qwen3-0.6B Q8_0 +0.7%, Q4_0 +1.4%, Qwen3-4B Q4_K_M +0.7% (four
-/// rows), Qwen3-0.6B Q4_K_M -1.8% (its o's plan has one row per group).
+/// twenty-ninth session; docs/decisions/0007): Qwen3-0.6B Q8_0 +2.2%, Q4_0 +1.7%,
+/// Qwen3-4B Q4_K_M +0.7% (four rows), Qwen3-0.6B Q4_K_M -1.8% (its o's plan has one row
+/// per group). The other formats were not measured.
 pub fn attn_q8_handoff_pays(dtype: WeightDtype, rows: u32, cols: u32) -> bool {
     match dtype {
         WeightDtype::Q8_0 | WeightDtype::Q4_0 | WeightDtype::Q4_1 => true,

@@ -1,3 +1,4 @@
+//! include: act_rms
 // Activations to f16 for the cooperative-matrix batched matvec (matvec_batch_cm): token t
 // (workgroup t) of x (f32, `x_stride` floats apart) becomes f16 words of xh (`h_words`
 // u32 = 2 halves apart), times inverse RMS and the norm weight when `norm` is 1 (the
@@ -23,8 +24,6 @@ var<immediate> pc: Push;
 
 // Pairs per invocation held in registers.
 const PR: u32 = 8u;
-
-var<workgroup> sums: array<f32, 256>; // one per subgroup (subgroups of at least 1)
 
 // Pair p of token row xo (0 past the token's columns: the caller checks p < pairs).
 fn pair(xo: u32, p: u32) -> vec2<f32> {
@@ -74,17 +73,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     var inv = 1.0;
     if (pc.norm != 0u) {
-        let s = subgroupAdd(ss);
-        let nsg = 256u / sgs;
-        if (lane == 0u) {
-            sums[li / sgs] = s;
-        }
-        workgroupBarrier();
-        var total = 0.0;
-        for (var i = 0u; i < nsg; i++) {
-            total += sums[i];
-        }
-        inv = inverseSqrt(total / f32(pc.cols) + pc.eps);
+        inv = inv_rms(li, sgs, lane, ss, pc.cols, pc.eps);
     }
     if (one_pass) {
         for (var j = 0u; j < PR; j++) {

@@ -1,4 +1,5 @@
 //! include: quant_x8
+//! include: act_rms
 // Activations quantized to int8 per block of 32 for the integer-dot batched matvec
 // (matvec_batch_dp): token t (workgroup t) of x (f32, `x_stride4` vec4s apart), times the
 // norm weight when `norm` is 1, to int8 words of xq (`xq_stride` u32 apart) and per
@@ -23,8 +24,6 @@ struct Push { cols: u32, tokens: u32, x_stride4: u32, norm: u32, eps: f32, xq_st
 @group(0) @binding(2) var<storage, read_write> xq: U32s;
 @group(0) @binding(3) var<storage, read_write> xd: V4s;
 var<immediate> pc: Push;
-
-var<workgroup> sums: array<f32, 256>; // one per subgroup (subgroups of at least 1)
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,
@@ -59,17 +58,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     var inv = 1.0;
     if (norm) {
-        let s = subgroupAdd(ss);
-        let nsg = 256u / sgs;
-        if (lane == 0u) {
-            sums[li / sgs] = s;
-        }
-        workgroupBarrier();
-        var total = 0.0;
-        for (var i = 0u; i < nsg; i++) {
-            total += sums[i];
-        }
-        inv = inverseSqrt(total / f32(pc.cols) + pc.eps);
+        inv = inv_rms(li, sgs, lane, ss, pc.cols, pc.eps);
     }
     for (var b = li; b < nb; b += 256u) {
         let o = t * pc.xd_stride + b;

@@ -672,9 +672,9 @@ impl GpuModel {
     /// `q8_handoff` option): the byte range of the q8 records in the `attn` scratch (after
     /// the token's floats). Only for the fused attention of the barrier lowering in models
     /// without q/k/v biases or RoPE scaling (`attention_rope_q8`), an o on integer dot
-    /// products where that pays
-    /// (`sluice_kernels::attn_q8_handoff_pays`), head_dim a multiple of 32 (each head's
-    /// workgroup owns whole blocks), and records that fit the scratch.
+    /// products where that pays (`sluice_kernels::attn_q8_handoff_pays`), head_dim a
+    /// multiple of 32 (each head's workgroup owns whole blocks), and records that fit the
+    /// scratch.
     pub(super) fn attn_q8_handoff(&self, layer: usize, shape: Shape) -> Option<(u64, u64)> {
         let o = &self.options;
         if shape != Shape::Decode

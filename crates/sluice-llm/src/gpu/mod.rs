@@ -75,8 +75,8 @@ pub struct GpuOptions {
     pub fuse_attention: bool,
     /// Integer-dot decode of block formats: the fused gate/up also writes its output
     /// quantized to int8 blocks of 32 (bit for bit what down's kernel made of it), so down
-    /// skips quantizing its input, and the fused attention does the same for o; in batched
-    /// engines whose decode rows run on integer dot
+    /// skips quantizing its input, and the fused attention does the same for o where that
+    /// pays (docs/decisions/0007); in batched engines whose decode rows run on integer dot
     /// products the attention writes o's input so and the gate/up down's (their `act_q8`
     /// dispatches go). Default true; off for A/B (`--no-q8-handoff`).
     pub q8_handoff: bool,

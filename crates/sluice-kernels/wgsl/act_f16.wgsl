@@ -25,7 +25,7 @@ var<immediate> pc: Push;
 // Pairs per invocation held in registers.
 const PR: u32 = 8u;
 
-// Pair p of token row xo (0 past the token's columns: the caller checks p < pairs).
+// Pair p of the token row from float xo (the caller checks p < pairs).
 fn pair(xo: u32, p: u32) -> vec2<f32> {
     return vec2<f32>(x.d[xo + 2u * p], x.d[xo + 2u * p + 1u]);
 }

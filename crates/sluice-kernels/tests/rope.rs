@@ -1,7 +1,8 @@
 //! One RoPE for every kernel that rotates: the prefill path (`qk_norm_rope`, a chunk of
 //! tokens per dispatch) and the fused decode path (`attention_rope`, or `attention_rope_ext`
 //! with q/k/v biases or RoPE scaling; one token per dispatch) must write bit-identical K/V
-//! cache entries for the same q/k/v inputs.
+//! cache entries for the same q/k/v inputs; `attention_rope_q8` writes what
+//! `attention_rope` writes, plus o's q8 records.
 
 use sluice::testing::{test_device, ValidationGuard};
 use sluice::ResourceClass;
@@ -201,5 +202,159 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
         );
         assert_eq!(kp, kd, "{what}: K cache differs between prefill and decode");
         assert_eq!(vp, vd, "{what}: V cache differs between prefill and decode");
+    }
+}
+
+/// `attention_rope_q8` writes what `attention_rope` writes (the same caches and output
+/// floats, bit for bit) and after the floats each head's q8 records, the CPU packing of
+/// those floats (`quant_dp::quantize_x_q8`, up to the GPU's division: d within an ulp or
+/// two, a rare int8 off by one at a rounding tie), and nothing past them; the plain kernel
+/// ignores `q8_at`. Positions 0..70 with 32-position splits: a lone split writes the head
+/// (up to 32 keys), then two and three splits merged by the last to finish.
+#[test]
+fn attention_q8_records_are_the_quantized_output() {
+    use sluice_kernels::quant_dp::quantize_x_q8;
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let plain = d.pipeline(&ATTENTION_ROPE).unwrap();
+    let q8 = d.pipeline(&ATTENTION_ROPE_Q8).unwrap();
+    let (capacity, positions) = (96u32, 70u32);
+    for (heads, kv_heads, hd) in [(4u32, 2u32, 64u32), (2, 1, 128)] {
+        let (nq, nk) = (heads * hd, kv_heads * hd);
+        let (k_off, v_off) = (nq, nq + nk);
+        let stride = (v_off + nk).next_multiple_of(64);
+        let qkv = values((stride * positions) as usize, heads + hd, 3.0);
+        let qn = values(hd as usize, 17, 1.5);
+        let kn = values(hd as usize, 19, 1.5);
+        let qnb = f32_buffer(&d, "qn", &qn, ResourceClass::ReadOnlyWeight);
+        let knb = f32_buffer(&d, "kn", &kn, ResourceClass::ReadOnlyWeight);
+        let qkv_b = f32_buffer(&d, "qkv", &qkv, ResourceClass::TokenScratch);
+        let splits = attention_splits(capacity, 256, heads);
+        // The output floats, the records from a 256-byte boundary, 16 sentinels.
+        let off = (nq * 4).next_multiple_of(256) / 4;
+        let floats = (off + nq / 32 * Q8_RECORD_FLOATS + 16) as usize;
+        let nan = f32::NAN.to_bits();
+        // Caches, partials, counters and output of one kernel's run.
+        let state = |tag: &str| {
+            let cache = |c: &str| {
+                let words = vec![0u32; (kv_heads * capacity * hd / 2) as usize];
+                u32_buffer(
+                    &d,
+                    &format!("{c}{tag}"),
+                    &words,
+                    ResourceClass::TokenScratch,
+                )
+            };
+            let partial = vec![0.0; (heads * splits * (hd + 2)) as usize];
+            (
+                cache("k"),
+                cache("v"),
+                f32_buffer(&d, "partial", &partial, ResourceClass::TokenScratch),
+                u32_buffer(
+                    &d,
+                    "counters",
+                    &vec![0; heads as usize],
+                    ResourceClass::TokenScratch,
+                ),
+                f32_buffer(
+                    &d,
+                    "out",
+                    &vec![f32::NAN; floats],
+                    ResourceClass::TokenScratch,
+                ),
+            )
+        };
+        let (a, b) = (state("a"), state("b"));
+        for pos in 0..positions {
+            let params = u32_buffer(&d, "params", &[0, pos, pos + 1, 0], ResourceClass::Generic);
+            let at = (pos * stride) as u64 * 4;
+            let push = AttnRopePush {
+                heads,
+                kv_heads,
+                head_dim: hd,
+                capacity,
+                chunk: 256,
+                splits,
+                scale: 1.0 / (hd as f32).sqrt(),
+                flags: ROPE_NORM,
+                eps: 1e-6,
+                theta: 1.0e6,
+                k_offset: k_off,
+                v_offset: v_off,
+                q8_at: off,
+            };
+            let mut enc = d.encoder().unwrap();
+            for (kernel, s) in [(&plain, &a), (&q8, &b)] {
+                let bindings = [
+                    params.slice(..),
+                    qkv_b.slice(at..at + stride as u64 * 4),
+                    qnb.slice(..),
+                    knb.slice(..),
+                    s.0.slice(..),
+                    s.1.slice(..),
+                    s.2.slice(..),
+                    s.3.slice(..),
+                    s.4.slice(..),
+                ];
+                enc.dispatch(kernel, [splits, heads, 1], &bindings, &push)
+                    .unwrap();
+            }
+            enc.submit().unwrap().wait().unwrap();
+            let what = format!("heads {heads}/{kv_heads} hd {hd} pos {pos}");
+            let (ga, gb) = (
+                a.4.read::<f32>(0, floats).unwrap(),
+                b.4.read::<f32>(0, floats).unwrap(),
+            );
+            let n = nq as usize;
+            assert!(ga[..n].iter().all(|v| v.is_finite()), "{what}: output");
+            assert_eq!(bits(&ga[..n]), bits(&gb[..n]), "{what}: output floats");
+            assert!(
+                ga[n..].iter().all(|v| v.to_bits() == nan),
+                "{what}: attention_rope wrote past its output"
+            );
+            let rec_end = (off + nq / 32 * Q8_RECORD_FLOATS) as usize;
+            assert!(
+                gb[n..off as usize].iter().all(|v| v.to_bits() == nan)
+                    && gb[rec_end..].iter().all(|v| v.to_bits() == nan),
+                "{what}: written outside the output and the records"
+            );
+            let q = quantize_x_q8(&ga[..n]);
+            for blk in 0..n / 32 {
+                let r = &gb[off as usize + 12 * blk..off as usize + 12 * (blk + 1)];
+                let d_ = q.d[blk];
+                let want = [d_, q.sum16[2 * blk], q.sum16[2 * blk + 1], 0.0];
+                for (i, (g, w)) in r[..4].iter().zip(want).enumerate() {
+                    let tol = 1e-6 * w.abs() + 2.0 * d_;
+                    assert!(
+                        (g - w).abs() <= tol,
+                        "{what}: block {blk} scale {i}: {g} vs {w}"
+                    );
+                }
+                let gq = r[4..]
+                    .iter()
+                    .flat_map(|f| f.to_bits().to_le_bytes().map(|v| v as i8));
+                let off_by = gq
+                    .zip(&q.q[32 * blk..32 * (blk + 1)])
+                    .filter(|(g, w)| g != *w);
+                for (g, w) in off_by.clone() {
+                    assert!(
+                        (g as i32 - *w as i32).abs() <= 1,
+                        "{what}: block {blk} q {g} vs {w}"
+                    );
+                }
+                assert!(off_by.count() <= 2, "{what}: block {blk} words");
+            }
+        }
+        let words = (kv_heads * capacity * hd / 2) as usize;
+        assert_eq!(
+            a.0.read::<u32>(0, words).unwrap(),
+            b.0.read::<u32>(0, words).unwrap(),
+            "K caches"
+        );
+        assert_eq!(
+            a.1.read::<u32>(0, words).unwrap(),
+            b.1.read::<u32>(0, words).unwrap(),
+            "V caches"
+        );
     }
 }

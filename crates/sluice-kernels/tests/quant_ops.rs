@@ -924,7 +924,6 @@ fn quant_dp_variants_match_int_reference() {
 /// down.
 #[test]
 fn q8_handoff_matches_quantizing_in_the_consumer_bit_for_bit() {
-    use sluice_kernels::quant_dp::quantize_x_q8;
     let d = test_device();
     let _guard = ValidationGuard::new(&d);
     let mut rng = Rng::new(37);
@@ -1004,32 +1003,8 @@ fn q8_handoff_matches_quantizing_in_the_consumer_bit_for_bit() {
                 "{what}: written past the records"
             );
             assert_eq!(bits(&handed[..h]), bits(&plain[..h]), "{what}: floats");
-            // The records are the CPU packing of the floats (up to the GPU's division:
-            // d within an ulp or two, a rare int8 off by one at a rounding tie).
-            let q = quantize_x_q8(&plain[..h]);
-            for b in 0..h / 32 {
-                let r = &handed[off / 4 + 12 * b..off / 4 + 12 * (b + 1)];
-                let d_ = q.d[b];
-                let want = [d_, q.sum16[2 * b], q.sum16[2 * b + 1], 0.0];
-                for (i, (g, w)) in r[..4].iter().zip(want).enumerate() {
-                    let tol = 1e-6 * w.abs() + 2.0 * d_;
-                    assert!(
-                        (g - w).abs() <= tol,
-                        "{what}: block {b} scale {i}: {g} vs {w}"
-                    );
-                }
-                let gq = r[4..]
-                    .iter()
-                    .flat_map(|f| f.to_bits().to_le_bytes().map(|v| v as i8));
-                let off_by = gq.zip(&q.q[32 * b..32 * (b + 1)]).filter(|(g, w)| g != *w);
-                for (g, w) in off_by.clone() {
-                    assert!(
-                        (g as i32 - *w as i32).abs() <= 1,
-                        "{what}: block {b} q {g} vs {w}"
-                    );
-                }
-                assert!(off_by.count() <= 2, "{what}: block {b} words");
-            }
+            // The records are the CPU packing of the floats (up to the GPU's division).
+            assert_q8_records(&what, &handed[off / 4..], &plain[..h]);
             // down: its own quantization of the floats vs the records, adding to y0.
             let (o32, hh) = (hidden_out as u32, h as u32);
             let dgroups = matvec_groups_dt(dt, o32, hh, None);

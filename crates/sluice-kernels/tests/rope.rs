@@ -213,7 +213,6 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
 /// (up to 32 keys), then two and three splits merged by the last to finish.
 #[test]
 fn attention_q8_records_are_the_quantized_output() {
-    use sluice_kernels::quant_dp::quantize_x_q8;
     let d = test_device();
     let _guard = ValidationGuard::new(&d);
     let plain = d.pipeline(&ATTENTION_ROPE).unwrap();
@@ -318,32 +317,7 @@ fn attention_q8_records_are_the_quantized_output() {
                     && gb[rec_end..].iter().all(|v| v.to_bits() == nan),
                 "{what}: written outside the output and the records"
             );
-            let q = quantize_x_q8(&ga[..n]);
-            for blk in 0..n / 32 {
-                let r = &gb[off as usize + 12 * blk..off as usize + 12 * (blk + 1)];
-                let d_ = q.d[blk];
-                let want = [d_, q.sum16[2 * blk], q.sum16[2 * blk + 1], 0.0];
-                for (i, (g, w)) in r[..4].iter().zip(want).enumerate() {
-                    let tol = 1e-6 * w.abs() + 2.0 * d_;
-                    assert!(
-                        (g - w).abs() <= tol,
-                        "{what}: block {blk} scale {i}: {g} vs {w}"
-                    );
-                }
-                let gq = r[4..]
-                    .iter()
-                    .flat_map(|f| f.to_bits().to_le_bytes().map(|v| v as i8));
-                let off_by = gq
-                    .zip(&q.q[32 * blk..32 * (blk + 1)])
-                    .filter(|(g, w)| g != *w);
-                for (g, w) in off_by.clone() {
-                    assert!(
-                        (g as i32 - *w as i32).abs() <= 1,
-                        "{what}: block {blk} q {g} vs {w}"
-                    );
-                }
-                assert!(off_by.count() <= 2, "{what}: block {blk} words");
-            }
+            assert_q8_records(&what, &gb[off as usize..], &ga[..n]);
         }
         let words = (kv_heads * capacity * hd / 2) as usize;
         assert_eq!(

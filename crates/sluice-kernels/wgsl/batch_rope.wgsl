@@ -116,7 +116,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
     }
     var ss = 0.0;
     if (use_norm) {
-        // Fixed-order tree sum (the same for every row and batch, and as qk_norm_rope's).
+        // Fixed-order tree sum (the same for every row and batch).
         red[i] = a * a + b * b;
         workgroupBarrier();
         for (var s = 64u; s > 0u; s >>= 1u) {

@@ -176,6 +176,37 @@ pub fn assert_q8_rows(
     }
 }
 
+/// Asserts that `records` (q8 records, [`sluice_kernels::Q8_RECORD_FLOATS`] floats per
+/// block of 32: d, the two half-block sums, 0, eight int8 words) are the CPU packing of
+/// `floats` (`quant_dp::quantize_x_q8`) up to the GPU's division: d and the sums within
+/// an ulp or two of d, at most two int8 values per block off by one (rounding ties).
+pub fn assert_q8_records(what: &str, records: &[f32], floats: &[f32]) {
+    let q = sluice_kernels::quant_dp::quantize_x_q8(floats);
+    for b in 0..floats.len() / 32 {
+        let r = &records[12 * b..12 * (b + 1)];
+        let d_ = q.d[b];
+        let want = [d_, q.sum16[2 * b], q.sum16[2 * b + 1], 0.0];
+        for (i, (g, w)) in r[..4].iter().zip(want).enumerate() {
+            let tol = 1e-6 * w.abs() + 2.0 * d_;
+            assert!(
+                (g - w).abs() <= tol,
+                "{what}: block {b} scale {i}: {g} vs {w}"
+            );
+        }
+        let gq = r[4..]
+            .iter()
+            .flat_map(|f| f.to_bits().to_le_bytes().map(|v| v as i8));
+        let off_by = gq.zip(&q.q[32 * b..32 * (b + 1)]).filter(|(g, w)| g != *w);
+        for (g, w) in off_by.clone() {
+            assert!(
+                (g as i32 - *w as i32).abs() <= 1,
+                "{what}: block {b} q {g} vs {w}"
+            );
+        }
+        assert!(off_by.count() <= 2, "{what}: block {b} words");
+    }
+}
+
 /// Host wall time per dispatch of `kernel`, the best of 5 submits of `per` back-to-back
 /// dispatches (speed probes; includes the barrier between dispatches).
 pub fn best_dispatch_secs<P: Pod>(

@@ -1,7 +1,10 @@
 //! Test support shared by every crate's GPU tests: a device with synchronization
 //! validation on, and a guard that fails the test on any validation message.
 //!
-//! A test run that finds no Vulkan device fails; it never skips.
+//! A test run that finds no Vulkan device fails; it never skips. Validated devices should
+//! not be created or dropped while another thread uses a validated device of its own: the
+//! layer Debian ships (1.3.239) updates its per-device map without a lock and can crash, so
+//! the workspace runs each binary's tests one at a time (`.cargo/config.toml`).
 
 use crate::device::Device;
 use crate::options::Options;

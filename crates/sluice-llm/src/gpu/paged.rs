@@ -124,9 +124,8 @@ impl PagedOptions {
         self.seq_context.div_ceil(self.block.max(1))
     }
 
-    /// Checks the options against the pool of `context` positions and returns the extra
-    /// bytes the paged buffers take.
-    pub fn check(&self, c: &ModelConfig, context: usize) -> Result<u64, LlmError> {
+    /// Checks the options against the pool of `context` positions.
+    pub fn check(&self, c: &ModelConfig, context: usize) -> Result<(), LlmError> {
         let bad = |m: String| Err(LlmError::InvalidArgument(m));
         if self.block == 0 || self.block > 1024 {
             return bad(format!(
@@ -162,42 +161,205 @@ impl PagedOptions {
                 c.heads * c.head_dim
             ));
         }
-        let table = (self.sequences as u64 + 1)
-            .checked_mul(self.max_blocks() as u64)
-            .and_then(|v| v.checked_mul(4));
-        let logits = (self.max_rows as u64)
-            .checked_mul(c.vocab as u64)
-            .and_then(|v| v.checked_mul(4));
-        // Tokens, (pos, slot) and results per row, and the argmax's per-row scratch.
-        let argmax = k::argmax_rows_scratch_words(self.max_rows as u32, argmax_groups(c)) * 4;
-        let rows = (super::layout::MAX_CHUNK as u64 + 4) * 12 + self.max_rows as u64 * 16 + argmax;
-        match (table, logits) {
-            (Some(t), Some(l)) => t
-                .checked_add(l)
-                .and_then(|v| v.checked_add(rows))
-                .ok_or_else(|| LlmError::InvalidArgument("paged buffers overflow".into())),
-            _ => bad(format!(
-                "paged buffers too large: {} sequences x {} blocks, {} rows x vocab {}",
-                self.sequences,
-                self.max_blocks(),
-                self.max_rows,
+        Ok(())
+    }
+}
+
+/// Which optional buffers a paged engine holds: those of the matrix-unit matvec
+/// (`coopmat`), those of the integer-dot matvec (`int_dot`), and one staged-matvec region
+/// per run of a split qkv (`qkv_runs`, 1 to 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PagedFeatures {
+    pub coopmat: bool,
+    pub int_dot: bool,
+    pub qkv_runs: usize,
+}
+
+impl PagedFeatures {
+    /// The most any device and any weight formats ask for: what memory checks count before
+    /// the device's features and the layers' formats are known.
+    pub const MOST: PagedFeatures = PagedFeatures {
+        coopmat: true,
+        int_dot: true,
+        qkv_runs: 3,
+    };
+}
+
+/// The paged engine's buffers: each one's bytes (0: not made) and the split attention's
+/// geometry. [`Paged::new`] allocates exactly these, and [`Sizes::for_options`] counts them
+/// (with [`PagedFeatures::MOST`]) before anything is allocated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PagedLayout {
+    pub tokens: u64,
+    pub rows: u64,
+    pub table: u64,
+    pub logits: u64,
+    pub results: u64,
+    pub argmax_scratch: u64,
+    pub xh: u64,
+    pub xh_mlp: u64,
+    /// Floats and tickets of one staged-matvec region (256-byte multiples).
+    pub cmt_run: (u64, u64),
+    pub cmt_part: u64,
+    pub cmt_tick: u64,
+    pub qkv_side: u64,
+    /// Bytes of the int8 words of x's rows (their scales take half as many).
+    pub dp: u64,
+    pub dp_h: u64,
+    /// Workgroups of the batched attention per row.
+    pub attention_groups: u32,
+    /// Positions per attention split at least (1 when unused).
+    pub attn_chunk: u32,
+    /// Splits the longest sequence asks for.
+    pub attn_splits: u32,
+    pub attn_part: u64,
+    pub attn_tick: u64,
+}
+
+impl PagedLayout {
+    /// The buffers of an engine of `opts` whose steps take up to `rows_cap` rows, with the
+    /// optional buffers `f` names; `attention_split` as [`PagedOptions::attention_split`].
+    /// Errors name the sizes that overflow.
+    pub fn new(
+        c: &ModelConfig,
+        opts: &PagedOptions,
+        rows_cap: usize,
+        f: PagedFeatures,
+        attention_split: Option<u32>,
+    ) -> Result<PagedLayout, LlmError> {
+        let too_big = |what: &str| {
+            LlmError::InvalidArgument(format!(
+                "paged buffers too large: {what} ({} sequences x {} blocks, {} rows, {rows_cap} rows of scratch, vocab {})",
+                opts.sequences,
+                opts.max_blocks(),
+                opts.max_rows,
                 c.vocab
-            )),
-        }
+            ))
+        };
+        let mul = |what: &str, factors: &[u64]| -> Result<u64, LlmError> {
+            factors
+                .iter()
+                .try_fold(1u64, |a, &b| a.checked_mul(b))
+                .ok_or_else(|| too_big(what))
+        };
+        let (rows, max_rows) = (rows_cap as u64, opts.max_rows as u64);
+        let widest = c.hidden.max(c.intermediate).max(c.heads * c.head_dim) as u64;
+        let f16_rows = |what: &str, cols: u64| -> Result<u64, LlmError> {
+            if !f.coopmat {
+                return Ok(0);
+            }
+            mul(what, &[rows.next_multiple_of(16), cols, 2])
+        };
+        let int8_rows = |what: &str, cols: u64| -> Result<u64, LlmError> {
+            if !f.int_dot {
+                return Ok(0);
+            }
+            mul(what, &[max_rows, cols.next_multiple_of(32)])
+        };
+        let runs = f.qkv_runs.max(1) as u64;
+        // Regions of 256-byte multiples (any device's storage offset alignment).
+        let cmt_run = cmt_scratch(c, rows_cap)?;
+        let cmt_run = (
+            cmt_run.0.next_multiple_of(64),
+            cmt_run.1.next_multiple_of(64),
+        );
+        let (cmt_part, cmt_tick) = if f.coopmat {
+            (
+                mul("staged matvec partials", &[cmt_run.0, 4, runs])?,
+                mul("staged matvec tickets", &[cmt_run.1, 4, runs])?,
+            )
+        } else {
+            (0, 0)
+        };
+        let qkv_side = if runs > 1 {
+            mul("qkv side rows", &[rows, qkv_side_stride(c) as u64, 4])?
+        } else {
+            0
+        };
+        let attention_groups = k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32).1;
+        let split = opts.attention_split(attention_split);
+        let attn_splits = split.map_or(1, |chunk| {
+            k::batch_attention_splits(
+                opts.seq_context as u32,
+                chunk,
+                k::BATCH_ATTENTION_MAX_SPLITS,
+            )
+        });
+        let (attn_part, attn_tick) =
+            match attention_scratch(c, rows_cap, attention_groups, attn_splits)? {
+                Some((floats, tickets)) => (
+                    mul("attention partials", &[floats, 4])?,
+                    mul("attention tickets", &[tickets, 4])?,
+                ),
+                None => (0, 0),
+            };
+        let argmax_words = k::argmax_rows_scratch_words(max_rows.max(1) as u32, argmax_groups(c));
+        Ok(PagedLayout {
+            tokens: mul("tokens", &[rows.saturating_add(4), 4])?,
+            rows: mul("rows", &[rows, 8])?,
+            table: mul(
+                "block table",
+                &[opts.sequences as u64 + 1, opts.max_blocks() as u64, 4],
+            )?,
+            logits: mul("logits", &[max_rows, c.vocab as u64, 4])?,
+            results: mul("results", &[max_rows, k::TOKEN_RESULT_BYTES])?,
+            argmax_scratch: mul("argmax scratch", &[argmax_words, 4])?,
+            xh: f16_rows("f16 activations", widest)?,
+            xh_mlp: f16_rows("f16 MLP activations", c.intermediate as u64)?,
+            cmt_run,
+            cmt_part,
+            cmt_tick,
+            qkv_side,
+            dp: int8_rows("int8 activations", widest)?,
+            dp_h: int8_rows("int8 MLP activations", c.intermediate as u64)?,
+            attention_groups,
+            attn_chunk: split.unwrap_or(1),
+            attn_splits,
+            attn_part,
+            attn_tick,
+        })
+    }
+
+    /// Bytes of all the buffers.
+    pub fn total(&self) -> Result<u64, LlmError> {
+        let int8 = |q: u64| q.checked_add(q / 2);
+        [
+            Some(self.tokens),
+            Some(self.rows),
+            Some(self.table),
+            Some(self.logits),
+            Some(self.results),
+            Some(self.argmax_scratch),
+            Some(self.xh),
+            Some(self.xh_mlp),
+            Some(self.cmt_part),
+            Some(self.cmt_tick),
+            Some(self.qkv_side),
+            int8(self.dp),
+            int8(self.dp_h),
+            Some(self.attn_part),
+            Some(self.attn_tick),
+        ]
+        .into_iter()
+        .try_fold(0u64, |a, b| b.and_then(|b| a.checked_add(b)))
+        .ok_or_else(|| LlmError::InvalidArgument("paged buffers overflow 64 bits".into()))
     }
 }
 
 impl Sizes {
     /// The checked sizes of everything `o` asks the model to allocate besides weights:
     /// [`Sizes::new`], with scratch for a batched step's rows and the paged buffers when
-    /// `o.paged` is set.
+    /// `o.paged` is set (all of them, as on a device with matrix units and integer dot
+    /// products and a model whose q, k and v have three formats: [`PagedFeatures::MOST`]).
     pub fn for_options(c: &ModelConfig, o: &super::GpuOptions) -> Result<Sizes, LlmError> {
         let Some(p) = &o.paged else {
             return Sizes::new(c, o.context, o.prefill_chunk, o.attention_chunk);
         };
-        let extra = p.check(c, o.context)?;
+        p.check(c, o.context)?;
         let chunk = o.prefill_chunk.max(p.max_rows);
         let mut s = Sizes::new(c, o.context, chunk, o.attention_chunk)?;
+        let extra =
+            PagedLayout::new(c, p, chunk, PagedFeatures::MOST, o.batch_attention_split)?.total()?;
         s.total = s
             .total
             .checked_add(extra)
@@ -290,125 +452,68 @@ impl Paged {
         qkv_runs: usize,
         attention_split: Option<u32>,
     ) -> Result<Paged, LlmError> {
-        let g = ResourceClass::Generic;
-        let f16_rows = |name: &str, cols: usize| -> Result<Option<Buffer>, LlmError> {
-            if !coopmat {
-                return Ok(None);
-            }
-            let bytes = rows_cap
-                .next_multiple_of(16)
-                .checked_mul(cols)
-                .and_then(|v| v.checked_mul(2))
-                .ok_or_else(|| LlmError::InvalidArgument("batch activations overflow".into()))?;
-            let b = device.create_buffer(name, bytes as u64, ResourceClass::TokenScratch)?;
-            Ok(Some(b))
+        let features = PagedFeatures {
+            coopmat,
+            int_dot: device.info().int_dot,
+            qkv_runs,
         };
-        let widest = c.hidden.max(c.intermediate).max(c.heads * c.head_dim);
-        let xh = f16_rows("batch.xh", widest)?;
-        let xh_mlp = f16_rows("batch.xh_mlp", c.intermediate)?;
-        let runs = qkv_runs.max(1) as u64;
-        // Regions of 256-byte multiples (any device's storage offset alignment).
-        let cmt_run = cmt_scratch(c, rows_cap)?;
-        let cmt_run = (
-            cmt_run.0.next_multiple_of(64),
-            cmt_run.1.next_multiple_of(64),
-        );
-        let cmt = if coopmat {
-            let (part, tickets) = cmt_run;
-            let part = device.create_buffer(
-                "batch.cmt_part",
-                part * 4 * runs,
-                ResourceClass::TokenScratch,
-            )?;
-            let tick = device.create_buffer("batch.cmt_tick", tickets * 4 * runs, g)?;
-            tick.write(0, &vec![0u32; (tickets * runs) as usize])?;
-            Some((part, tick))
-        } else {
-            None
+        let lay = PagedLayout::new(c, &opts, rows_cap, features, attention_split)?;
+        let (g, t) = (ResourceClass::Generic, ResourceClass::TokenScratch);
+        // Buffers of 0 bytes in the layout are not made.
+        let make = |name: &str, bytes: u64, class| -> Result<Option<Buffer>, LlmError> {
+            Ok(match bytes {
+                0 => None,
+                _ => Some(device.create_buffer(name, bytes, class)?),
+            })
         };
-        let qkv_side = if runs > 1 {
-            let bytes = (rows_cap as u64)
-                .checked_mul(qkv_side_stride(c) as u64 * 4)
-                .ok_or_else(|| LlmError::InvalidArgument("batch activations overflow".into()))?;
-            Some(device.create_buffer("batch.qkv_side", bytes, ResourceClass::TokenScratch)?)
-        } else {
-            None
+        // Tickets and tables: zero between steps.
+        let zeroed = |name: &str, bytes: u64| -> Result<Buffer, LlmError> {
+            let b = device.create_buffer(name, bytes, g)?;
+            b.write(0, &vec![0u32; (bytes / 4) as usize])?;
+            Ok(b)
         };
-        let int8_rows = |name: &str, cols: usize| -> Result<Option<(Buffer, Buffer)>, LlmError> {
-            if !device.info().int_dot {
-                return Ok(None);
-            }
-            let bytes = (opts.max_rows as u64)
-                .checked_mul((cols as u64).next_multiple_of(32))
-                .ok_or_else(|| LlmError::InvalidArgument("batch activations overflow".into()))?;
-            let t = ResourceClass::TokenScratch;
-            Ok(Some((
-                device.create_buffer(&format!("{name}q"), bytes, t)?,
-                device.create_buffer(&format!("{name}d"), bytes / 2, t)?,
-            )))
+        let pair = |part: Option<Buffer>, tick: u64, name: &str| -> Result<_, LlmError> {
+            part.map(|part| Ok((part, zeroed(name, tick)?))).transpose()
         };
-        let dp = int8_rows("batch.x", widest)?;
-        let dp_h = int8_rows("batch.h", c.intermediate)?;
-        let argmax_words =
-            k::argmax_rows_scratch_words(opts.max_rows.max(1) as u32, argmax_groups(c));
-        let argmax_scratch = device.create_buffer("batch.argmax_scratch", argmax_words * 4, g)?;
-        argmax_scratch.write(0, &vec![0u32; argmax_words as usize])?;
-        let attention = k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32);
-        let split = opts.attention_split(attention_split);
-        let attn_chunk = split.unwrap_or(1);
-        let attn_splits = split.map_or(1, |chunk| {
-            k::batch_attention_splits(
-                opts.seq_context as u32,
-                chunk,
-                k::BATCH_ATTENTION_MAX_SPLITS,
-            )
-        });
-        let attn_scratch = match attention_scratch(c, rows_cap, attention.1, attn_splits)? {
-            Some((floats, tickets)) => {
-                let part = device.create_buffer(
-                    "batch.attn_partial",
-                    floats * 4,
-                    ResourceClass::TokenScratch,
-                )?;
-                let tick = device.create_buffer("batch.attn_tick", tickets * 4, g)?;
-                tick.write(0, &vec![0u32; tickets as usize])?;
-                Some((part, tick))
-            }
-            None => None,
+        // Int8 words, then half as many bytes of block scales.
+        let int8 = |name: &str, q: u64| -> Result<Option<(Buffer, Buffer)>, LlmError> {
+            Ok(make(&format!("{name}q"), q, t)?.zip(make(&format!("{name}d"), q / 2, t)?))
         };
-        let table_words = (opts.sequences + 1) * opts.max_blocks();
-        let table = device.create_buffer("kv.table", table_words as u64 * 4, g)?;
-        table.write(0, &vec![0u32; table_words])?;
+        let attention = k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32).0;
         Ok(Paged {
-            tokens: device.create_buffer("batch.tokens", (rows_cap as u64 + 4) * 4, g)?,
-            rows: device.create_buffer("batch.rows", rows_cap as u64 * 8, g)?,
-            table,
-            logits: device.create_buffer(
-                "batch.logits",
-                (opts.max_rows * c.vocab * 4) as u64,
-                ResourceClass::TokenScratch,
-            )?,
+            tokens: device.create_buffer("batch.tokens", lay.tokens, g)?,
+            rows: device.create_buffer("batch.rows", lay.rows, g)?,
+            table: zeroed("kv.table", lay.table)?,
+            logits: device.create_buffer("batch.logits", lay.logits, t)?,
             results: device.create_buffer(
                 "batch.results",
-                opts.max_rows as u64 * k::TOKEN_RESULT_BYTES,
+                lay.results,
                 ResourceClass::PersistentOutput,
             )?,
             rope: device.pipeline(&k::BATCH_ROPE)?,
-            attention: device.pipeline(attention.0)?,
-            attention_groups: attention.1,
-            attn_chunk,
-            attn_splits,
-            attn_scratch,
+            attention: device.pipeline(attention)?,
+            attention_groups: lay.attention_groups,
+            attn_chunk: lay.attn_chunk,
+            attn_splits: lay.attn_splits,
+            attn_scratch: pair(
+                make("batch.attn_partial", lay.attn_part, t)?,
+                lay.attn_tick,
+                "batch.attn_tick",
+            )?,
             attn_z: std::cell::Cell::new(1),
             argmax: device.pipeline(&k::ARGMAX_ROWS)?,
-            argmax_scratch,
-            xh,
-            xh_mlp,
-            cmt,
-            cmt_run,
-            qkv_side,
-            dp,
-            dp_h,
+            argmax_scratch: zeroed("batch.argmax_scratch", lay.argmax_scratch)?,
+            xh: make("batch.xh", lay.xh, t)?,
+            xh_mlp: make("batch.xh_mlp", lay.xh_mlp, t)?,
+            cmt: pair(
+                make("batch.cmt_part", lay.cmt_part, t)?,
+                lay.cmt_tick,
+                "batch.cmt_tick",
+            )?,
+            cmt_run: lay.cmt_run,
+            qkv_side: make("batch.qkv_side", lay.qkv_side, t)?,
+            dp: int8("batch.x", lay.dp)?,
+            dp_h: int8("batch.h", lay.dp_h)?,
             opts,
         })
     }
@@ -913,8 +1018,6 @@ mod tests {
         }
     }
 
-    /// Decode rows on the matrix units: from 64 slots for every model, from 32 for models
-    /// with large layers (qwen3-4b), not for small ones (qwen3-0.6b) or small engines.
     /// The split attention's partials hold a vec4 per value where the grouped-query
     /// kernel runs (qwen3-4b: four query heads per key/value head), one float otherwise.
     #[test]
@@ -935,8 +1038,6 @@ mod tests {
         assert_eq!(attention_scratch(&c, 64, 16, 1).unwrap(), None);
     }
 
-    /// Engines of up to 16 slots split long contexts by default, larger ones do not; an
-    /// explicit length wins, 0 turns splitting off.
     #[test]
     fn power_buckets_are_the_padded_counts() {
         assert_eq!(power_buckets(0), Vec::<usize>::new());
@@ -957,6 +1058,8 @@ mod tests {
         }
     }
 
+    /// Engines of up to 16 slots split long contexts by default, larger ones do not; an
+    /// explicit length wins, 0 turns splitting off.
     #[test]
     fn attention_splits_by_default_only_in_small_engines() {
         assert_eq!(
@@ -972,6 +1075,61 @@ mod tests {
         assert_eq!(engine(8).attention_split(Some(0)), None);
     }
 
+    /// A paged engine allocates its layout (by the allocator's own count, up to each
+    /// buffer's alignment), and the memory check before loading counts at least that
+    /// layout, with or without matrix units, for one to three qkv runs, with split
+    /// attention.
+    #[test]
+    fn memory_check_counts_every_paged_buffer() {
+        let d = sluice::testing::test_device();
+        let _guard = sluice::testing::ValidationGuard::new(&d);
+        let opts = PagedOptions {
+            max_rows: 24,
+            sequences: 8,
+            seq_context: 1024,
+            block: DEFAULT_KV_BLOCK,
+        };
+        let (rows_cap, split) = (40, Some(64));
+        for name in ["tiny", "tiny-gqa"] {
+            let c = ModelConfig::synthetic(name).unwrap();
+            let o = super::super::GpuOptions {
+                context: 4096,
+                prefill_chunk: rows_cap,
+                paged: Some(opts.clone()),
+                batch_attention_split: split,
+                ..Default::default()
+            };
+            let plain = Sizes::new(&c, o.context, rows_cap, o.attention_chunk).unwrap();
+            let counted = Sizes::for_options(&c, &o).unwrap().total - plain.total;
+            for coopmat in [false, true] {
+                for qkv_runs in 1..=3 {
+                    let f = PagedFeatures {
+                        coopmat,
+                        int_dot: d.info().int_dot,
+                        qkv_runs,
+                    };
+                    let lay = PagedLayout::new(&c, &opts, rows_cap, f, split).unwrap();
+                    assert!(lay.attn_splits > 1 && lay.attn_part > 0, "{lay:?}");
+                    let before = d.allocated_bytes();
+                    let p = Paged::new(&d, &c, opts.clone(), rows_cap, coopmat, qkv_runs, split)
+                        .unwrap();
+                    let made = d.allocated_bytes() - before;
+                    let want = lay.total().unwrap();
+                    // Each of at most 17 buffers rounded up to its alignment.
+                    assert!(
+                        (want..=want + 17 * 256).contains(&made),
+                        "{name} {f:?}: allocated {made} bytes, layout {want}"
+                    );
+                    assert!(want <= counted, "{name} {f:?}: {want} > {counted} counted");
+                    assert_eq!(p.cmt.is_some(), coopmat);
+                    assert_eq!(p.qkv_side.is_some(), qkv_runs > 1);
+                }
+            }
+        }
+    }
+
+    /// Decode rows on the matrix units: from 64 slots for every model, from 32 for models
+    /// with large layers (qwen3-4b), not for small ones (qwen3-0.6b) or small engines.
     #[test]
     fn decode_rows_move_to_the_matrix_units_by_slots_and_layer_size() {
         let small = ModelConfig::synthetic("qwen3-0.6b").unwrap();

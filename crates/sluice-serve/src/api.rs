@@ -236,4 +236,135 @@ mod tests {
         let hot: CompletionRequest = parse_body(br#"{"prompt":"a","temperature":3}"#).unwrap();
         assert_eq!(hot.common.settings().unwrap_err().status(), 400);
     }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+        use serde_json::json;
+
+        /// A value as a client might send for any field: right or wrong type, in or out
+        /// of range, huge, nested.
+        fn value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                (-3i64..5).prop_map(Value::from),
+                any::<u64>().prop_map(Value::from),
+                (-1e40f64..1e40).prop_map(Value::from),
+                (-0.5f64..2.5).prop_map(Value::from),
+                prop::sample::select(vec![0.0, 1e-40, 0.5, 1.0, 1.01, 2.0, 2.01, 3.0, -1.0])
+                    .prop_map(Value::from),
+                ".{0,300}".prop_map(Value::from),
+            ];
+            leaf.prop_recursive(3, 24, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                    prop::collection::btree_map(
+                        prop::sample::select(vec!["role", "content", "x"]),
+                        inner,
+                        0..3
+                    )
+                    .prop_map(|m| json!(m)),
+                ]
+            })
+        }
+
+        const FIELDS: [&str; 14] = [
+            "messages",
+            "prompt",
+            "model",
+            "max_tokens",
+            "max_completion_tokens",
+            "temperature",
+            "top_p",
+            "top_k",
+            "seed",
+            "stop",
+            "stream",
+            "stream_options",
+            "n",
+            "extra",
+        ];
+
+        fn body() -> impl Strategy<Value = Vec<u8>> {
+            // A valid request for either endpoint with some fields replaced.
+            let edited = prop::collection::btree_map(
+                prop::sample::select(FIELDS[2..].to_vec()),
+                value(),
+                0..4,
+            )
+            .prop_map(|m| {
+                let mut v = json!({"messages": [{"role": "user", "content": "hi"}], "prompt": "a"});
+                for (k, x) in m {
+                    v[k] = x;
+                }
+                serde_json::to_vec(&v).unwrap()
+            });
+            prop_oneof![
+                3 => edited,
+                1 => prop::collection::btree_map(
+                    prop::sample::select(FIELDS.to_vec()),
+                    value(),
+                    0..8
+                )
+                .prop_map(|m| serde_json::to_vec(&m).unwrap()),
+                1 => value().prop_map(|v| serde_json::to_vec(&v).unwrap()),
+                1 => prop::collection::vec(any::<u8>(), 0..64),
+            ]
+        }
+
+        /// Settings the server accepts are in range.
+        fn in_range(s: &Settings) -> bool {
+            s.max_tokens.is_none_or(|m| m >= 1)
+                && (0.0..=2.0).contains(&s.sampling.temperature)
+                && s.sampling.top_p > 0.0
+                && s.sampling.top_p <= 1.0
+                && s.stop.len() <= 4
+                && s.stop.iter().all(|x| x.len() <= 256)
+        }
+
+        /// Any body is a request with checked settings or a 400 naming why; many reach
+        /// the range checks.
+        #[test]
+        fn any_body_is_checked_settings_or_a_400() {
+            let accepted = std::sync::atomic::AtomicUsize::new(0);
+            // A fixed seed: the same bodies every run (reproducible, and the count below
+            // is not left to chance).
+            let mut runner = proptest::test_runner::TestRunner::new_with_rng(
+                ProptestConfig {
+                    cases: 4096,
+                    ..ProptestConfig::default()
+                },
+                proptest::test_runner::TestRng::deterministic_rng(
+                    proptest::test_runner::RngAlgorithm::ChaCha,
+                ),
+            );
+            runner
+                .run(&body(), |b| {
+                    let chat = parse_body::<ChatRequest>(&b).and_then(|r| r.common.settings());
+                    let done =
+                        parse_body::<CompletionRequest>(&b).and_then(|r| r.common.settings());
+                    for r in [chat, done] {
+                        match r {
+                            Ok(s) => {
+                                accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                prop_assert!(in_range(&s), "{s:?}");
+                            }
+                            Err(e) => {
+                                prop_assert_eq!(e.status(), 400);
+                                prop_assert!(!e.to_string().is_empty());
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            let accepted = accepted.into_inner();
+            assert!(
+                accepted >= 512,
+                "only {accepted} bodies reached the range checks"
+            );
+        }
+    }
 }

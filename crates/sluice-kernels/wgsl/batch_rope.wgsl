@@ -1,5 +1,6 @@
 //! include: rope
 //! include: rope_ext
+//! include: qk_norm
 // Batched decode / paged KV: q/k/v biases (optional, Qwen2) + per-head q/k RMSNorm
 // (optional, Qwen3) + rotary embedding (inv_freq optionally scaled per pair) + KV append
 // for n rows that may belong to different sequences (`flags`: ROPE_NORM, ROPE_BIAS,
@@ -85,16 +86,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
     // frequency multiplier, a kv head's v pair and its cache slot (behind the row's
     // position and slot only).
     let use_norm = (pc.flags & ROPE_NORM) != 0u;
-    var wa = 1.0;
-    var wb = 1.0;
+    var w = vec2<f32>(1.0);
     if (use_norm) {
-        if (is_q) {
-            wa = q_norm.d[ia];
-            wb = q_norm.d[ia + half];
-        } else {
-            wa = k_norm.d[ia];
-            wb = k_norm.d[ia + half];
-        }
+        w = qk_norm_weights(is_q, ia, half);
     }
     var mul = 1.0;
     if ((pc.flags & ROPE_FREQ) != 0u) {
@@ -127,7 +121,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) i
         }
         ss = red[0];
     }
-    let o = norm_rope_pair(a, b, ss, wa, wb, use_norm, pc.eps, pos, ia, hd, pc.theta, mul);
+    let o = norm_rope_pair(a, b, ss, w.x, w.y, use_norm, pc.eps, pos, ia, hd, pc.theta, mul);
     if (is_q) {
         if (in_range) {
             q.d[base + i] = o.x;

@@ -1,5 +1,6 @@
 //! include: rope
 //! include: rope_ext
+//! include: qk_norm
 // q/k/v biases (optional, Qwen2) + per-head q/k RMSNorm (optional, Qwen3) + rotary
 // embedding (HF rotate-half layout, inv_freq optionally scaled per pair) + KV-cache append
 // (`flags`: ROPE_NORM, ROPE_BIAS, ROPE_FREQ of include/rope.wgsl; binding 8 the biases
@@ -88,8 +89,7 @@ fn main(
         b += bias.y;
     }
     var ss = 0.0;
-    var wa = 1.0;
-    var wb = 1.0;
+    var w = vec2<f32>(1.0);
     let use_norm = (pc.flags & ROPE_NORM) != 0u;
     if (use_norm) {
         let s = subgroupAdd(a * a + b * b);
@@ -100,20 +100,14 @@ fn main(
         for (var j = 0u; j < nsg; j++) {
             ss += red[j];
         }
-        if (is_q) {
-            wa = q_norm.d[ia];
-            wb = q_norm.d[ia + half];
-        } else {
-            wa = k_norm.d[ia];
-            wb = k_norm.d[ia + half];
-        }
+        w = qk_norm_weights(is_q, ia, half);
     }
     let pos = params.pos + wg.y;
     var mul = 1.0;
     if ((pc.flags & ROPE_FREQ) != 0u) {
         mul = rope_freq_mul(ia);
     }
-    let r = norm_rope_pair(a, b, ss, wa, wb, use_norm, pc.eps, pos, ia, hd, pc.theta, mul);
+    let r = norm_rope_pair(a, b, ss, w.x, w.y, use_norm, pc.eps, pos, ia, hd, pc.theta, mul);
     let oa = r.x;
     let ob = r.y;
     if (is_q) {

@@ -1,15 +1,16 @@
-//! The persistent layer kernel ([`crate::PERSISTENT_LAYER`], [`crate::PERSISTENT_LAYER_B4`]):
-//! one decoder layer of a decode step in one dispatch whose workgroups meet at grid barriers
-//! (decision 0006).
+//! The persistent layer kernels ([`crate::PERSISTENT_LAYER`], [`crate::PERSISTENT_LAYER_B4`]
+//! for f16 weights, `PERSISTENT_LAYER_Q_<format>` for block formats): one decoder layer of a decode step in one dispatch whose workgroups meet at
+//! grid barriers (decision 0006).
 
 use sluice::kernel::KernelDesc;
 
-use crate::AttnRopePush;
+use crate::{AttnRopePush, WeightDtype};
 
-/// Push constants of [`crate::PERSISTENT_LAYER`]: the attention fields of
-/// [`AttnRopePush`], the layer's shapes and the workgroup count. Bindings: 0 params,
-/// 1 x, 2 qkv, 3 attn, 4 h (f32 activations, read-write), 5..=9 the f16 matrices qkv
-/// (stacked), o, gate, up, down, 10 attention norm, 11 MLP norm, 12 q norm, 13 k norm,
+/// Push constants of every persistent layer kernel ([`persistent_layer_for`]): the
+/// attention fields of [`AttnRopePush`], the layer's shapes and the workgroup count.
+/// Bindings: 0 params, 1 x, 2 qkv, 3 attn, 4 h (f32 activations, read-write), 5..=9 the
+/// matrices qkv (stacked), o, gate, up, down (all in the kernel's format, the GPU layout of
+/// the matvec family), 10 attention norm, 11 MLP norm, 12 q norm, 13 k norm,
 /// 14 K cache, 15 V cache, 16 attention partials, 17 attention counters (zero), 18 the
 /// [`PERSISTENT_SYNC_WORDS`] sync words (zero before the dispatch, left zero), 19 the
 /// 16-byte token result (a stall sets [`PERSISTENT_ABORT_BIT`] in word 3), 20 q/k/v
@@ -28,7 +29,7 @@ pub struct PersistentLayerPush {
     pub q_dim: u32,
     /// Intermediate size (rows of gate and up, columns of down).
     pub inter: u32,
-    /// Row stride (8-element chunks) of the matrices with `hidden` columns.
+    /// Row stride (vec4s of the GPU layout) of the matrices with `hidden` columns.
     pub stride_hidden: u32,
     /// Row stride of o.
     pub stride_q: u32,
@@ -45,15 +46,30 @@ const _: () = assert!(
     std::mem::size_of::<PersistentLayerPush>()
         == crate::PERSISTENT_LAYER_B4.push_constant_bytes as usize
 );
+const _: () = assert!(
+    std::mem::size_of::<PersistentLayerPush>()
+        == crate::PERSISTENT_LAYER_Q_Q4_K.push_constant_bytes as usize
+);
 
-/// The persistent layer kernel for a model of hidden size `hidden`: four weight loads in
-/// flight per invocation and batch up to 2048 (Qwen3-0.6B on the H100: 870 tok/s vs 822
-/// with eight), eight above (Qwen3-4B: 239 vs 213 with four).
+/// The persistent layer kernel for a model of hidden size `hidden` with f16 weights: four
+/// weight loads in flight per invocation and batch up to 2048 (Qwen3-0.6B on the H100: 870
+/// tok/s vs 822 with eight), eight above (Qwen3-4B: 239 vs 213 with four).
 pub fn persistent_layer(hidden: u32) -> &'static KernelDesc {
     if hidden <= 2048 {
         &crate::PERSISTENT_LAYER_B4
     } else {
         &crate::PERSISTENT_LAYER
+    }
+}
+
+/// The persistent layer kernel for a layer whose five matrices are all `dtype`: f16
+/// ([`persistent_layer`]) or a block format (decoded in registers against the staged float
+/// input, as f16 is). None for bf16 and f32.
+pub fn persistent_layer_for(dtype: WeightDtype, hidden: u32) -> Option<&'static KernelDesc> {
+    match dtype {
+        WeightDtype::F16 => Some(persistent_layer(hidden)),
+        dt if dt.is_quantized() => crate::variant("persistent_layer_q", dt.name()),
+        _ => None,
     }
 }
 

@@ -14,6 +14,8 @@ use sluice_llm::safetensors::DType;
 use sluice_llm::sampler::argmax;
 use sluice_llm::weights::DEFAULT_SEED;
 
+mod common;
+
 fn device(barriers: BarrierMode) -> Device {
     test_device_with(Options {
         barriers,
@@ -431,7 +433,6 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
     use sluice_kernels::WeightDtype;
     use sluice_llm::load::target_dtype;
     use sluice_llm::quant_mix::{QuantKind, QuantRequest};
-    use sluice_llm::weights::{expected_tensors, synthetic_tensor_f32};
     // Validated on lavapipe; on a device with matrix units (the prefill's matmul tiles
     // run there) without the layer, which predates them (sluice::testing).
     let d = coopmat_or_test_device_with(Options {
@@ -494,24 +495,7 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
             want
         };
         assert_eq!(loaded.dtype, want, "{name} {}", dt.name());
-        let mut weights = std::collections::HashMap::new();
-        for spec in expected_tensors(&cfg) {
-            let mut v = synthetic_tensor_f32(&cfg, DEFAULT_SEED, &spec, DType::F32);
-            if let [rows, cols] = spec.shape[..] {
-                let q = target_dtype(
-                    Some(&request),
-                    &cfg,
-                    &spec.name,
-                    rows,
-                    cols,
-                    WeightDtype::F32,
-                );
-                let bytes = sluice_kernels::quantize(q, rows, cols, &v);
-                v = sluice_kernels::dequantize(q, rows, cols, &bytes);
-            }
-            weights.insert(spec.name, v);
-        }
-        let mut cpu = CpuModel::new(&cfg, weights).unwrap();
+        let mut cpu = common::quantized_reference(&cfg, &request);
         if kind == QuantKind::Q4KM {
             // Layers whose v is q6_k run q|k as one stacked matrix and v as another: one
             // q|k|v dispatch more than the others, not two.

@@ -18,6 +18,8 @@ use sluice_llm::sampler::argmax;
 use sluice_llm::weights::DEFAULT_SEED;
 use sluice_llm::LlmError;
 
+mod common;
+
 fn options(lowering: Lowering) -> LoadOptions {
     let mut o = LoadOptions::default();
     o.gpu.context = 128;
@@ -69,6 +71,98 @@ fn persistent_lowering_matches_cpu_reference() {
     }
 }
 
+/// Every block format: the persistent kernel (units decoded in registers against the
+/// staged float input) against the CPU reference run on the same quantized-then-dequantized
+/// weights, teacher-forced over two attention splits, one dispatch per layer; and a
+/// Q4_K_M mixture, whose layers with Q6_K matrices keep the barrier lowering in the same
+/// step. Integer dot products off, so no matvec quantizes its input (the LM head's and the
+/// barrier layers' would) and the bound is the float one. Validated on lavapipe (one
+/// workgroup); on a GPU with matrix units without the layer, which predates them
+/// (`sluice::testing`), so the grid barriers of many workgroups are checked there too.
+#[test]
+fn persistent_block_formats_match_cpu_reference() {
+    use sluice_kernels::WeightDtype;
+    use sluice_llm::quant_mix::{QuantKind, QuantRequest};
+    let d = sluice::testing::coopmat_or_test_device_with(sluice::Options {
+        no_int_dot: true,
+        ..sluice::Options::default()
+    });
+    let _guard = ValidationGuard::new(&d);
+    let name = "tiny-256";
+    let cfg = ModelConfig::synthetic(name).unwrap();
+    let layers = cfg.layers as u64;
+    let kinds = [
+        WeightDtype::Q8_0,
+        WeightDtype::Q4_0,
+        WeightDtype::Q4_1,
+        WeightDtype::Q5_0,
+        WeightDtype::Q5_1,
+        WeightDtype::Q4K,
+        WeightDtype::Q5K,
+        WeightDtype::Q6K,
+    ]
+    .map(QuantKind::Uniform)
+    .into_iter()
+    .chain([QuantKind::Q4KM]);
+    for kind in kinds {
+        let request = QuantRequest {
+            kind,
+            tied_embeddings: cfg.tied_embeddings,
+        };
+        let with = |lowering| {
+            let mut o = options(lowering);
+            o.gpu.context = 32;
+            o.gpu.attention_chunk = 8;
+            o.dtype = Some(request);
+            load(&d, name, &o).unwrap()
+        };
+        let loaded = with(Lowering::Persistent);
+        let info = loaded.model.persistent_info().unwrap();
+        // Dispatches per step: one per persistent layer, five (fused, no handoffs) per
+        // barrier layer, plus embed, LM head, argmax and advance. Q4_K_M: layer 1's v and
+        // down are Q6_K (llama.cpp's mixture), so only layer 0 is one dispatch.
+        let persistent_layers = if kind == QuantKind::Q4KM { 1 } else { layers };
+        assert_eq!(info.layers as u64, persistent_layers, "{kind:?}");
+        let want_dispatches = if kind == QuantKind::Q4KM {
+            let barriers = with(Lowering::Barriers);
+            let before = d.counters();
+            Decoder::new(&barriers.model, Mode::Direct, GraphOptions::default())
+                .unwrap()
+                .step(1, 0)
+                .unwrap();
+            d.counters().since(&before).dispatches - 4 * persistent_layers
+        } else {
+            layers + 4
+        };
+        let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
+        let mut cpu = common::quantized_reference(&cfg, &request);
+        let (mut token, mut worst, mut agree) = (1u32, 0f32, 0);
+        let steps = 12;
+        for pos in 0..steps {
+            let before = d.counters();
+            let next = decoder.step(token, pos).unwrap();
+            assert_eq!(
+                d.counters().since(&before).dispatches,
+                want_dispatches,
+                "{kind:?}"
+            );
+            let want = cpu.forward(token).unwrap();
+            worst = worst.max(rel_err(&loaded.model.logits().unwrap(), &want));
+            let cpu_next = argmax(&want).unwrap();
+            agree += (next == cpu_next) as usize;
+            token = cpu_next;
+        }
+        eprintln!(
+            "{name} {kind:?} persistent: worst relative logit error {worst:.2e}, greedy {agree}/{steps}"
+        );
+        assert!(worst < 2e-3, "{kind:?}: worst relative logit error {worst}");
+        assert!(
+            agree >= steps - 1,
+            "{kind:?}: greedy agreed on {agree}/{steps}"
+        );
+    }
+}
+
 #[test]
 fn persistent_replay_equals_direct() {
     let d = test_device();
@@ -102,11 +196,11 @@ fn persistent_lowering_refuses_what_it_cannot_run() {
     o.gpu.persistent_groups = Some(residency + 1);
     let e = err(&o);
     assert!(e.contains(&format!("holds at most {residency}")), "{e}");
-    // Block formats: the kernel reads f16 weights only.
+    // bf16 weights: no persistent kernel reads them.
     let mut o = options(Lowering::Persistent);
-    o.dtype = Some(sluice_llm::quant_mix::parse("q8_0").unwrap());
+    o.dtype = Some(sluice_llm::quant_mix::parse("bf16").unwrap());
     let e = err(&o);
-    assert!(e.contains("f16 weights only"), "{e}");
+    assert!(e.contains("layer 0 is bf16"), "{e}");
     // The unfused layer is not the program the kernel implements.
     let mut o = options(Lowering::Persistent);
     o.gpu.fuse_norm = false;
@@ -154,6 +248,20 @@ fn auto_lowering_switches_to_barriers_when_attention_needs_more_rounds() {
             token = next;
         }
         assert!(worst < 2e-3, "{mode:?}: worst relative logit error {worst}");
+    }
+    // Auto's formats: every layer in one measured faster as one dispatch (Q8_0 here);
+    // not Q6_K, and not a Q4_K_M mixture (layer 1 keeps barriers: a mixed step measured
+    // slower than barriers alone).
+    for (dtype, persistent) in [("q8_0", true), ("q6_k", false), ("q4_k_m", false)] {
+        let mut o = options(Lowering::Auto);
+        o.gpu.persistent_groups = Some(1);
+        o.dtype = Some(sluice_llm::quant_mix::parse(dtype).unwrap());
+        let loaded = load(&d, "tiny-256", &o).unwrap();
+        assert_eq!(
+            loaded.model.persistent_info().is_some(),
+            persistent,
+            "auto with {dtype}"
+        );
     }
     // Where the device does not report its multiprocessors and no count is asked for,
     // Auto keeps to barriers (lavapipe, other vendors).

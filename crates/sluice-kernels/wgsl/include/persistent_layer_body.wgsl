@@ -15,12 +15,14 @@
 // A matvec op gives each workgroup a contiguous block of ceil(rows / groups) rows, with
 // `tpr` lanes per row (a power of two <= the subgroup size, as many as fit 256 threads) and
 // a shuffle reduction within those lanes: no shared-memory reduction, no barrier. Its
-// input (times the norm weight) is staged in shared memory in tiles of XT floats, so each
-// workgroup reads it from L2 once, while the row's first weight loads are in flight.
+// input (times the norm weight) is staged in shared memory once per workgroup, while the
+// row's first weight loads are in flight. The kernel file includes the matvec ops for its
+// weights, each defining `Pre`, `prefetch` and `matvec_op`: include/persistent_matvec_f16.wgsl
+// or include/persistent_matvec_q.wgsl (block formats), both on the float input staging of
+// include/persistent_stage.wgsl.
 //
 // Cross-workgroup data (x, qkv, attn, h, the attention partials) is @coherent: plain loads
 // may be served stale from an SM's L1 (NOTES-toolchain, decision 0004). Weights are not.
-// f16 weights only (`[rows, stride8 * 8]`, pairs little-endian, as the matvec family).
 
 struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct F32s { d: array<f32> }
@@ -89,8 +91,6 @@ fn attn_written(tid: u32, out: u32, hd: u32) {}
 const SPIN_LIMIT: u32 = 60000u;
 // Marks result[3] (the sticky first-bad position) as a stall of the persistent lowering.
 const ABORT_BIT: u32 = 0x80000000u;
-// Staged input floats per tile (16 KiB of shared memory, attention_core's `part`).
-const XT: u32 = 4096u;
 
 // Matrices, activations and norms a matvec op names.
 const M_QKV: u32 = 0u;
@@ -106,23 +106,7 @@ const N_NONE: u32 = 0u;
 const N_ATTN: u32 = 1u;
 const N_MLP: u32 = 2u;
 
-// The staged input tile lives in attention_core's `part` (XT floats; the attention op and
-// the matvec ops never hold it at the same time), so the kernel fits 32 KiB of shared
-// memory (lavapipe's limit).
 var<workgroup> ssq: array<f32, 256>;
-
-fn xt_load(j: u32) -> vec4<f32> {
-    let i = 4u * j;
-    return vec4<f32>(part[i], part[i + 1u], part[i + 2u], part[i + 3u]);
-}
-
-fn xt_store(j: u32, v: vec4<f32>) {
-    let i = 4u * j;
-    part[i] = v.x;
-    part[i + 1u] = v.y;
-    part[i + 2u] = v.z;
-    part[i + 3u] = v.w;
-}
 
 fn w_load(m: u32, i: u32) -> vec4<u32> {
     switch m {
@@ -167,45 +151,6 @@ fn norm_load4(n: u32, j: u32) -> vec4<f32> {
     }
 }
 
-// BATCH (4 or 8, set by the kernel file) weight vec4s of 8 f16 each held in registers;
-// with BATCH = 4 the last four stay zero and the compiler drops them.
-struct W8x { w0: vec4<u32>, w1: vec4<u32>, w2: vec4<u32>, w3: vec4<u32>,
-             w4: vec4<u32>, w5: vec4<u32>, w6: vec4<u32>, w7: vec4<u32> }
-
-// Chunks c, c + tpr, .., c + (BATCH - 1) tpr of row `base` of matrix m.
-fn load8(m: u32, base: u32, c: u32, tpr: u32) -> W8x {
-    var w: W8x;
-    w.w0 = w_load(m, base + c);
-    w.w1 = w_load(m, base + c + tpr);
-    w.w2 = w_load(m, base + c + 2u * tpr);
-    w.w3 = w_load(m, base + c + 3u * tpr);
-    if (BATCH == 8u) {
-        w.w4 = w_load(m, base + c + 4u * tpr);
-        w.w5 = w_load(m, base + c + 5u * tpr);
-        w.w6 = w_load(m, base + c + 6u * tpr);
-        w.w7 = w_load(m, base + c + 7u * tpr);
-    }
-    return w;
-}
-
-// The BATCH chunks of `w` (loaded at c, c + tpr, ..) against the staged tile.
-fn dot_w8x(w: W8x, c: u32, tpr: u32) -> f32 {
-    let a = (dot8(w.w0, 2u * c) + dot8(w.w1, 2u * (c + tpr)))
-        + (dot8(w.w2, 2u * (c + 2u * tpr)) + dot8(w.w3, 2u * (c + 3u * tpr)));
-    if (BATCH == 4u) {
-        return a;
-    }
-    return a + ((dot8(w.w4, 2u * (c + 4u * tpr)) + dot8(w.w5, 2u * (c + 5u * tpr)))
-        + (dot8(w.w6, 2u * (c + 6u * tpr)) + dot8(w.w7, 2u * (c + 7u * tpr))));
-}
-
-// Dot of 8 f16 weights with 8 staged inputs (vec4s j, j + 1 of the tile).
-fn dot8(w: vec4<u32>, j: u32) -> f32 {
-    let a = vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
-    let b = vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
-    return dot(a, xt_load(j)) + dot(b, xt_load(j + 1u));
-}
-
 // Sum over the workgroup (all invocations call it).
 fn wg_total(v: f32, li: u32, sg_id: u32, sg_lane: u32, nsg: u32) -> f32 {
     let s = subgroupAdd(v);
@@ -233,135 +178,6 @@ fn row_map(rows: u32, wgi: u32, li: u32, sg: u32) -> RowMap {
     return RowMap(r0, min(r0 + per, rows), tpr, 256u / tpr, li % tpr);
 }
 
-// The first BATCH weight chunks of this invocation's row in pass 0 of a matvec op. They
-// do not depend on the op's input, so main issues them before the grid barrier that
-// precedes the op: their latency hides in the wait.
-struct Pre { w: W8x, u: W8x, ok: bool }
-
-fn prefetch(m: u32, mb: u32, gated: bool, rows: u32, stride8: u32, wgi: u32, li: u32,
-            sg: u32) -> Pre {
-    let rm = row_map(rows, wgi, li, sg);
-    let row = rm.r0 + li / rm.tpr;
-    var p: Pre;
-    p.ok = row < rm.r1 && rm.lane + (BATCH - 1u) * rm.tpr < min(stride8, XT / 8u);
-    if (p.ok) {
-        p.w = load8(m, row * stride8, rm.lane, rm.tpr);
-        if (gated) {
-            p.u = load8(mb, row * stride8, rm.lane, rm.tpr);
-        }
-    }
-    return p;
-}
-
-// y[r] (= or +=) epilogue(W[r] . x') for this workgroup's block of rows; `mb` is the up
-// matrix of a gated op (silu(W x') * (W_b x')), `nrm` the folded norm (x' = rmsnorm(x) * w),
-// `pre` what `prefetch` loaded for the same op.
-fn matvec_op(m: u32, mb: u32, gated: bool, a_in: u32, a_out: u32, nrm: u32, accumulate: bool,
-             rows: u32, cols: u32, stride8: u32, pre: Pre, wgi: u32, li: u32, sg: u32,
-             sg_id: u32, sg_lane: u32, nsg: u32) {
-    let rm = row_map(rows, wgi, li, sg);
-    if (rm.r0 >= rm.r1) {
-        return;
-    }
-    let r0 = rm.r0;
-    let r1 = rm.r1;
-    let tpr = rm.tpr;
-    let rpp = rm.rpp;
-    let lane = rm.lane;
-    let passes = (r1 - r0 + rpp - 1u) / rpp;
-    let tiles = (cols + XT - 1u) / XT;
-    var inv = 1.0;
-    for (var p = 0u; p < passes; p++) {
-        let row = r0 + p * rpp + li / tpr;
-        let live = row < r1;
-        let base = row * stride8;
-        // Loads that do not depend on the input go first, so their latency overlaps the
-        // staging: the row's first BATCH weight chunks (pass 0: prefetched before the grid
-        // barrier) and the value accumulated into.
-        var early = pre.ok;
-        var pw = pre.w;
-        var pu = pre.u;
-        if (p > 0u) {
-            early = live && lane + (BATCH - 1u) * tpr < min(stride8, XT / 8u);
-            if (early) {
-                pw = load8(m, base, lane, tpr);
-                if (gated) {
-                    pu = load8(mb, base, lane, tpr);
-                }
-            }
-        }
-        var old = 0.0;
-        if (accumulate && live && lane == 0u) {
-            old = x_load(row);
-        }
-        var acc = vec2<f32>(0.0);
-        var ss = 0.0;
-        for (var t = 0u; t < tiles; t++) {
-            let c0 = t * XT;
-            // One tile: staged once when the input fits, else again for every pass.
-            if (p == 0u || tiles > 1u) {
-                workgroupBarrier();
-                // Up to stride8 * 8 floats (zero padded), four vec4s in flight per thread.
-                let n4 = min(stride8 * 8u - c0, XT) / 4u;
-                let j0 = c0 / 4u;
-                for (var j = li; j < n4; j += 1024u) {
-                    var v0 = vec4<f32>(0.0);
-                    var v1 = vec4<f32>(0.0);
-                    var v2 = vec4<f32>(0.0);
-                    var v3 = vec4<f32>(0.0);
-                    v0 = act_load4(a_in, j0 + j);
-                    if (j + 256u < n4) { v1 = act_load4(a_in, j0 + j + 256u); }
-                    if (j + 512u < n4) { v2 = act_load4(a_in, j0 + j + 512u); }
-                    if (j + 768u < n4) { v3 = act_load4(a_in, j0 + j + 768u); }
-                    ss += dot(v0, v0) + dot(v1, v1) + dot(v2, v2) + dot(v3, v3);
-                    xt_store(j, v0 * norm_load4(nrm, j0 + j));
-                    if (j + 256u < n4) { xt_store(j + 256u, v1 * norm_load4(nrm, j0 + j + 256u)); }
-                    if (j + 512u < n4) { xt_store(j + 512u, v2 * norm_load4(nrm, j0 + j + 512u)); }
-                    if (j + 768u < n4) { xt_store(j + 768u, v3 * norm_load4(nrm, j0 + j + 768u)); }
-                }
-                workgroupBarrier();
-            }
-            if (live) {
-                let tb = base + c0 / 8u;
-                let nc = min(stride8 - c0 / 8u, XT / 8u);
-                var c = lane;
-                if (early && t == 0u) {
-                    acc.x += dot_w8x(pw, c, tpr);
-                    if (gated) {
-                        acc.y += dot_w8x(pu, c, tpr);
-                    }
-                    c += BATCH * tpr;
-                }
-                for (; c + (BATCH - 1u) * tpr < nc; c += BATCH * tpr) {
-                    acc.x += dot_w8x(load8(m, tb, c, tpr), c, tpr);
-                    if (gated) {
-                        acc.y += dot_w8x(load8(mb, tb, c, tpr), c, tpr);
-                    }
-                }
-                for (; c < nc; c += tpr) {
-                    acc.x += dot8(w_load(m, tb + c), 2u * c);
-                    if (gated) {
-                        acc.y += dot8(w_load(mb, tb + c), 2u * c);
-                    }
-                }
-            }
-        }
-        if (nrm != N_NONE && p == 0u) {
-            inv = inverseSqrt(wg_total(ss, li, sg_id, sg_lane, nsg) / f32(cols) + pc.eps);
-        }
-        for (var o = tpr / 2u; o > 0u; o /= 2u) {
-            acc += subgroupShuffleXor(acc, o);
-        }
-        if (live && lane == 0u) {
-            let g = acc.x * inv;
-            if (gated) {
-                act_store(a_out, row, g / (1.0 + exp(-g)) * (acc.y * inv));
-            } else {
-                act_store(a_out, row, old + g);
-            }
-        }
-    }
-}
 
 
 // Grid barrier number `k` (1-based) of the dispatch: release this workgroup's writes,
@@ -398,7 +214,7 @@ fn main(
 ) {
     let wgi = wg.x;
     let hs = pc.stride_hidden;
-    let pq = prefetch(M_QKV, M_QKV, false, pc.qkv_rows, hs, wgi, li, sg);
+    let pq = prefetch(M_QKV, M_QKV, false, pc.qkv_rows, pc.hidden, hs, wgi, li, sg);
     matvec_op(M_QKV, M_QKV, false, A_X, A_QKV, N_ATTN, false, pc.qkv_rows, pc.hidden, hs, pq,
               wgi, li, sg, sg_id, sg_lane, nsg);
     grid_sync(1u, li);
@@ -409,15 +225,15 @@ fn main(
         workgroupBarrier();
         attention_rope_wg(v / pc.heads, v % pc.heads, li, sg_id, sg_lane, nsg);
     }
-    let po = prefetch(M_O, M_O, false, pc.hidden, pc.stride_q, wgi, li, sg);
+    let po = prefetch(M_O, M_O, false, pc.hidden, pc.q_dim, pc.stride_q, wgi, li, sg);
     grid_sync(2u, li);
     matvec_op(M_O, M_O, false, A_ATTN, A_X, N_NONE, true, pc.hidden, pc.q_dim, pc.stride_q, po,
               wgi, li, sg, sg_id, sg_lane, nsg);
-    let pg = prefetch(M_GATE, M_UP, true, pc.inter, hs, wgi, li, sg);
+    let pg = prefetch(M_GATE, M_UP, true, pc.inter, pc.hidden, hs, wgi, li, sg);
     grid_sync(3u, li);
     matvec_op(M_GATE, M_UP, true, A_X, A_H, N_MLP, false, pc.inter, pc.hidden, hs, pg, wgi, li,
               sg, sg_id, sg_lane, nsg);
-    let pd = prefetch(M_DOWN, M_DOWN, false, pc.hidden, pc.stride_inter, wgi, li, sg);
+    let pd = prefetch(M_DOWN, M_DOWN, false, pc.hidden, pc.inter, pc.stride_inter, wgi, li, sg);
     grid_sync(4u, li);
     matvec_op(M_DOWN, M_DOWN, false, A_H, A_X, N_NONE, true, pc.hidden, pc.inter,
               pc.stride_inter, pd, wgi, li, sg, sg_id, sg_lane, nsg);

@@ -122,8 +122,12 @@ impl GpuModel {
         // Runs of ops of one decoder layer (consecutive in the description), and single
         // ops outside the layers.
         for run in ops.chunk_by(|a, b| a.layer().is_some() && a.layer() == b.layer()) {
-            // Persistent lowering: a layer's ops in one dispatch.
-            if let Some(i) = run[0].layer().filter(|_| persistent) {
+            // Persistent lowering: a layer's ops in one dispatch (where its format has a
+            // persistent kernel; other layers keep the barriers).
+            if let Some(i) = run[0]
+                .layer()
+                .filter(|&i| persistent && self.layer_is_persistent(i))
+            {
                 self.lower_layer_persistent(enc, i, run)?;
                 continue;
             }

@@ -26,15 +26,17 @@ pub enum Lowering {
     /// One dispatch per op, a pipeline barrier between dependent ones (every shape, every
     /// weight format).
     Barriers,
-    /// One dispatch per decoder layer whose workgroups meet at grid barriers (decode of
-    /// f16 models with the fusions on; prefill and batched steps keep the barriers).
+    /// One dispatch per decoder layer whose workgroups meet at grid barriers (decode with
+    /// the fusions on; layers whose matrices share one format, f16 or a block format, with
+    /// q, k and v stacked; other layers, prefill and batched steps keep the barriers).
     Persistent,
     /// Persistent where it is faster, barriers elsewhere (the default): persistent only
-    /// where the device reports its multiprocessors, the model can use it and its
-    /// four-load kernel applies (hidden <= 2048: the H100 measured the eight-load one
-    /// slower than barriers), and per step only while the attention op needs no more
-    /// rounds of the workgroups than at position 0 (Qwen3-0.6B on the H100: below 2048
-    /// positions; beyond, persistent lost 10-27%).
+    /// where the device reports its multiprocessors, hidden <= 2048 (the H100 measured the
+    /// 4B's layers slower as one dispatch) and every layer can run persistent in a format
+    /// measured faster (f16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K; not Q5_K, Q6_K, nor
+    /// mixtures such as Q4_K_M, whose steps of both lowerings measured slower), and per step
+    /// only while the attention op needs no more rounds of the workgroups than at position 0
+    /// (Qwen3-0.6B on the H100: below 2048 positions; beyond, persistent lost 10-27%).
     #[default]
     Auto,
 }
@@ -64,9 +66,11 @@ impl std::str::FromStr for Lowering {
     }
 }
 
-/// The persistent lowering's pipeline, workgroup count and sync words.
+/// The persistent lowering's pipelines, workgroup count and sync words.
 pub(crate) struct Persistent {
-    pipeline: Arc<Pipeline>,
+    /// One per decoder layer: the kernel for the layer's weight format, or None where the
+    /// layer keeps the barrier lowering.
+    pipelines: Vec<Option<Arc<Pipeline>>>,
     /// Workgroups per layer dispatch.
     groups: u32,
     /// Most workgroups the device is sure to hold at once.
@@ -84,6 +88,8 @@ pub struct PersistentInfo {
     pub residency: u32,
     /// Grid barriers per layer dispatch.
     pub barriers_per_layer: u32,
+    /// Decoder layers that run as one dispatch (the others keep the barrier lowering).
+    pub layers: u32,
 }
 
 /// Checks what the persistent lowering needs of the options and the device before anything
@@ -130,36 +136,98 @@ fn refusal(why: &str) -> LlmError {
     ))
 }
 
+/// The one weight format of layer `i`'s five matrices (q, k and v stacked), or why the
+/// persistent kernels cannot run it.
+fn layer_format(i: usize, l: &Layer) -> Result<WeightDtype, String> {
+    let Qkv::Stacked(qkv) = &l.qkv else {
+        return Err(format!("layer {i} has separate q, k and v matrices"));
+    };
+    for (name, m) in [
+        ("o", &l.o),
+        ("gate", &l.gate),
+        ("up", &l.up),
+        ("down", &l.down),
+    ] {
+        if m.dtype != qkv.dtype {
+            return Err(format!(
+                "layer {i} mixes weight formats ({name} is {}, qkv {}); a kernel reads one",
+                m.dtype.name(),
+                qkv.dtype.name()
+            ));
+        }
+    }
+    Ok(qkv.dtype)
+}
+
+/// Per layer, the persistent kernel for its format (when `take` accepts the format) or why
+/// the layer keeps the barrier lowering.
+type LayerPlan = Vec<Result<(WeightDtype, &'static sluice::kernel::KernelDesc), String>>;
+
+fn plan(c: &ModelConfig, layers: &[Layer], take: impl Fn(WeightDtype) -> bool) -> LayerPlan {
+    let kernel = |i: usize, dt: WeightDtype| match k::persistent_layer_for(dt, c.hidden as u32) {
+        Some(desc) if take(dt) => Ok((dt, desc)),
+        Some(_) => Err(format!(
+            "layer {i} is {} (auto takes the persistent lowering for {} only)",
+            dt.name(),
+            AUTO_FORMATS.map(|d| d.name()).join(", ")
+        )),
+        None => Err(format!(
+            "layer {i} is {}; the persistent kernels read f16 weights and block formats \
+             (try --dtype f16)",
+            dt.name()
+        )),
+    };
+    layers
+        .iter()
+        .enumerate()
+        .map(|(i, l)| layer_format(i, l).and_then(|dt| kernel(i, dt)))
+        .collect()
+}
+
 impl Persistent {
-    /// The persistent lowering for a model with `layers` (options checked by [`check`]), or
-    /// an error naming the layer whose weights its kernel cannot read.
+    /// The persistent lowering for a model with `layers` (options checked by [`check`]):
+    /// every layer whose five matrices share one format that a persistent kernel reads and
+    /// `take` accepts runs as one dispatch, the others keep the barrier lowering. An error
+    /// with the first layer's reason when no layer qualifies.
     pub(crate) fn new(
         device: &Device,
         c: &ModelConfig,
         o: &GpuOptions,
         layers: &[Layer],
+        take: impl Fn(WeightDtype) -> bool,
     ) -> Result<Persistent, LlmError> {
+        Persistent::from_plan(device, o, plan(c, layers, take))
+    }
+
+    fn from_plan(device: &Device, o: &GpuOptions, plan: LayerPlan) -> Result<Persistent, LlmError> {
         let (groups, residency) = check(device, o)?;
-        for (i, l) in layers.iter().enumerate() {
-            let Qkv::Stacked(qkv) = &l.qkv else {
-                return Err(refusal(&format!(
-                    "layer {i} has separate q, k and v matrices"
-                )));
-            };
-            for (name, m) in [
-                ("qkv", qkv),
-                ("o", &l.o),
-                ("gate", &l.gate),
-                ("up", &l.up),
-                ("down", &l.down),
-            ] {
-                if m.dtype != WeightDtype::F16 {
-                    return Err(refusal(&format!(
-                        "layer {i} {name} is {}; its kernel reads f16 weights only (try --dtype f16)",
-                        m.dtype.name()
-                    )));
+        let mut pipelines = Vec::with_capacity(plan.len());
+        let mut by_format: Vec<(WeightDtype, Arc<Pipeline>)> = Vec::new();
+        let mut first_reason = None;
+        for layer in plan {
+            let pipeline = match layer {
+                Ok((dt, desc)) => match by_format.iter().find(|(d, _)| *d == dt) {
+                    Some((_, p)) => Some(p.clone()),
+                    None => {
+                        let p = device.pipeline(desc)?;
+                        by_format.push((dt, p.clone()));
+                        Some(p)
+                    }
+                },
+                Err(why) => {
+                    first_reason.get_or_insert(why);
+                    None
                 }
-            }
+            };
+            pipelines.push(pipeline);
+        }
+        if by_format.is_empty() {
+            return Err(refusal(
+                first_reason.as_deref().unwrap_or("the model has no layers"),
+            ));
+        }
+        if let Some(why) = &first_reason {
+            log::debug!("persistent lowering: some layers keep barriers ({why})");
         }
         let sync = device.create_buffer(
             "persistent.sync",
@@ -168,12 +236,30 @@ impl Persistent {
         )?;
         sync.write(0, &[0u32; k::PERSISTENT_SYNC_WORDS])?;
         Ok(Persistent {
-            pipeline: device.pipeline(k::persistent_layer(c.hidden as u32))?,
+            pipelines,
             groups,
             residency,
             sync,
         })
     }
+}
+
+/// The weight formats whose persistent kernel `Lowering::Auto` takes: those measured faster
+/// than barriers on the H100 (Qwen3-0.6B tg128, tok/s persistent vs barriers: f16 901 vs
+/// 856, Q8_0 968 vs 868, Q4_0 1021 vs 907, Q4_1 1027 vs 904, Q5_0 914 vs 829, Q5_1 908 vs
+/// 840, Q4_K 1016 vs 873); not Q5_K (653 vs 852) nor Q6_K (651 vs 796).
+const AUTO_FORMATS: [WeightDtype; 7] = [
+    WeightDtype::F16,
+    WeightDtype::Q8_0,
+    WeightDtype::Q4_0,
+    WeightDtype::Q4_1,
+    WeightDtype::Q5_0,
+    WeightDtype::Q5_1,
+    WeightDtype::Q4K,
+];
+
+fn auto_pays(dt: WeightDtype) -> bool {
+    AUTO_FORMATS.contains(&dt)
 }
 
 /// The persistent lowering `Lowering::Auto` uses for a model, or `None` with the reason it
@@ -188,7 +274,7 @@ pub(crate) fn auto(
         Some("the device does not report its multiprocessors".to_string())
     } else if c.hidden > 2048 {
         Some(format!(
-            "hidden {} > 2048 (the eight-load kernel measured slower than barriers)",
+            "hidden {} > 2048 (the 4B's layers measured slower as one dispatch)",
             c.hidden
         ))
     } else {
@@ -196,11 +282,26 @@ pub(crate) fn auto(
     };
     let why_not = match why_not {
         Some(w) => w,
-        None => match Persistent::new(device, c, o, layers) {
-            Ok(p) => return Ok(Some(p)),
-            Err(LlmError::InvalidArgument(m)) => m,
-            Err(e) => return Err(e),
-        },
+        None => {
+            let plan = plan(c, layers, auto_pays);
+            let ok = plan.iter().filter(|l| l.is_ok()).count();
+            if ok > 0 && ok < plan.len() {
+                // A step of persistent and barrier layers measured slower than barriers
+                // alone (Qwen3-0.6B Q4_K_M, its 14 Q4_K-only layers persistent: 778 vs 803
+                // tok/s).
+                format!(
+                    "{ok} of {} layers could run persistent; a step mixing the lowerings \
+                     measured slower than barriers",
+                    plan.len()
+                )
+            } else {
+                match Persistent::from_plan(device, o, plan) {
+                    Ok(p) => return Ok(Some(p)),
+                    Err(LlmError::InvalidArgument(m)) => m,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
     };
     log::debug!("lowering auto: barriers only ({why_not})");
     Ok(None)
@@ -245,7 +346,16 @@ impl GpuModel {
             groups: p.groups,
             residency: p.residency,
             barriers_per_layer: k::PERSISTENT_BARRIERS_PER_LAYER,
+            layers: p.pipelines.iter().filter(|q| q.is_some()).count() as u32,
         })
+    }
+
+    /// Whether decoder layer `i` of a persistent step is one dispatch (its format has a
+    /// persistent kernel the lowering took); the other layers keep the barrier lowering.
+    pub(super) fn layer_is_persistent(&self, i: usize) -> bool {
+        self.persistent
+            .as_ref()
+            .is_some_and(|p| p.pipelines.get(i).is_some_and(Option::is_some))
     }
 
     /// Records decoder layer `i` of a decode step as one persistent dispatch. `ops` must be
@@ -257,10 +367,13 @@ impl GpuModel {
         i: usize,
         ops: &[Op],
     ) -> sluice::Result<()> {
-        let p = self
+        let (p, pipeline) = self
             .persistent
             .as_ref()
-            .ok_or_else(|| sluice::Error::InvalidUse("persistent lowering is off".into()))?;
+            .and_then(|p| Some((p, p.pipelines.get(i)?.as_ref()?)))
+            .ok_or_else(|| {
+                sluice::Error::InvalidUse(format!("layer {i} has no persistent kernel"))
+            })?;
         if ops != layer::layer_ops(i) {
             return Err(sluice::Error::InvalidUse(format!(
                 "layer {i}: the persistent kernel implements layer_ops, not {ops:?}"
@@ -290,7 +403,7 @@ impl GpuModel {
         let [bias, freq] = self.rope_extras(i);
         self.label(enc, Shape::Decode, "layer", Some(i));
         enc.dispatch(
-            &p.pipeline,
+            pipeline,
             [p.groups, 1, 1],
             &[
                 self.params.slice(..),

@@ -394,7 +394,11 @@ impl GpuModel {
             super::Lowering::Barriers => None,
             super::Lowering::Auto => super::persistent::auto(device, c, &options, &layers)?,
             super::Lowering::Persistent => Some(super::persistent::Persistent::new(
-                device, c, &options, &layers,
+                device,
+                c,
+                &options,
+                &layers,
+                |_| true,
             )?),
         };
         device.synchronize()?;

@@ -1,0 +1,13 @@
+//! variants: q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k
+//! include: attention_chunk
+//! include: attention_core
+//! include: attention_finish
+//! include: rope
+//! include: rope_ext
+//! include: attention_rope_body
+//! include: persistent_layer_body
+//! include: persistent_stage
+//! include: persistent_matvec_q
+// One decoder layer of a decode step in one dispatch (include/persistent_layer_body.wgsl)
+// for a layer whose five matrices share one block format, decoded in registers
+// (include/persistent_matvec_q.wgsl).

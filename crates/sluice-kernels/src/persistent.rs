@@ -1,6 +1,6 @@
 //! The persistent layer kernels ([`crate::PERSISTENT_LAYER`], [`crate::PERSISTENT_LAYER_B4`]
-//! for f16 weights, `PERSISTENT_LAYER_Q_<format>` for block formats): one decoder layer of a decode step in one dispatch whose workgroups meet at
-//! grid barriers (decision 0006).
+//! for f16 weights, `PERSISTENT_LAYER_Q_<format>` for block formats): one decoder layer of a
+//! decode step in one dispatch whose workgroups meet at grid barriers (decision 0006).
 
 use sluice::kernel::KernelDesc;
 

@@ -81,7 +81,6 @@ fn persistent_lowering_matches_cpu_reference() {
 /// (`sluice::testing`), so the grid barriers of many workgroups are checked there too.
 #[test]
 fn persistent_block_formats_match_cpu_reference() {
-    use sluice_kernels::WeightDtype;
     use sluice_llm::quant_mix::{QuantKind, QuantRequest};
     let d = sluice::testing::coopmat_or_test_device_with(sluice::Options {
         no_int_dot: true,
@@ -91,19 +90,10 @@ fn persistent_block_formats_match_cpu_reference() {
     let name = "tiny-256";
     let cfg = ModelConfig::synthetic(name).unwrap();
     let layers = cfg.layers as u64;
-    let kinds = [
-        WeightDtype::Q8_0,
-        WeightDtype::Q4_0,
-        WeightDtype::Q4_1,
-        WeightDtype::Q5_0,
-        WeightDtype::Q5_1,
-        WeightDtype::Q4K,
-        WeightDtype::Q5K,
-        WeightDtype::Q6K,
-    ]
-    .map(QuantKind::Uniform)
-    .into_iter()
-    .chain([QuantKind::Q4KM]);
+    let kinds = sluice_kernels::quant::QUANT_DTYPES
+        .map(QuantKind::Uniform)
+        .into_iter()
+        .chain([QuantKind::Q4KM]);
     for kind in kinds {
         let request = QuantRequest {
             kind,

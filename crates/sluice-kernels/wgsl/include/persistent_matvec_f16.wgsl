@@ -139,17 +139,7 @@ fn matvec_op(m: u32, mb: u32, gated: bool, a_in: u32, a_out: u32, nrm: u32, accu
         if (nrm != N_NONE && p == 0u) {
             inv = inverseSqrt(wg_total(ss, li, sg_id, sg_lane, nsg) / f32(cols) + pc.eps);
         }
-        for (var o = tpr / 2u; o > 0u; o /= 2u) {
-            acc += subgroupShuffleXor(acc, o);
-        }
-        if (live && lane == 0u) {
-            let g = acc.x * inv;
-            if (gated) {
-                act_store(a_out, row, g / (1.0 + exp(-g)) * (acc.y * inv));
-            } else {
-                act_store(a_out, row, old + g);
-            }
-        }
+        row_out(acc, inv, tpr, live && lane == 0u, gated, a_out, row, old);
     }
 }
 

@@ -1,6 +1,6 @@
-// The input staging of the persistent layer's float matvec ops
-// (include/persistent_matvec_f16.wgsl, include/persistent_matvec_q.wgsl): an op's input
-// times its norm weight, XT floats per tile, in shared memory.
+// What the persistent layer's matvec ops share (include/persistent_matvec_f16.wgsl,
+// include/persistent_matvec_q.wgsl): the input staging (an op's input times its norm
+// weight, XT floats per tile, in shared memory) and a row's output.
 
 // Staged input floats per tile (16 KiB of shared memory, attention_core's `part`).
 const XT: u32 = 4096u;
@@ -51,4 +51,22 @@ fn stage_tile(a_in: u32, nrm: u32, j0: u32, n4: u32, li: u32) -> f32 {
     }
     workgroupBarrier();
     return ss;
+}
+
+// Adds up a row's `acc` over its tpr lanes and, in the lane that `writes`, stores the
+// row's output: silu(acc.x * inv) * (acc.y * inv) for a gated op, else old + acc.x * inv.
+fn row_out(acc_in: vec2<f32>, inv: f32, tpr: u32, writes: bool, gated: bool, a_out: u32,
+           row: u32, old: f32) {
+    var acc = acc_in;
+    for (var o = tpr / 2u; o > 0u; o /= 2u) {
+        acc += subgroupShuffleXor(acc, o);
+    }
+    if (writes) {
+        let g = acc.x * inv;
+        if (gated) {
+            act_store(a_out, row, g / (1.0 + exp(-g)) * (acc.y * inv));
+        } else {
+            act_store(a_out, row, old + g);
+        }
+    }
 }

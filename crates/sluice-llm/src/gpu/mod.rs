@@ -94,8 +94,9 @@ pub struct GpuOptions {
     /// then the pool of positions all sequences share. Default `None`.
     pub paged: Option<PagedOptions>,
     /// How decode steps are lowered: one dispatch per op behind pipeline barriers, one
-    /// persistent dispatch per layer (f16 weights, fusions on), or per step whichever of
-    /// the two is faster there. Default [`Lowering::Auto`].
+    /// persistent dispatch per layer (layers whose matrices share one format, f16 or a
+    /// block format; fusions on), or per step whichever of the two is faster there.
+    /// Default [`Lowering::Auto`].
     pub lowering: Lowering,
     /// Workgroups of each persistent layer dispatch; `None`: the device's residency bound
     /// (one per multiprocessor where the driver reports them, else 1). More than that bound

@@ -447,24 +447,15 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
     let _guard = ValidationGuard::new(&d);
     let name = "tiny-256";
     let cfg = ModelConfig::synthetic(name).unwrap();
-    let kinds = [
-        WeightDtype::Q8_0,
-        WeightDtype::Q4_0,
-        WeightDtype::Q4_1,
-        WeightDtype::Q5_0,
-        WeightDtype::Q5_1,
-        WeightDtype::Q4K,
-        WeightDtype::Q5K,
-        WeightDtype::Q6K,
-    ]
-    .map(QuantKind::Uniform)
-    .into_iter()
-    // llama.cpp's mixture: layer 1's v_proj/down_proj get q6_k, so its q|k|v are split.
-    .chain([QuantKind::Q4KM])
-    .filter(|k| match k {
-        QuantKind::Uniform(dt) => !int_dot || sluice_kernels::has_int_dot(*dt),
-        _ => true,
-    });
+    let kinds = sluice_kernels::quant::QUANT_DTYPES
+        .map(QuantKind::Uniform)
+        .into_iter()
+        // llama.cpp's mixture: layer 1's v_proj/down_proj get q6_k, so its q|k|v are split.
+        .chain([QuantKind::Q4KM])
+        .filter(|k| match k {
+            QuantKind::Uniform(dt) => !int_dot || sluice_kernels::has_int_dot(*dt),
+            _ => true,
+        });
     let mut attn_handoff_models = 0;
     for kind in kinds {
         let request = QuantRequest {

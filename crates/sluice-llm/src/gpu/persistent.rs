@@ -159,13 +159,13 @@ fn layer_format(i: usize, l: &Layer) -> Result<WeightDtype, String> {
     Ok(qkv.dtype)
 }
 
-/// Per layer, the persistent kernel for its format (when `take` accepts the format) or why
-/// the layer keeps the barrier lowering.
+/// Per layer, the persistent kernel for its format (for `auto`, only the formats in
+/// [`AUTO_FORMATS`]) or why the layer keeps the barrier lowering.
 type LayerPlan = Vec<Result<(WeightDtype, &'static sluice::kernel::KernelDesc), String>>;
 
-fn plan(c: &ModelConfig, layers: &[Layer], take: impl Fn(WeightDtype) -> bool) -> LayerPlan {
+fn plan(c: &ModelConfig, layers: &[Layer], auto: bool) -> LayerPlan {
     let kernel = |i: usize, dt: WeightDtype| match k::persistent_layer_for(dt, c.hidden as u32) {
-        Some(desc) if take(dt) => Ok((dt, desc)),
+        Some(desc) if !auto || AUTO_FORMATS.contains(&dt) => Ok((dt, desc)),
         Some(_) => Err(format!(
             "layer {i} is {} (auto takes the persistent lowering for {} only)",
             dt.name(),
@@ -186,17 +186,16 @@ fn plan(c: &ModelConfig, layers: &[Layer], take: impl Fn(WeightDtype) -> bool) -
 
 impl Persistent {
     /// The persistent lowering for a model with `layers` (options checked by [`check`]):
-    /// every layer whose five matrices share one format that a persistent kernel reads and
-    /// `take` accepts runs as one dispatch, the others keep the barrier lowering. An error
-    /// with the first layer's reason when no layer qualifies.
+    /// every layer whose five matrices share one format that a persistent kernel reads runs
+    /// as one dispatch, the others keep the barrier lowering. An error with the first
+    /// layer's reason when no layer qualifies.
     pub(crate) fn new(
         device: &Device,
         c: &ModelConfig,
         o: &GpuOptions,
         layers: &[Layer],
-        take: impl Fn(WeightDtype) -> bool,
     ) -> Result<Persistent, LlmError> {
-        Persistent::from_plan(device, o, plan(c, layers, take))
+        Persistent::from_plan(device, o, plan(c, layers, false))
     }
 
     fn from_plan(device: &Device, o: &GpuOptions, plan: LayerPlan) -> Result<Persistent, LlmError> {
@@ -258,10 +257,6 @@ const AUTO_FORMATS: [WeightDtype; 7] = [
     WeightDtype::Q4K,
 ];
 
-fn auto_pays(dt: WeightDtype) -> bool {
-    AUTO_FORMATS.contains(&dt)
-}
-
 /// The persistent lowering `Lowering::Auto` uses for a model, or `None` with the reason it
 /// does not (logged at debug level).
 pub(crate) fn auto(
@@ -283,7 +278,7 @@ pub(crate) fn auto(
     let why_not = match why_not {
         Some(w) => w,
         None => {
-            let plan = plan(c, layers, auto_pays);
+            let plan = plan(c, layers, true);
             let ok = plan.iter().filter(|l| l.is_ok()).count();
             if ok > 0 && ok < plan.len() {
                 // A step of persistent and barrier layers measured slower than barriers

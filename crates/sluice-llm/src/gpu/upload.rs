@@ -394,11 +394,7 @@ impl GpuModel {
             super::Lowering::Barriers => None,
             super::Lowering::Auto => super::persistent::auto(device, c, &options, &layers)?,
             super::Lowering::Persistent => Some(super::persistent::Persistent::new(
-                device,
-                c,
-                &options,
-                &layers,
-                |_| true,
+                device, c, &options, &layers,
             )?),
         };
         device.synchronize()?;

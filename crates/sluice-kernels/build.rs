@@ -15,6 +15,10 @@
 //! OpSDot (capabilities DotProduct + DotProductInput4x8BitPacked, SPV_KHR_integer_dot_product)
 //! rather than naga's bit-extract polyfill; only the `*_dp` matvec variants use it, and
 //! they run only where `DeviceInfo::int_dot` holds (shaderIntegerDotProduct enabled).
+//! A variant `A__B` (`persistent_layer_mix`) takes dtype A as above, then appends dtype
+//! B's snippet and the kernel's `//! second: NAME` includes with every name they declare
+//! at top level prefixed `b_` (`append_second`), so one module holds both formats' decode
+//! functions; B's own includes must already be in the module and are shared.
 //! A dtype snippet may include another one (`//! include: ../dtype/q4_k`: the `_dp`
 //! snippets reuse the f32 snippet's layout and work units). Included files' own
 //! `//! include:` lines are followed too; every file is appended once.
@@ -58,7 +62,13 @@ fn main() {
             .and_then(|l| l.strip_prefix("//! variants:"))
         {
             Some(list) => {
-                for dtype in list.split_whitespace() {
+                for variant in list.split_whitespace() {
+                    // `A__B`: dtype A as usual, then dtype B's snippet and the kernel's
+                    // `//! second:` includes under the prefix `b_` (append_second).
+                    let (dtype, second) = match variant.split_once("__") {
+                        Some((a, b)) => (a, Some(b)),
+                        None => (variant, None),
+                    };
                     let snippet = dir.join("dtype").join(format!("{dtype}.wgsl"));
                     println!("cargo:rerun-if-changed={}", snippet.display());
                     let extra = std::fs::read_to_string(&snippet).unwrap_or_else(|e| {
@@ -92,12 +102,12 @@ fn main() {
                     incs.extend(directive(&extra, "//! include:"));
                     let mut src = source.clone();
                     append_includes(&dir, path, &mut src, &incs);
-                    variants.push((stem.clone(), dtype.to_string()));
-                    units.push((
-                        format!("{stem}_{dtype}"),
-                        format!("{src}\n// ---- dtype/{dtype}.wgsl ----\n{extra}"),
-                        path.clone(),
-                    ));
+                    let mut src = format!("{src}\n// ---- dtype/{dtype}.wgsl ----\n{extra}");
+                    if let Some(b) = second {
+                        append_second(&dir, path, &mut src, b, &directive(&source, "//! second:"));
+                    }
+                    variants.push((stem.clone(), variant.to_string()));
+                    units.push((format!("{stem}_{variant}"), src, path.clone()));
                 }
             }
             None => {
@@ -188,6 +198,76 @@ fn append_includes(dir: &Path, path: &Path, source: &mut String, names: &[String
         source.push_str(&format!("\n// ---- include/{name}.wgsl ----\n{text}"));
         done.push(name);
     }
+}
+
+/// Appends a second weight format to a module (variant `A__B`): `dtype/<b>.wgsl` and the
+/// includes `names` (the kernel's `//! second:` lines), every name they declare at top
+/// level (fn, const, struct, var) renamed `b_<name>` throughout them, so the module has
+/// both formats' functions side by side. The snippet's own includes must already be in
+/// the module (they are shared, not renamed).
+fn append_second(dir: &Path, path: &Path, source: &mut String, b: &str, names: &[String]) {
+    let snippet = dir.join("dtype").join(format!("{b}.wgsl"));
+    println!("cargo:rerun-if-changed={}", snippet.display());
+    let read = |p: &Path| {
+        std::fs::read_to_string(p)
+            .unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), p.display()))
+    };
+    let mut text = format!("\n// ---- dtype/{b}.wgsl (second format, b_) ----\n");
+    let snip = read(&snippet);
+    for inc in directive(&snip, "//! include:") {
+        assert!(
+            source.contains(&format!("// ---- include/{inc}.wgsl ----")),
+            "{}: second format {b} includes {inc}, which the module lacks",
+            path.display()
+        );
+    }
+    text.push_str(&snip);
+    for name in names {
+        let inc = dir.join("include").join(format!("{name}.wgsl"));
+        println!("cargo:rerun-if-changed={}", inc.display());
+        text.push_str(&format!(
+            "\n// ---- include/{name}.wgsl (second format, b_) ----\n"
+        ));
+        text.push_str(&read(&inc));
+    }
+    let mut declared: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let rest = [
+            "fn ",
+            "const ",
+            "struct ",
+            "var<private> ",
+            "var<workgroup> ",
+        ]
+        .iter()
+        .find_map(|k| line.strip_prefix(k));
+        if let Some(rest) = rest {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            declared.push(name);
+        }
+    }
+    let mut out = String::with_capacity(text.len() + 1024);
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if declared.contains(word) {
+            out.push_str("b_");
+        }
+        out.push_str(word);
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    source.push_str(&out);
 }
 
 struct Reflected {

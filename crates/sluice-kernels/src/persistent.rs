@@ -1,5 +1,6 @@
 //! The persistent layer kernels ([`crate::PERSISTENT_LAYER`], [`crate::PERSISTENT_LAYER_B4`]
-//! for f16 weights, `PERSISTENT_LAYER_Q_<format>` for block formats): one decoder layer of a
+//! for f16 weights, `PERSISTENT_LAYER_Q_<format>` for block formats,
+//! `PERSISTENT_LAYER_MIX_<a>__<b>` for layers of two block formats): one decoder layer of a
 //! decode step in one dispatch whose workgroups meet at grid barriers (decision 0006).
 
 use sluice::kernel::KernelDesc;
@@ -14,7 +15,8 @@ use crate::{AttnRopePush, WeightDtype};
 /// 14 K cache, 15 V cache, 16 attention partials, 17 attention counters (zero), 18 the
 /// [`PERSISTENT_SYNC_WORDS`] sync words (zero before the dispatch, left zero), 19 the
 /// 16-byte token result (a stall sets [`PERSISTENT_ABORT_BIT`] in word 3), 20 q/k/v
-/// biases and 21 RoPE multipliers (as `attention_rope`'s, read under its flags). Dispatch
+/// biases and 21 RoPE multipliers (as `attention_rope`'s, read under its flags), 22 the v
+/// matrix of a two-format kernel (5 then holds q and k only; others: any buffer, unread). Dispatch
 /// `[groups, 1, 1]`, never more than can be resident at once.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -37,6 +39,9 @@ pub struct PersistentLayerPush {
     pub stride_inter: u32,
     /// Workgroups of the dispatch.
     pub groups: u32,
+    /// Row stride of the separate v matrix of a two-format kernel
+    /// ([`persistent_layer_mix_for`]; 0 elsewhere).
+    pub stride_v: u32,
 }
 const _: () = assert!(
     std::mem::size_of::<PersistentLayerPush>()
@@ -49,6 +54,10 @@ const _: () = assert!(
 const _: () = assert!(
     std::mem::size_of::<PersistentLayerPush>()
         == crate::PERSISTENT_LAYER_Q_Q4_K.push_constant_bytes as usize
+);
+const _: () = assert!(
+    std::mem::size_of::<PersistentLayerPush>()
+        == crate::PERSISTENT_LAYER_MIX_Q4_K__Q6_K.push_constant_bytes as usize
 );
 
 /// The persistent layer kernel for a model of hidden size `hidden` with f16 weights: four
@@ -71,6 +80,16 @@ pub fn persistent_layer_for(dtype: WeightDtype, hidden: u32) -> Option<&'static 
         dt if dt.is_quantized() => crate::variant("persistent_layer_q", dt.name()),
         _ => None,
     }
+}
+
+/// The persistent layer kernel for a layer of two block formats: q and k (stacked), o, gate
+/// and up in `a`, v and down in `b` (llama.cpp's Q4_K_M and Q5_K_M mixtures: Q4_K or Q5_K
+/// with Q6_K). None for other pairs.
+pub fn persistent_layer_mix_for(a: WeightDtype, b: WeightDtype) -> Option<&'static KernelDesc> {
+    crate::variant(
+        "persistent_layer_mix",
+        &format!("{}__{}", a.name(), b.name()),
+    )
 }
 
 /// u32 words of the persistent kernel's sync buffer (arrivals, abort flag, departures).

@@ -2,8 +2,8 @@
 //! on: with more workgroups than can ever be resident at once its grid barriers give up
 //! after a bounded spin, the stall is reported in the token result, and the sync words and
 //! attention counters are left zero for the next dispatch; with the residency bound the
-//! same dispatch reports nothing, for the f16 kernels and a block-format one. (Their
-//! arithmetic is checked through the model: sluice-llm tests/persistent.rs.)
+//! same dispatch reports nothing, for the f16 kernels, a block-format one and a two-format
+//! one. (Their arithmetic is checked through the model: sluice-llm tests/persistent.rs.)
 
 use sluice::kernel::KernelDesc;
 use sluice::testing::{test_device, ValidationGuard};
@@ -66,6 +66,7 @@ fn run(d: &Device, kernel: &KernelDesc, groups: u32, mut rng: Option<&mut Rng>) 
         u32s("result", 4),
         f32s("qkv_bias", qkv_rows),
         f32s("rope_freq", hd / 2),
+        w("w_v", kv_heads * hd, hidden),
     ];
     let push = PersistentLayerPush {
         attn: AttnRopePush {
@@ -91,6 +92,12 @@ fn run(d: &Device, kernel: &KernelDesc, groups: u32, mut rng: Option<&mut Rng>) 
         stride_q: q_dim.div_ceil(8),
         stride_inter: inter.div_ceil(8),
         groups,
+        // The two-format kernel runs its mixed path (v and down in the second format).
+        stride_v: if kernel.name.contains("mix") {
+            hidden.div_ceil(8)
+        } else {
+            0
+        },
     };
     let k = d.pipeline(kernel).unwrap();
     let mut enc = d.encoder().unwrap();
@@ -110,11 +117,12 @@ fn too_many_workgroups_stall_cleanly_and_leave_the_sync_words_zero() {
     let d = test_device();
     let _guard = ValidationGuard::new(&d);
     // The block-format kernels share the grid barriers and the exit path (their matvec ops
-    // differ); zero Q8_0 weights fit the f16 buffers and strides.
+    // differ); zero Q8_0, Q4_K and Q6_K weights fit the f16 buffers and strides.
     for kernel in [
         &PERSISTENT_LAYER,
         &PERSISTENT_LAYER_B4,
         &PERSISTENT_LAYER_Q_Q8_0,
+        &PERSISTENT_LAYER_MIX_Q4_K__Q6_K,
     ] {
         let name = kernel.name;
         // No device holds 4096 workgroups of 256 invocations at once (an H100: at most 8

@@ -6,6 +6,7 @@
 //! include: attention_rope_body
 //! include: persistent_layer_body
 //! include: persistent_stage
+//! include: persistent_ops_one
 //! include: persistent_matvec_f16
 // One decoder layer of a decode step in one dispatch: see include/persistent_layer_body.wgsl.
 // Four weight loads in flight per invocation and batch (best for Qwen3-0.6B shapes).

@@ -7,6 +7,7 @@
 //! include: attention_rope_body
 //! include: persistent_layer_body
 //! include: persistent_stage
+//! include: persistent_ops_one
 //! include: persistent_matvec_q
 // One decoder layer of a decode step in one dispatch (include/persistent_layer_body.wgsl)
 // for a layer whose five matrices share one block format, decoded in registers

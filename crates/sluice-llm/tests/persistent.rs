@@ -73,12 +73,13 @@ fn persistent_lowering_matches_cpu_reference() {
 
 /// Every block format: the persistent kernel (units decoded in registers against the
 /// staged float input) against the CPU reference run on the same quantized-then-dequantized
-/// weights, teacher-forced over two attention splits, one dispatch per layer; and a
-/// Q4_K_M mixture, whose layers with Q6_K matrices keep the barrier lowering in the same
-/// step. Integer dot products off, so no matvec quantizes its input (the LM head's and the
-/// barrier layers' would) and the bound is the float one. Validated on lavapipe (one
-/// workgroup); on a GPU with matrix units without the layer, which predates them
-/// (`sluice::testing`), so the grid barriers of many workgroups are checked there too.
+/// weights, teacher-forced over two attention splits, one dispatch per layer; and the
+/// Q4_K_M and Q5_K_M mixtures, whose layer 1 has Q6_K v and down (llama.cpp's mixture) and
+/// runs the two-format kernel (`persistent_layer_mix`): also one dispatch. Integer dot
+/// products off, so no matvec quantizes its input (the LM head's would) and the bound is
+/// the float one. Validated on lavapipe (one workgroup); on a GPU with matrix units without
+/// the layer, which predates them (`sluice::testing`), so the grid barriers of many
+/// workgroups are checked there too.
 #[test]
 fn persistent_block_formats_match_cpu_reference() {
     use sluice_llm::quant_mix::{QuantKind, QuantRequest};
@@ -93,37 +94,24 @@ fn persistent_block_formats_match_cpu_reference() {
     let kinds = sluice_kernels::quant::QUANT_DTYPES
         .map(QuantKind::Uniform)
         .into_iter()
-        .chain([QuantKind::Q4KM]);
+        .chain([QuantKind::Q4KM, QuantKind::Q5KM]);
     for kind in kinds {
         let request = QuantRequest {
             kind,
             tied_embeddings: cfg.tied_embeddings,
         };
-        let with = |lowering| {
-            let mut o = options(lowering);
-            o.gpu.context = 32;
-            o.gpu.attention_chunk = 8;
-            o.dtype = Some(request);
-            load(&d, name, &o).unwrap()
-        };
-        let loaded = with(Lowering::Persistent);
+        let mut o = options(Lowering::Persistent);
+        o.gpu.context = 32;
+        o.gpu.attention_chunk = 8;
+        o.dtype = Some(request);
+        let loaded = load(&d, name, &o).unwrap();
         let info = loaded.model.persistent_info().unwrap();
-        // Dispatches per step: one per persistent layer, five (fused, no handoffs) per
-        // barrier layer, plus embed, LM head, argmax and advance. Q4_K_M: layer 1's v and
-        // down are Q6_K (llama.cpp's mixture), so only layer 0 is one dispatch.
-        let persistent_layers = if kind == QuantKind::Q4KM { 1 } else { layers };
-        assert_eq!(info.layers as u64, persistent_layers, "{kind:?}");
-        let want_dispatches = if kind == QuantKind::Q4KM {
-            let barriers = with(Lowering::Barriers);
-            let before = d.counters();
-            Decoder::new(&barriers.model, Mode::Direct, GraphOptions::default())
-                .unwrap()
-                .step(1, 0)
-                .unwrap();
-            d.counters().since(&before).dispatches - 4 * persistent_layers
-        } else {
-            layers + 4
-        };
+        // Dispatches per step: one per layer, plus embed, LM head, argmax and advance;
+        // one kernel for every layer (the mixtures' layer 0 in Q4_K / Q5_K alone runs the
+        // two-format kernel too).
+        assert_eq!(info.layers as u64, layers, "{kind:?}");
+        assert_eq!(info.kernels, 1, "{kind:?}");
+        let want_dispatches = layers + 4;
         let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
         let mut cpu = common::quantized_reference(&cfg, &request);
         let (mut token, mut worst, mut agree) = (1u32, 0f32, 0);
@@ -239,10 +227,14 @@ fn auto_lowering_switches_to_barriers_when_attention_needs_more_rounds() {
         }
         assert!(worst < 2e-3, "{mode:?}: worst relative logit error {worst}");
     }
-    // Auto's formats: every layer in one measured faster as one dispatch (Q8_0 here);
-    // not Q6_K, and not a Q4_K_M mixture (layer 1 keeps barriers: a mixed step measured
-    // slower than barriers alone).
-    for (dtype, persistent) in [("q8_0", true), ("q6_k", false), ("q4_k_m", false)] {
+    // Auto's formats: those measured faster as one dispatch per layer (Q8_0, the Q4_K_M
+    // mixture on its two-format kernel); not Q6_K nor the Q5_K_M mixture.
+    for (dtype, persistent) in [
+        ("q8_0", true),
+        ("q6_k", false),
+        ("q4_k_m", true),
+        ("q5_k_m", false),
+    ] {
         let mut o = options(Lowering::Auto);
         o.gpu.persistent_groups = Some(1);
         o.dtype = Some(sluice_llm::quant_mix::parse(dtype).unwrap());

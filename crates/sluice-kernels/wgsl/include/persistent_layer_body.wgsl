@@ -19,7 +19,9 @@
 // row's first weight loads are in flight. The kernel file includes the matvec ops for its
 // weights, each defining `Pre`, `prefetch` and `matvec_op`: include/persistent_matvec_f16.wgsl
 // or include/persistent_matvec_q.wgsl (block formats), both on the float input staging of
-// include/persistent_stage.wgsl.
+// include/persistent_stage.wgsl; and `v_op`, `down_prefetch`, `down_op`: the v and down
+// ops, include/persistent_ops_one.wgsl (one format: v is in the stacked qkv op) or
+// include/persistent_ops_two.wgsl (a second format for v and down).
 //
 // Cross-workgroup data (x, qkv, attn, h, the attention partials) is @coherent: plain loads
 // may be served stale from an SM's L1 (NOTES-toolchain, decision 0004). Weights are not.
@@ -57,6 +59,8 @@ struct Push {
     stride_inter: u32,
     // Workgroups of the dispatch.
     groups: u32,
+    // Row stride of a separate v matrix (kernels of two formats; else unused).
+    stride_v: u32,
 }
 
 @group(0) @binding(0) var<storage, read> params: Params;
@@ -81,6 +85,9 @@ struct Push {
 @group(0) @binding(19) var<storage, read_write> result: U32s;
 @group(0) @binding(20) var<storage, read> qkv_bias: F32s;
 @group(0) @binding(21) var<storage, read> rope_freq: F32s;
+// The v matrix of a layer of two formats (include/persistent_ops_two.wgsl); else bound to
+// the qkv matrix and not read.
+@group(0) @binding(22) var<storage, read> w_v: WVec;
 var<immediate> pc: Push;
 
 // A head's output is written (include/attention_core.wgsl): o reads the floats.
@@ -98,10 +105,12 @@ const M_O: u32 = 1u;
 const M_GATE: u32 = 2u;
 const M_UP: u32 = 3u;
 const M_DOWN: u32 = 4u;
+const M_V: u32 = 5u;
 const A_X: u32 = 0u;
 const A_QKV: u32 = 1u;
 const A_ATTN: u32 = 2u;
 const A_H: u32 = 3u;
+const A_V: u32 = 4u;
 const N_NONE: u32 = 0u;
 const N_ATTN: u32 = 1u;
 const N_MLP: u32 = 2u;
@@ -114,7 +123,8 @@ fn w_load(m: u32, i: u32) -> vec4<u32> {
         case 1u: { return w_o.d[i]; }
         case 2u: { return w_gate.d[i]; }
         case 3u: { return w_up.d[i]; }
-        default: { return w_down.d[i]; }
+        case 4u: { return w_down.d[i]; }
+        default: { return w_v.d[i]; }
     }
 }
 
@@ -139,6 +149,7 @@ fn act_store(a: u32, r: u32, v: f32) {
     switch a {
         case 0u: { xa.d[r >> 2u][r & 3u] = v; }
         case 1u: { qkv.d[r] = v; }
+        case 4u: { qkv.d[pc.v_offset + r] = v; }
         default: { ha.d[r >> 2u][r & 3u] = v; }
     }
 }
@@ -217,6 +228,7 @@ fn main(
     let pq = prefetch(M_QKV, M_QKV, false, pc.qkv_rows, pc.hidden, hs, wgi, li, sg);
     matvec_op(M_QKV, M_QKV, false, A_X, A_QKV, N_ATTN, false, pc.qkv_rows, pc.hidden, hs, pq,
               wgi, li, sg, sg_id, sg_lane, nsg);
+    v_op(wgi, li, sg, sg_id, sg_lane, nsg);
     grid_sync(1u, li);
     // Attention items (split s, head h), splits outermost so that the non-empty first
     // splits spread over the first workgroups.
@@ -233,10 +245,9 @@ fn main(
     grid_sync(3u, li);
     matvec_op(M_GATE, M_UP, true, A_X, A_H, N_MLP, false, pc.inter, pc.hidden, hs, pg, wgi, li,
               sg, sg_id, sg_lane, nsg);
-    let pd = prefetch(M_DOWN, M_DOWN, false, pc.hidden, pc.inter, pc.stride_inter, wgi, li, sg);
+    let pd = down_prefetch(wgi, li, sg);
     grid_sync(4u, li);
-    matvec_op(M_DOWN, M_DOWN, false, A_H, A_X, N_NONE, true, pc.hidden, pc.inter,
-              pc.stride_inter, pd, wgi, li, sg, sg_id, sg_lane, nsg);
+    down_op(pd, wgi, li, sg, sg_id, sg_lane, nsg);
 
     // Leave: report a stall, and the last workgroup out resets the sync words.
     storageBarrier();

@@ -5,15 +5,10 @@
 // the norm weight is staged as floats (include/persistent_stage.wgsl), as for f16
 // weights: no int8 quantization of x, whose cost per op (every workgroup quantizing the
 // whole input) made an integer-dot form of this kernel slower than the barrier lowering.
-
-// The matrices `wraw(sel, ..)` reads: wm_a (sel false), wm_b (sel true, gate/up's up).
-var<private> wm_a: u32;
-var<private> wm_b: u32;
-
-// Vec4 i of the op's matrix (the dtype snippets' accessor).
-fn wraw(sel: bool, i: u32) -> vec4<u32> {
-    return w_load(select(wm_a, wm_b, sel), i);
-}
+// A kernel of two formats (persistent_layer_mix) includes this file twice, the second
+// time with its names prefixed b_ (build.rs); `wraw` (include/persistent_wraw.wgsl) is
+// shared.
+//! include: persistent_wraw
 
 // Nothing is loaded before the grid barrier (a unit's loads and decode are one call).
 struct Pre { ok: bool }
@@ -71,20 +66,32 @@ fn matvec_op(m: u32, mb: u32, gated: bool, a_in: u32, a_out: u32, nrm: u32, accu
             if (live) {
                 let u1 = (c0 + len) / QUNIT;
                 var u = c0 / QUNIT + lane;
-                // Two units per step, so both units' loads are in flight at once.
-                for (; u + tpr < u1; u += 2u * tpr) {
-                    var x0 = unit_x(u, c0 / 4u);
-                    var x1 = unit_x(u + tpr, c0 / 4u);
-                    acc.x += q_dot(false, rb, nb, u, &x0) + q_dot(false, rb, nb, u + tpr, &x1);
-                    if (gated) {
-                        acc.y += q_dot(true, rb, nb, u, &x0) + q_dot(true, rb, nb, u + tpr, &x1);
+                if (QUNIT >= 64u) {
+                    // Units of 64 weights (Q5_K, Q6_K): one per step (two overflowed the
+                    // registers: 226-255 per invocation).
+                    for (; u < u1; u += tpr) {
+                        var x0 = unit_x(u, c0 / 4u);
+                        acc.x += q_dot(false, rb, nb, u, &x0);
+                        if (gated) {
+                            acc.y += q_dot(true, rb, nb, u, &x0);
+                        }
                     }
-                }
-                if (u < u1) {
-                    var x0 = unit_x(u, c0 / 4u);
-                    acc.x += q_dot(false, rb, nb, u, &x0);
-                    if (gated) {
-                        acc.y += q_dot(true, rb, nb, u, &x0);
+                } else {
+                    // Two units per step, so both units' loads are in flight at once.
+                    for (; u + tpr < u1; u += 2u * tpr) {
+                        var x0 = unit_x(u, c0 / 4u);
+                        var x1 = unit_x(u + tpr, c0 / 4u);
+                        acc.x += q_dot(false, rb, nb, u, &x0) + q_dot(false, rb, nb, u + tpr, &x1);
+                        if (gated) {
+                            acc.y += q_dot(true, rb, nb, u, &x0) + q_dot(true, rb, nb, u + tpr, &x1);
+                        }
+                    }
+                    if (u < u1) {
+                        var x0 = unit_x(u, c0 / 4u);
+                        acc.x += q_dot(false, rb, nb, u, &x0);
+                        if (gated) {
+                            acc.y += q_dot(true, rb, nb, u, &x0);
+                        }
                     }
                 }
             }

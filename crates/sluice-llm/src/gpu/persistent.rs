@@ -28,13 +28,14 @@ pub enum Lowering {
     Barriers,
     /// One dispatch per decoder layer whose workgroups meet at grid barriers (decode with
     /// the fusions on; layers whose matrices share one format, f16 or a block format, with
-    /// q, k and v stacked; other layers, prefill and batched steps keep the barriers).
+    /// q, k and v stacked, and the Q4_K_M / Q5_K_M mixtures' layers with Q6_K v and down;
+    /// other layers, prefill and batched steps keep the barriers).
     Persistent,
     /// Persistent where it is faster, barriers elsewhere (the default): persistent only
     /// where the device reports its multiprocessors, hidden <= 2048 (the H100 measured the
     /// 4B's layers slower as one dispatch) and every layer can run persistent in a format
-    /// measured faster (f16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K; not Q5_K, Q6_K, nor
-    /// mixtures such as Q4_K_M, whose steps of both lowerings measured slower), and per step
+    /// measured faster (f16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and the Q4_K_M
+    /// mixture; not Q6_K nor Q5_K_M, nor a step mixing both lowerings), and per step
     /// only while the attention op needs no more rounds of the workgroups than at position 0
     /// (Qwen3-0.6B on the H100: below 2048 positions; beyond, persistent lost 10-27%).
     #[default]
@@ -71,6 +72,8 @@ pub(crate) struct Persistent {
     /// One per decoder layer: the kernel for the layer's weight format, or None where the
     /// layer keeps the barrier lowering.
     pipelines: Vec<Option<Arc<Pipeline>>>,
+    /// Distinct kernels among `pipelines`.
+    kernels: u32,
     /// Workgroups per layer dispatch.
     groups: u32,
     /// Most workgroups the device is sure to hold at once.
@@ -90,6 +93,9 @@ pub struct PersistentInfo {
     pub barriers_per_layer: u32,
     /// Decoder layers that run as one dispatch (the others keep the barrier lowering).
     pub layers: u32,
+    /// Distinct persistent kernels those layers run (1 for a model in one format and for
+    /// the Q4_K_M / Q5_K_M mixtures, whose layers share the two-format kernel).
+    pub kernels: u32,
 }
 
 /// Checks what the persistent lowering needs of the options and the device before anything
@@ -136,51 +142,97 @@ fn refusal(why: &str) -> LlmError {
     ))
 }
 
-/// The one weight format of layer `i`'s five matrices (q, k and v stacked), or why the
-/// persistent kernels cannot run it.
-fn layer_format(i: usize, l: &Layer) -> Result<WeightDtype, String> {
-    let Qkv::Stacked(qkv) = &l.qkv else {
-        return Err(format!("layer {i} has separate q, k and v matrices"));
+/// The weight formats of a persistent layer: all five matrices in `a`, or (`b` set) q, k,
+/// o, gate and up in `a` with v and down in `b` (llama.cpp's Q4_K_M / Q5_K_M mixed layers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Formats {
+    a: WeightDtype,
+    b: Option<WeightDtype>,
+}
+
+impl Formats {
+    fn name(self) -> String {
+        match self.b {
+            None => self.a.name().to_string(),
+            Some(b) => format!("{}+{}", self.a.name(), b.name()),
+        }
+    }
+}
+
+/// The formats of layer `i`'s matrices as a persistent kernel reads them (one format with
+/// q, k and v stacked, or the two-format split of [`Formats`]), or why none can.
+fn layer_format(i: usize, l: &Layer) -> Result<Formats, String> {
+    let (a, b) = match &l.qkv {
+        Qkv::Stacked(qkv) => (qkv.dtype, None),
+        Qkv::Split(runs) => match &runs[..] {
+            [(qk, 0), (v, _)] if qk.dtype != v.dtype => (qk.dtype, Some(v.dtype)),
+            _ => return Err(format!("layer {i} splits q, k and v other than [q k | v]")),
+        },
     };
-    for (name, m) in [
-        ("o", &l.o),
-        ("gate", &l.gate),
-        ("up", &l.up),
-        ("down", &l.down),
+    let down = b.unwrap_or(a);
+    for (name, m, want) in [
+        ("o", &l.o, a),
+        ("gate", &l.gate, a),
+        ("up", &l.up, a),
+        ("down", &l.down, down),
     ] {
-        if m.dtype != qkv.dtype {
+        if m.dtype != want {
             return Err(format!(
-                "layer {i} mixes weight formats ({name} is {}, qkv {}); a kernel reads one",
+                "layer {i} mixes weight formats ({name} is {}, q/k {}{}); no kernel reads that mixture",
                 m.dtype.name(),
-                qkv.dtype.name()
+                a.name(),
+                b.map(|b| format!(", v {}", b.name())).unwrap_or_default()
             ));
         }
     }
-    Ok(qkv.dtype)
+    Ok(Formats { a, b })
 }
 
-/// Per layer, the persistent kernel for its format (for `auto`, only the formats in
+/// Per layer, the persistent kernel for its formats (for `auto`, only those in
 /// [`AUTO_FORMATS`]) or why the layer keeps the barrier lowering.
-type LayerPlan = Vec<Result<(WeightDtype, &'static sluice::kernel::KernelDesc), String>>;
+type LayerPlan = Vec<Result<(Formats, &'static sluice::kernel::KernelDesc), String>>;
 
 fn plan(c: &ModelConfig, layers: &[Layer], auto: bool) -> LayerPlan {
-    let kernel = |i: usize, dt: WeightDtype| match k::persistent_layer_for(dt, c.hidden as u32) {
-        Some(desc) if !auto || AUTO_FORMATS.contains(&dt) => Ok((dt, desc)),
-        Some(_) => Err(format!(
-            "layer {i} is {} (auto takes the persistent lowering for {} only)",
-            dt.name(),
-            AUTO_FORMATS.map(|d| d.name()).join(", ")
-        )),
-        None => Err(format!(
-            "layer {i} is {}; the persistent kernels read f16 weights and block formats \
-             (try --dtype f16)",
-            dt.name()
-        )),
+    let kernel = |i: usize, f: Formats| {
+        let desc = match f.b {
+            None => k::persistent_layer_for(f.a, c.hidden as u32),
+            Some(b) => k::persistent_layer_mix_for(f.a, b),
+        };
+        match desc {
+            Some(desc) if !auto || AUTO_FORMATS.contains(&f) => Ok((f, desc)),
+            Some(_) => Err(format!(
+                "layer {i} is {} (auto takes the persistent lowering for {} only)",
+                f.name(),
+                AUTO_FORMATS.map(|d| d.name()).join(", ")
+            )),
+            None => Err(format!(
+                "layer {i} is {}; the persistent kernels read f16 weights, one block format, \
+                 or Q4_K / Q5_K with Q6_K v and down (try --dtype f16)",
+                f.name()
+            )),
+        }
     };
-    layers
+    let formats: Vec<_> = layers
         .iter()
         .enumerate()
-        .map(|(i, l)| layer_format(i, l).and_then(|dt| kernel(i, dt)))
+        .map(|(i, l)| layer_format(i, l))
+        .collect();
+    // A layer in format a alone runs the two-format kernel of a mixture with a layer of
+    // (a, b) too: one kernel for the whole step (switching kernels costs the layer after
+    // each switch 5-20 µs on the H100).
+    let mix = formats.iter().find_map(|f| match f {
+        Ok(f) if f.b.is_some() => Some(*f),
+        _ => None,
+    });
+    formats
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            f.and_then(|f| match mix {
+                Some(m) if f.b.is_none() && f.a == m.a => kernel(i, m).map(|(_, desc)| (f, desc)),
+                _ => kernel(i, f),
+            })
+        })
         .collect()
 }
 
@@ -201,15 +253,15 @@ impl Persistent {
     fn from_plan(device: &Device, o: &GpuOptions, plan: LayerPlan) -> Result<Persistent, LlmError> {
         let (groups, residency) = check(device, o)?;
         let mut pipelines = Vec::with_capacity(plan.len());
-        let mut by_format: Vec<(WeightDtype, Arc<Pipeline>)> = Vec::new();
+        let mut by_kernel: Vec<(&str, Arc<Pipeline>)> = Vec::new();
         let mut first_reason = None;
         for layer in plan {
             let pipeline = match layer {
-                Ok((dt, desc)) => match by_format.iter().find(|(d, _)| *d == dt) {
+                Ok((_, desc)) => match by_kernel.iter().find(|(n, _)| *n == desc.name) {
                     Some((_, p)) => Some(p.clone()),
                     None => {
                         let p = device.pipeline(desc)?;
-                        by_format.push((dt, p.clone()));
+                        by_kernel.push((desc.name, p.clone()));
                         Some(p)
                     }
                 },
@@ -220,7 +272,7 @@ impl Persistent {
             };
             pipelines.push(pipeline);
         }
-        if by_format.is_empty() {
+        if by_kernel.is_empty() {
             return Err(refusal(
                 first_reason.as_deref().unwrap_or("the model has no layers"),
             ));
@@ -236,6 +288,7 @@ impl Persistent {
         sync.write(0, &[0u32; k::PERSISTENT_SYNC_WORDS])?;
         Ok(Persistent {
             pipelines,
+            kernels: by_kernel.len() as u32,
             groups,
             residency,
             sync,
@@ -246,16 +299,28 @@ impl Persistent {
 /// The weight formats whose persistent kernel `Lowering::Auto` takes: those measured faster
 /// than barriers on the H100 (Qwen3-0.6B tg128, tok/s persistent vs barriers: f16 901 vs
 /// 856, Q8_0 968 vs 868, Q4_0 1021 vs 907, Q4_1 1027 vs 904, Q5_0 914 vs 829, Q5_1 908 vs
-/// 840, Q4_K 1016 vs 873); not Q5_K (653 vs 852) nor Q6_K (651 vs 796).
-const AUTO_FORMATS: [WeightDtype; 7] = [
-    WeightDtype::F16,
-    WeightDtype::Q8_0,
-    WeightDtype::Q4_0,
-    WeightDtype::Q4_1,
-    WeightDtype::Q5_0,
-    WeightDtype::Q5_1,
-    WeightDtype::Q4K,
+/// 840, Q4_K 1016 vs 873, Q5_K 871 vs 849, the Q4_K_M mixture 888 vs 800); not Q6_K (792 vs
+/// 795) nor the Q5_K_M mixture (746 vs 804).
+const AUTO_FORMATS: [Formats; 9] = [
+    Formats::one(WeightDtype::F16),
+    Formats::one(WeightDtype::Q8_0),
+    Formats::one(WeightDtype::Q4_0),
+    Formats::one(WeightDtype::Q4_1),
+    Formats::one(WeightDtype::Q5_0),
+    Formats::one(WeightDtype::Q5_1),
+    Formats::one(WeightDtype::Q4K),
+    Formats::one(WeightDtype::Q5K),
+    Formats {
+        a: WeightDtype::Q4K,
+        b: Some(WeightDtype::Q6K),
+    },
 ];
+
+impl Formats {
+    const fn one(a: WeightDtype) -> Formats {
+        Formats { a, b: None }
+    }
+}
 
 /// The persistent lowering `Lowering::Auto` uses for a model, or `None` with the reason it
 /// does not (logged at debug level).
@@ -282,8 +347,8 @@ pub(crate) fn auto(
             let ok = plan.iter().filter(|l| l.is_ok()).count();
             if ok > 0 && ok < plan.len() {
                 // A step of persistent and barrier layers measured slower than barriers
-                // alone (Qwen3-0.6B Q4_K_M, its 14 Q4_K-only layers persistent: 778 vs 803
-                // tok/s).
+                // alone (Qwen3-0.6B Q4_K_M, its 14 Q4_K-only layers persistent, before the
+                // two-format kernel: 778 vs 803 tok/s).
                 format!(
                     "{ok} of {} layers could run persistent; a step mixing the lowerings \
                      measured slower than barriers",
@@ -342,6 +407,7 @@ impl GpuModel {
             residency: p.residency,
             barriers_per_layer: k::PERSISTENT_BARRIERS_PER_LAYER,
             layers: p.pipelines.iter().filter(|q| q.is_some()).count() as u32,
+            kernels: p.kernels,
         })
     }
 
@@ -376,15 +442,25 @@ impl GpuModel {
         }
         let c = &self.config;
         let l = &self.layers[i];
-        let Qkv::Stacked(qkv_w) = &l.qkv else {
-            return Err(sluice::Error::InvalidUse(
-                "persistent lowering needs the stacked qkv matrix".into(),
-            ));
+        // q, k (and v when stacked) in binding 5; a separate v (two formats) in 22.
+        let (qkv_w, v_w) = match &l.qkv {
+            Qkv::Stacked(m) => (m, m),
+            Qkv::Split(runs) => match &runs[..] {
+                [(qk, 0), (v, _)] => (qk, v),
+                _ => {
+                    return Err(sluice::Error::InvalidUse(format!(
+                        "layer {i}: the persistent kernels read q, k and v stacked or as [q k | v]"
+                    )))
+                }
+            },
         };
         let s = &self.scratch;
         let push = k::PersistentLayerPush {
             attn: self.attn_rope_push(),
-            qkv_rows: qkv_rows(c) as u32,
+            qkv_rows: match &l.qkv {
+                Qkv::Stacked(_) => qkv_rows(c) as u32,
+                Qkv::Split(_) => qkv_w.rows,
+            },
             hidden: c.hidden as u32,
             q_dim: l.o.cols,
             inter: c.intermediate as u32,
@@ -392,6 +468,10 @@ impl GpuModel {
             stride_q: l.o.stride_field(),
             stride_inter: l.down.stride_field(),
             groups: p.groups,
+            stride_v: match &l.qkv {
+                Qkv::Stacked(_) => 0,
+                Qkv::Split(_) => v_w.stride_field(),
+            },
         };
         let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
         let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
@@ -423,6 +503,7 @@ impl GpuModel {
                 self.result.slice(..),
                 bias,
                 freq,
+                v_w.buffer.slice(..),
             ],
             &push,
         )

@@ -95,7 +95,8 @@ pub struct GpuOptions {
     pub paged: Option<PagedOptions>,
     /// How decode steps are lowered: one dispatch per op behind pipeline barriers, one
     /// persistent dispatch per layer (layers whose matrices share one format, f16 or a
-    /// block format; fusions on), or per step whichever of the two is faster there.
+    /// block format, and the Q4_K_M / Q5_K_M mixtures' layers; fusions on), or per step
+    /// whichever of the two is faster there.
     /// Default [`Lowering::Auto`].
     pub lowering: Lowering,
     /// Workgroups of each persistent layer dispatch; `None`: the device's residency bound

@@ -69,7 +69,7 @@ impl std::str::FromStr for Lowering {
 
 /// The persistent lowering's pipelines, workgroup count and sync words.
 pub(crate) struct Persistent {
-    /// One per decoder layer: the kernel for the layer's weight format, or None where the
+    /// One per decoder layer: the kernel for the layer's weight formats, or None where the
     /// layer keeps the barrier lowering.
     pipelines: Vec<Option<Arc<Pipeline>>>,
     /// Distinct kernels among `pipelines`.
@@ -151,6 +151,11 @@ struct Formats {
 }
 
 impl Formats {
+    /// One format for every matrix.
+    const fn one(a: WeightDtype) -> Formats {
+        Formats { a, b: None }
+    }
+
     fn name(self) -> String {
         match self.b {
             None => self.a.name().to_string(),
@@ -190,7 +195,7 @@ fn layer_format(i: usize, l: &Layer) -> Result<Formats, String> {
 
 /// Per layer, the persistent kernel for its formats (for `auto`, only those in
 /// [`AUTO_FORMATS`]) or why the layer keeps the barrier lowering.
-type LayerPlan = Vec<Result<(Formats, &'static sluice::kernel::KernelDesc), String>>;
+type LayerPlan = Vec<Result<&'static sluice::kernel::KernelDesc, String>>;
 
 fn plan(c: &ModelConfig, layers: &[Layer], auto: bool) -> LayerPlan {
     let kernel = |i: usize, f: Formats| {
@@ -199,7 +204,7 @@ fn plan(c: &ModelConfig, layers: &[Layer], auto: bool) -> LayerPlan {
             Some(b) => k::persistent_layer_mix_for(f.a, b),
         };
         match desc {
-            Some(desc) if !auto || AUTO_FORMATS.contains(&f) => Ok((f, desc)),
+            Some(desc) if !auto || AUTO_FORMATS.contains(&f) => Ok(desc),
             Some(_) => Err(format!(
                 "layer {i} is {} (auto takes the persistent lowering for {} only)",
                 f.name(),
@@ -229,7 +234,7 @@ fn plan(c: &ModelConfig, layers: &[Layer], auto: bool) -> LayerPlan {
         .enumerate()
         .map(|(i, f)| {
             f.and_then(|f| match mix {
-                Some(m) if f.b.is_none() && f.a == m.a => kernel(i, m).map(|(_, desc)| (f, desc)),
+                Some(m) if f.b.is_none() && f.a == m.a => kernel(i, m),
                 _ => kernel(i, f),
             })
         })
@@ -257,7 +262,7 @@ impl Persistent {
         let mut first_reason = None;
         for layer in plan {
             let pipeline = match layer {
-                Ok((_, desc)) => match by_kernel.iter().find(|(n, _)| *n == desc.name) {
+                Ok(desc) => match by_kernel.iter().find(|(n, _)| *n == desc.name) {
                     Some((_, p)) => Some(p.clone()),
                     None => {
                         let p = device.pipeline(desc)?;
@@ -315,12 +320,6 @@ const AUTO_FORMATS: [Formats; 9] = [
         b: Some(WeightDtype::Q6K),
     },
 ];
-
-impl Formats {
-    const fn one(a: WeightDtype) -> Formats {
-        Formats { a, b: None }
-    }
-}
 
 /// The persistent lowering `Lowering::Auto` uses for a model, or `None` with the reason it
 /// does not (logged at debug level).

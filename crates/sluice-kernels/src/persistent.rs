@@ -43,22 +43,22 @@ pub struct PersistentLayerPush {
     /// ([`persistent_layer_mix_for`]; 0 elsewhere).
     pub stride_v: u32,
 }
-const _: () = assert!(
-    std::mem::size_of::<PersistentLayerPush>()
-        == crate::PERSISTENT_LAYER.push_constant_bytes as usize
-);
-const _: () = assert!(
-    std::mem::size_of::<PersistentLayerPush>()
-        == crate::PERSISTENT_LAYER_B4.push_constant_bytes as usize
-);
-const _: () = assert!(
-    std::mem::size_of::<PersistentLayerPush>()
-        == crate::PERSISTENT_LAYER_Q_Q4_K.push_constant_bytes as usize
-);
-const _: () = assert!(
-    std::mem::size_of::<PersistentLayerPush>()
-        == crate::PERSISTENT_LAYER_MIX_Q4_K__Q6_K.push_constant_bytes as usize
-);
+// Every persistent kernel family shares the push layout (one Push struct in the body).
+const _: () = {
+    let kernels = [
+        &crate::PERSISTENT_LAYER,
+        &crate::PERSISTENT_LAYER_B4,
+        &crate::PERSISTENT_LAYER_Q_Q4_K,
+        &crate::PERSISTENT_LAYER_MIX_Q4_K__Q6_K,
+    ];
+    let mut i = 0;
+    while i < kernels.len() {
+        assert!(
+            std::mem::size_of::<PersistentLayerPush>() == kernels[i].push_constant_bytes as usize
+        );
+        i += 1;
+    }
+};
 
 /// The persistent layer kernel for a model of hidden size `hidden` with f16 weights: four
 /// weight loads in flight per invocation and batch up to 2048 (Qwen3-0.6B on the H100: 870

@@ -38,6 +38,38 @@ fn rel_err(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs())) / scale
 }
 
+/// Teacher-forced decode of `steps` positions from token 1 against the CPU reference: the
+/// worst relative logit error and the steps whose greedy token agreed. With
+/// `dispatches`, each step must record exactly that many (`what` names the model).
+fn against_reference(
+    d: &Device,
+    loaded: &Loaded,
+    cpu: &mut CpuModel,
+    steps: usize,
+    dispatches: Option<u64>,
+    what: &str,
+) -> (f32, usize) {
+    let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
+    let (mut token, mut worst, mut agree) = (1u32, 0f32, 0);
+    for pos in 0..steps {
+        let before = d.counters();
+        let next = decoder.step(token, pos).unwrap();
+        if let Some(want) = dispatches {
+            assert_eq!(
+                d.counters().since(&before).dispatches,
+                want,
+                "{what}: step at {pos}"
+            );
+        }
+        let want = cpu.forward(token).unwrap();
+        worst = worst.max(rel_err(&loaded.model.logits().unwrap(), &want));
+        let cpu_next = argmax(&want).unwrap();
+        agree += (next == cpu_next) as usize;
+        token = cpu_next;
+    }
+    (worst, agree)
+}
+
 #[test]
 fn persistent_lowering_matches_cpu_reference() {
     let d = test_device();
@@ -50,19 +82,10 @@ fn persistent_lowering_matches_cpu_reference() {
             info.groups >= 1 && info.groups <= info.residency,
             "{info:?}"
         );
-        let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
         let cfg = ModelConfig::synthetic(name).unwrap();
         let mut cpu = CpuModel::synthetic(&cfg, DEFAULT_SEED, DType::F16).unwrap();
-        let (mut token, mut worst, mut agree) = (1u32, 0f32, 0);
         // 20 positions: splits of 16 positions, so the last steps merge two partials.
-        for pos in 0..20 {
-            let want = cpu.forward(token).unwrap();
-            let gpu_next = decoder.step(token, pos).unwrap();
-            worst = worst.max(rel_err(&loaded.model.logits().unwrap(), &want));
-            let cpu_next = argmax(&want).unwrap();
-            agree += (gpu_next == cpu_next) as usize;
-            token = cpu_next;
-        }
+        let (worst, agree) = against_reference(&d, &loaded, &mut cpu, 20, None, name);
         eprintln!(
             "{name} persistent: worst relative logit error {worst:.2e}, agreement {agree}/20"
         );
@@ -111,25 +134,11 @@ fn persistent_block_formats_match_cpu_reference() {
         // two-format kernel too).
         assert_eq!(info.layers as u64, layers, "{kind:?}");
         assert_eq!(info.kernels, 1, "{kind:?}");
-        let want_dispatches = layers + 4;
-        let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
         let mut cpu = common::quantized_reference(&cfg, &request);
-        let (mut token, mut worst, mut agree) = (1u32, 0f32, 0);
         let steps = 12;
-        for pos in 0..steps {
-            let before = d.counters();
-            let next = decoder.step(token, pos).unwrap();
-            assert_eq!(
-                d.counters().since(&before).dispatches,
-                want_dispatches,
-                "{kind:?}"
-            );
-            let want = cpu.forward(token).unwrap();
-            worst = worst.max(rel_err(&loaded.model.logits().unwrap(), &want));
-            let cpu_next = argmax(&want).unwrap();
-            agree += (next == cpu_next) as usize;
-            token = cpu_next;
-        }
+        let what = format!("{kind:?}");
+        let (worst, agree) =
+            against_reference(&d, &loaded, &mut cpu, steps, Some(layers + 4), &what);
         eprintln!(
             "{name} {kind:?} persistent: worst relative logit error {worst:.2e}, greedy {agree}/{steps}"
         );

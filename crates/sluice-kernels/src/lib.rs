@@ -759,6 +759,22 @@ impl TokenResult {
 }
 const _: () = assert!(std::mem::size_of::<ArgmaxPush>() == ARGMAX.push_constant_bytes as usize);
 
+/// Push constants of [`ARGMAX_ADVANCE`]: [`ARGMAX`]'s bindings, then 4 the token ring
+/// (read-write u32s); the workgroup that writes the pick also ends the step as
+/// [`ADVANCE_PARAMS`] does (`tokens[pos + steps] := token`, pos and seq_len advanced).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ArgmaxAdvancePush {
+    /// Logit count (>= 1).
+    pub n: u32,
+    /// Positions the step advances by (1 for a decode step, T for a prefill chunk).
+    pub steps: u32,
+}
+
+const _: () = assert!(
+    std::mem::size_of::<ArgmaxAdvancePush>() == ARGMAX_ADVANCE.push_constant_bytes as usize
+);
+
 /// Logits per [`ARGMAX`] workgroup that [`argmax_groups`] aims at (four per invocation).
 pub const ARGMAX_PER_GROUP: u32 = 4096;
 

@@ -16,7 +16,9 @@ use crate::{AttnRopePush, WeightDtype};
 /// [`PERSISTENT_SYNC_WORDS`] sync words (zero before the dispatch, left zero), 19 the
 /// 16-byte token result (a stall sets [`PERSISTENT_ABORT_BIT`] in word 3), 20 q/k/v
 /// biases and 21 RoPE multipliers (as `attention_rope`'s, read under its flags), 22 the v
-/// matrix of a two-format kernel (5 then holds q and k only; others: any buffer, unread). Dispatch
+/// matrix of a two-format kernel (5 then holds q and k only; others: any buffer, unread),
+/// 23 the matrix read after this layer (the next layer's qkv, or the LM head), only pulled
+/// into L2 by the workgroups the attention leaves idle. Dispatch
 /// `[groups, 1, 1]`, never more than can be resident at once.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -92,8 +94,9 @@ pub fn persistent_layer_mix_for(a: WeightDtype, b: WeightDtype) -> Option<&'stat
     )
 }
 
-/// u32 words of the persistent kernel's sync buffer (arrivals, abort flag, departures).
-pub const PERSISTENT_SYNC_WORDS: usize = 3;
+/// u32 words of the persistent kernel's sync buffer (arrivals, abort flag, departures, and
+/// a sink the L2 warm-up's loads feed, never read).
+pub const PERSISTENT_SYNC_WORDS: usize = 4;
 
 /// Set in the result's word 3 (`TokenResult::first_bad`) when a grid barrier of the
 /// persistent kernel gave up waiting; the low bits hold the position + 1.

@@ -612,7 +612,11 @@ fn attention_split_and_combine_match_reference() {
 fn argmax_is_exact_with_ties_and_nan() {
     let d = test_device();
     let _guard = ValidationGuard::new(&d);
-    let k = d.pipeline(&ARGMAX).unwrap();
+    // argmax, and argmax_advance (the same pick, then the step's end).
+    let kernels = [
+        d.pipeline(&ARGMAX).unwrap(),
+        d.pipeline(&ARGMAX_ADVANCE).unwrap(),
+    ];
     let mut rng = Rng::new(8);
     let n = 151_936usize;
     let base = rng.vec(n, 10.0);
@@ -646,19 +650,20 @@ fn argmax_is_exact_with_ties_and_nan() {
         &vec![0u32; argmax_scratch_words(argmax_groups(n as u32).max(max_groups)) as usize],
         ResourceClass::TokenScratch,
     );
-    // Each case with the default group count and with 1, 2 and 7 workgroups.
-    let runs: Vec<(usize, &str, Vec<f32>, u32)> = cases
+    // Each case with the default group count and with 1, 2 and 7 workgroups, each kernel.
+    let runs: Vec<(usize, &str, Vec<f32>, u32, usize)> = cases
         .into_iter()
         .enumerate()
         .flat_map(|(i, (name, logits))| {
             let default = argmax_groups(logits.len() as u32);
-            [default, 1, 2, max_groups]
-                .into_iter()
-                .map(move |g| (i, name, logits.clone(), g))
+            [default, 1, 2, max_groups].into_iter().flat_map(move |g| {
+                let logits = logits.clone();
+                (0..2).map(move |kernel| (i, name, logits.clone(), g, kernel))
+            })
         })
         .collect();
-    for (i, name, logits, groups) in runs {
-        let name = format!("{name}, {groups} groups");
+    for (i, name, logits, groups, kernel) in runs {
+        let name = format!("{name}, {groups} groups, {}", kernels[kernel].desc().name);
         let lb = f32_buffer(&d, "logits", &logits, ResourceClass::TokenScratch);
         // Every other case binds the older 8-byte result: (index, value) only.
         let words = if i % 2 == 0 { 4 } else { 2 };
@@ -668,22 +673,27 @@ fn argmax_is_exact_with_ties_and_nan() {
             .collect();
         let result = u32_buffer(&d, "result", &init, ResourceClass::PersistentOutput);
         let params = u32_buffer(&d, "params", &[u32::MAX, 7, 8, 0], ResourceClass::Generic);
+        // The token ring of argmax_advance: position 7 + 3 inside it, or past its end
+        // (every other case: nothing written, the position still advances).
+        let ring = if i % 2 == 0 { 16 } else { 10 };
+        let tokens = u32_buffer(&d, "tokens", &vec![u32::MAX; ring], ResourceClass::Generic);
+        let n = logits.len() as u32;
         let mut enc = d.encoder().unwrap();
-        let push = ArgmaxPush {
-            n: logits.len() as u32,
-        };
-        enc.dispatch(
-            &k,
-            [groups, 1, 1],
-            &[
-                lb.slice(..),
-                result.slice(..),
-                params.slice(..),
-                scratch.slice(..),
-            ],
-            &push,
-        )
-        .unwrap();
+        let mut bindings = vec![
+            lb.slice(..),
+            result.slice(..),
+            params.slice(..),
+            scratch.slice(..),
+        ];
+        if kernel == 0 {
+            enc.dispatch(&kernels[0], [groups, 1, 1], &bindings, &ArgmaxPush { n })
+                .unwrap();
+        } else {
+            bindings.push(tokens.slice(..));
+            let push = ArgmaxAdvancePush { n, steps: 3 };
+            enc.dispatch(&kernels[1], [groups, 1, 1], &bindings, &push)
+                .unwrap();
+        }
         enc.submit().unwrap().wait().unwrap();
         assert_eq!(
             scratch.read::<u32>(0, 1).unwrap(),
@@ -709,10 +719,22 @@ fn argmax_is_exact_with_ties_and_nan() {
             let v = f32::from_bits(r[1]);
             assert!(v == want_v || (v.is_nan() && want_v.is_nan()), "{name}");
         }
+        // argmax writes the token; argmax_advance also moves to position 7 + 3 and
+        // records the token there when the ring holds it.
+        let advanced = 3 * kernel as u32;
         assert_eq!(
             params.read::<u32>(0, 4).unwrap(),
-            vec![want_i, 7, 8, 0],
-            "{name}: params.token"
+            vec![want_i, 7 + advanced, 8 + advanced, 0],
+            "{name}: params"
+        );
+        let mut ring_want = vec![u32::MAX; ring];
+        if kernel == 1 && ring > 10 {
+            ring_want[10] = want_i;
+        }
+        assert_eq!(
+            tokens.read::<u32>(0, ring).unwrap(),
+            ring_want,
+            "{name}: ring"
         );
     }
 }

@@ -67,6 +67,7 @@ fn run(d: &Device, kernel: &KernelDesc, groups: u32, mut rng: Option<&mut Rng>) 
         f32s("qkv_bias", qkv_rows),
         f32s("rope_freq", hd / 2),
         w("w_v", kv_heads * hd, hidden),
+        w("w_next", qkv_rows, hidden),
     ];
     let push = PersistentLayerPush {
         attn: AttnRopePush {

@@ -1,3 +1,4 @@
+//! include: step_end
 // Ends a decode step on the GPU: records the chosen token (params.token, written by the
 // argmax) at the next position of the token ring and advances pos and seq_len, so the
 // next replay of the step needs nothing from the host.
@@ -11,11 +12,5 @@ var<immediate> pc: Push;
 
 @compute @workgroup_size(1)
 fn main() {
-    // One decode step advances by 1; a prefill chunk of T tokens by T.
-    let next = params.pos + pc.steps;
-    if (next < arrayLength(&tokens.d)) {
-        tokens.d[next] = params.token;
-    }
-    params.pos = next;
-    params.seq_len = next + 1u;
+    end_step(pc.steps);
 }

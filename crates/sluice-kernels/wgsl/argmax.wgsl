@@ -1,4 +1,5 @@
 //! include: argmax_common
+//! include: argmax_pick
 // Greedy pick: result = (index, value, nonfinite, first_bad) of the largest logit among n;
 // ties go to the lowest index, NaN never wins (all NaN -> index 0); `nonfinite` counts the
 // NaN and ±inf logits, so the host can refuse a broken step instead of emitting token 0
@@ -25,39 +26,5 @@ struct Push { n: u32 }
 @group(0) @binding(3) var<storage, read_write> scratch: Atomics;
 var<immediate> pc: Push;
 
-@compute @workgroup_size(1024)
-fn main(
-    @builtin(workgroup_id) wg: vec3<u32>,
-    @builtin(num_workgroups) ngroups: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-    @builtin(subgroup_id) sg_id: u32,
-    @builtin(subgroup_invocation_id) sg_lane: u32,
-    @builtin(num_subgroups) nsg: u32,
-) {
-    let groups = ngroups.x;
-    let step = groups * WG;
-    let s = scan(0u, pc.n, wg.x * WG + tid, step);
-    let mine = wg_best(s.v, s.i, s.bad, sg_id, sg_lane, nsg);
-    let done = settle(0u, wg.x, groups, mine, tid, sg_id, sg_lane, nsg);
-    let all = done.best;
-    if (!done.last || tid != 0u) {
-        return;
-    }
-    var idx = all.i;
-    var v = all.v;
-    if (idx == NONE) {
-        idx = 0u;
-        v = logits.d[0];
-    }
-    result.d[0] = idx;
-    result.d[1] = bitcast<u32>(v);
-    if (arrayLength(&result.d) >= 4u) {
-        result.d[2] = all.bad;
-        // Sticky: position + 1 of the first step with non-finite logits since the host
-        // last cleared it, so queued replayed steps cannot hide one.
-        if (all.bad > 0u && result.d[3] == 0u) {
-            result.d[3] = params.pos + 1u;
-        }
-    }
-    params.token = idx;
-}
+// Nothing after the pick (argmax_advance.wgsl also ends the step).
+fn after_pick() {}

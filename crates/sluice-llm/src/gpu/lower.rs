@@ -1151,47 +1151,51 @@ impl GpuModel {
     }
 
     /// The argmax (or the sampling kernel when sampling is on) into the result buffer and
-    /// `params.token`, then the position advanced by the step's tokens.
+    /// `params.token`, then the position advanced by the step's tokens (greedy: by the
+    /// argmax's last workgroup, one dispatch fewer).
     fn lower_next(&self, enc: &mut Encoder, shape: Shape) -> sluice::Result<()> {
         if shape.paged() {
             return self.lower_paged_next(enc, shape);
         }
         let n = self.config.vocab as u32;
-        let bindings = [
-            self.logits.slice(..),
-            self.result.slice(..),
-            self.params.slice(..),
-        ];
-        let argmax_bindings = [
-            self.logits.slice(..),
-            self.result.slice(..),
-            self.params.slice(..),
-            self.scratch.argmax_scratch.slice(..),
-        ];
-        match self.options.sampling.filter(|s| !s.is_greedy()) {
-            Some(s) => {
-                enc.set_label("sample");
-                let push = k::SamplePush {
+        let Some(s) = self.options.sampling.filter(|s| !s.is_greedy()) else {
+            enc.set_label("argmax");
+            return enc.dispatch(
+                &self.kernels.argmax_advance,
+                [k::argmax_groups(n), 1, 1],
+                &[
+                    self.logits.slice(..),
+                    self.result.slice(..),
+                    self.params.slice(..),
+                    self.scratch.argmax_scratch.slice(..),
+                    self.tokens.slice(..),
+                ],
+                &k::ArgmaxAdvancePush {
                     n,
-                    top_k: s.top_k as u32,
-                    temperature: s.temperature,
-                    top_p: s.top_p,
-                    seed_lo: s.seed as u32,
-                    seed_hi: (s.seed >> 32) as u32,
-                    _pad: [0; 2],
-                };
-                enc.dispatch(&self.kernels.sample, [1, 1, 1], &bindings, &push)?;
-            }
-            None => {
-                enc.set_label("argmax");
-                enc.dispatch(
-                    &self.kernels.argmax,
-                    [k::argmax_groups(n), 1, 1],
-                    &argmax_bindings,
-                    &k::ArgmaxPush { n },
-                )?;
-            }
-        }
+                    steps: shape.tokens(),
+                },
+            );
+        };
+        enc.set_label("sample");
+        let push = k::SamplePush {
+            n,
+            top_k: s.top_k as u32,
+            temperature: s.temperature,
+            top_p: s.top_p,
+            seed_lo: s.seed as u32,
+            seed_hi: (s.seed >> 32) as u32,
+            _pad: [0; 2],
+        };
+        enc.dispatch(
+            &self.kernels.sample,
+            [1, 1, 1],
+            &[
+                self.logits.slice(..),
+                self.result.slice(..),
+                self.params.slice(..),
+            ],
+            &push,
+        )?;
         enc.set_label("advance");
         enc.dispatch(
             &self.kernels.advance,

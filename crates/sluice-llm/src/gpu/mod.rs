@@ -208,7 +208,8 @@ pub(crate) struct Kernels {
     pub qk_rope: Arc<Pipeline>,
     pub attn_split: Arc<Pipeline>,
     pub attn_rope: Arc<Pipeline>,
-    pub argmax: Arc<Pipeline>,
+    /// The greedy pick with the step's end (position advance) folded in.
+    pub argmax_advance: Arc<Pipeline>,
     pub sample: Arc<Pipeline>,
     pub silu_mul: Arc<Pipeline>,
     pub advance: Arc<Pipeline>,

@@ -1,7 +1,8 @@
 //! The persistent lowering of a decode step (decision 0006): each decoder layer is one
 //! dispatch of `sluice_kernels::PERSISTENT_LAYER`, whose workgroups run the layer's five
 //! ops with grid barriers between them instead of five dispatches behind pipeline
-//! barriers. The embedding, LM head, argmax and position advance stay as they are.
+//! barriers. The embedding, LM head and argmax (which also advances the position) keep
+//! their dispatches.
 //!
 //! Safety of the spin: the dispatch never has more workgroups than the device can hold at
 //! once (`sluice_kernels::persistent_residency`, refused otherwise), and every grid barrier
@@ -453,6 +454,12 @@ impl GpuModel {
                 }
             },
         };
+        // Warmed into L2 during the attention: the next layer's q/k(/v) rows, or the head.
+        let next = match self.layers.get(i + 1).map(|n| &n.qkv) {
+            Some(Qkv::Stacked(m)) => m,
+            Some(Qkv::Split(runs)) => runs.first().map_or(qkv_w, |r| &r.0),
+            None => self.head(),
+        };
         let s = &self.scratch;
         let push = k::PersistentLayerPush {
             attn: self.attn_rope_push(),
@@ -503,6 +510,7 @@ impl GpuModel {
                 bias,
                 freq,
                 v_w.buffer.slice(..),
+                next.buffer.slice(..),
             ],
             &push,
         )

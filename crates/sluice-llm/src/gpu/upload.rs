@@ -132,7 +132,7 @@ impl GpuModel {
             } else {
                 &k::ATTENTION_ROPE
             })?,
-            argmax: device.pipeline(&k::ARGMAX)?,
+            argmax_advance: device.pipeline(&k::ARGMAX_ADVANCE)?,
             sample: device.pipeline(&k::SAMPLE)?,
             silu_mul: device.pipeline(&k::SILU_MUL)?,
             advance: device.pipeline(&k::ADVANCE_PARAMS)?,

@@ -6,18 +6,7 @@
 // pos and seq_len advance, one dispatch fewer per decode step. Bindings as argmax's, then
 // 4 the token ring; push (n, steps).
 //
-// Greedy pick: result = (index, value, nonfinite, first_bad) of the largest logit among n;
-// ties go to the lowest index, NaN never wins (all NaN -> index 0); `nonfinite` counts the
-// NaN and ±inf logits, so the host can refuse a broken step instead of emitting token 0
-// forever. A result buffer of 8 bytes gets (index, value) only (the older layout). Also
-// writes params.token = index, so a replayed decode step feeds itself.
-// Dispatch [groups, 1, 1], workgroup 1024 (`argmax_groups(n)` groups; any count >= 1
-// works). Workgroup g scans i = g * 1024 + tid, stepping groups * 1024, and stores its best
-// (value, index) and non-finite count in scratch words 1 + 3g ..; then it draws a ticket
-// from scratch word 0 and the workgroup drawing the last one reduces the groups' entries
-// (the order does not matter: `better` is a strict total order on non-NaN pairs), writes
-// the result and puts word 0 back to 0. scratch: 1 + 3 * groups words, word 0 zero before
-// the dispatch (atomics throughout, so the last workgroup never reads a stale L1 line).
+// The pick, its result words, its scratch and its dispatch: as argmax.wgsl's.
 
 struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
 struct F32s { d: array<f32> }

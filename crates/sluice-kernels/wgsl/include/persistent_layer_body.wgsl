@@ -243,6 +243,14 @@ fn warm_matrix(m: u32, sectors: u32, t: u32, n: u32) -> u32 {
     return acc;
 }
 
+// warm_matrix over the first min(sectors of `m` (len4 vec4s), *left) sectors; takes them
+// from the budget *left.
+fn warm_part(m: u32, len4: u32, t: u32, n: u32, left: ptr<function, u32>) -> u32 {
+    let sectors = min(len4 / 2u, *left);
+    *left -= sectors;
+    return warm_matrix(m, sectors, t, n);
+}
+
 // Workgroup k of n (those without an attention item) pulls the weights the layer reads
 // next (o, gate, up, down, then w_next) into L2 while the attention runs: at most WARM_PER
 // sectors per invocation, so few idle workgroups (long contexts) never hold up the grid
@@ -252,21 +260,11 @@ fn warm_rest(k: u32, n: u32, li: u32) {
     let t = k * 256u + li;
     let tn = n * 256u;
     var left = WARM_PER * tn;
-    var acc = 0u;
-    let so = min(arrayLength(&w_o.d) / 2u, left);
-    acc ^= warm_matrix(M_O, so, t, tn);
-    left -= so;
-    let sgt = min(arrayLength(&w_gate.d) / 2u, left);
-    acc ^= warm_matrix(M_GATE, sgt, t, tn);
-    left -= sgt;
-    let su = min(arrayLength(&w_up.d) / 2u, left);
-    acc ^= warm_matrix(M_UP, su, t, tn);
-    left -= su;
-    let sd = min(arrayLength(&w_down.d) / 2u, left);
-    acc ^= warm_matrix(M_DOWN, sd, t, tn);
-    left -= sd;
-    let sn = min(arrayLength(&w_next.d) / 2u, left);
-    acc ^= warm_matrix(M_NEXT, sn, t, tn);
+    var acc = warm_part(M_O, arrayLength(&w_o.d), t, tn, &left);
+    acc ^= warm_part(M_GATE, arrayLength(&w_gate.d), t, tn, &left);
+    acc ^= warm_part(M_UP, arrayLength(&w_up.d), t, tn, &left);
+    acc ^= warm_part(M_DOWN, arrayLength(&w_down.d), t, tn, &left);
+    acc ^= warm_part(M_NEXT, arrayLength(&w_next.d), t, tn, &left);
     if (acc == 0x5eed1e55u) {
         atomicStore(&sync.d[3], acc);
     }

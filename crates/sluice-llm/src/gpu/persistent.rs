@@ -259,18 +259,17 @@ impl Persistent {
     fn from_plan(device: &Device, o: &GpuOptions, plan: LayerPlan) -> Result<Persistent, LlmError> {
         let (groups, residency) = check(device, o)?;
         let mut pipelines = Vec::with_capacity(plan.len());
-        let mut by_kernel: Vec<(&str, Arc<Pipeline>)> = Vec::new();
+        // Distinct kernel names (the device caches one pipeline per kernel).
+        let mut names: Vec<&str> = Vec::new();
         let mut first_reason = None;
         for layer in plan {
             let pipeline = match layer {
-                Ok(desc) => match by_kernel.iter().find(|(n, _)| *n == desc.name) {
-                    Some((_, p)) => Some(p.clone()),
-                    None => {
-                        let p = device.pipeline(desc)?;
-                        by_kernel.push((desc.name, p.clone()));
-                        Some(p)
+                Ok(desc) => {
+                    if !names.contains(&desc.name) {
+                        names.push(desc.name);
                     }
-                },
+                    Some(device.pipeline(desc)?)
+                }
                 Err(why) => {
                     first_reason.get_or_insert(why);
                     None
@@ -278,7 +277,7 @@ impl Persistent {
             };
             pipelines.push(pipeline);
         }
-        if by_kernel.is_empty() {
+        if names.is_empty() {
             return Err(refusal(
                 first_reason.as_deref().unwrap_or("the model has no layers"),
             ));
@@ -294,7 +293,7 @@ impl Persistent {
         sync.write(0, &[0u32; k::PERSISTENT_SYNC_WORDS])?;
         Ok(Persistent {
             pipelines,
-            kernels: by_kernel.len() as u32,
+            kernels: names.len() as u32,
             groups,
             residency,
             sync,
@@ -442,11 +441,12 @@ impl GpuModel {
         }
         let c = &self.config;
         let l = &self.layers[i];
-        // q, k (and v when stacked) in binding 5; a separate v (two formats) in 22.
-        let (qkv_w, v_w) = match &l.qkv {
-            Qkv::Stacked(m) => (m, m),
+        // q, k (and v when stacked) in binding 5; a separate v (two formats) in 22, its row
+        // stride the push's stride_v (0: v is stacked).
+        let (qkv_w, v_w, rows, stride_v) = match &l.qkv {
+            Qkv::Stacked(m) => (m, m, qkv_rows(c) as u32, 0),
             Qkv::Split(runs) => match &runs[..] {
-                [(qk, 0), (v, _)] => (qk, v),
+                [(qk, 0), (v, _)] => (qk, v, qk.rows, v.stride_field()),
                 _ => {
                     return Err(sluice::Error::InvalidUse(format!(
                         "layer {i}: the persistent kernels read q, k and v stacked or as [q k | v]"
@@ -463,10 +463,7 @@ impl GpuModel {
         let s = &self.scratch;
         let push = k::PersistentLayerPush {
             attn: self.attn_rope_push(),
-            qkv_rows: match &l.qkv {
-                Qkv::Stacked(_) => qkv_rows(c) as u32,
-                Qkv::Split(_) => qkv_w.rows,
-            },
+            qkv_rows: rows,
             hidden: c.hidden as u32,
             q_dim: l.o.cols,
             inter: c.intermediate as u32,
@@ -474,10 +471,7 @@ impl GpuModel {
             stride_q: l.o.stride_field(),
             stride_inter: l.down.stride_field(),
             groups: p.groups,
-            stride_v: match &l.qkv {
-                Qkv::Stacked(_) => 0,
-                Qkv::Split(_) => v_w.stride_field(),
-            },
+            stride_v,
         };
         let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
         let kn = l.k_norm.as_ref().unwrap_or(&s.ones);

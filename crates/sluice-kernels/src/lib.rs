@@ -479,6 +479,26 @@ pub fn matvec_groups_dt(dtype: WeightDtype, rows: u32, cols: u32, tpr: Option<u3
     matvec_groups_for(rows, tpr.unwrap_or_else(|| matvec_threads_per_row(cols)))
 }
 
+/// Workgroups per compute unit a single-token integer-dot matvec keeps when its grid is
+/// larger ([`matvec_dp_grid`]): the 151936-row LM head's workgroups (14.3 KB of shared
+/// memory each) peaked at 3 per multiprocessor on the H100.
+pub const MATVEC_DP_GROUPS_PER_CU: u32 = 3;
+
+/// The grid of a single-token integer-dot matvec (`matvec*_dp`, `matvec_xq8_*`) whose full
+/// grid `groups` (one workgroup per block of rows, [`matvec_groups_dt`]) exceeds what
+/// `compute_units` multiprocessors hold at once: that many workgroups, each taking every
+/// n-th block of rows and quantizing x once for all of them. Unchanged where the device
+/// does not report its multiprocessors (0) or the grid fits.
+pub fn matvec_dp_grid(groups: [u32; 3], compute_units: u32) -> [u32; 3] {
+    let cap = compute_units.saturating_mul(MATVEC_DP_GROUPS_PER_CU);
+    let total = groups[0].saturating_mul(groups[1]);
+    if cap == 0 || total <= cap || groups[2] != 1 {
+        groups
+    } else {
+        [cap, 1, 1]
+    }
+}
+
 /// Bytes of f32 x one token's matvec reads for `cols` columns: `stride8(cols) * 32` for
 /// float dtypes (zero-padded to 8), `cols * 4` for block formats.
 pub fn matvec_x_bytes(dtype: WeightDtype, cols: u32) -> u64 {

@@ -795,6 +795,31 @@ fn quant_dp_variants_match_int_reference() {
             );
             let want: Vec<f32> = gn.iter().zip(&y0).map(|(a, b)| a + b).collect();
             assert_close(&what("matvec_norm_dp", ""), &got, &want, NMSE_DP);
+            // Fewer workgroups than blocks of rows (the LM head's grid, matvec_dp_grid):
+            // each takes every n-th block of 4 rows; x quantized once per workgroup (one
+            // tile), or again per block (cols past a tile, where the norm's sum must still
+            // count x once).
+            let tpr = Some(quant_tpr_field(64, 1));
+            let full = matvec_groups_dt(dt, r32, c32, tpr);
+            let n = if full[0] > 3 { 3 } else { 1 };
+            assert!(full[0] > n);
+            assert_eq!(matvec_dp_grid(full, 1), [full[0].min(3), 1, 1]);
+            let yb = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
+            let got = run_one(
+                &d,
+                kern("matvec_norm"),
+                [n, 1, 1],
+                &[g.buf.slice(..), xb.slice(..), nb.slice(..), yb.slice(..)],
+                &matvec_push(dt, r32, c32, true, eps, tpr),
+                &yb,
+                rows,
+            );
+            assert_close(
+                &what("matvec_norm_dp", &format!("{n} workgroups")),
+                &got,
+                &want,
+                NMSE_DP,
+            );
             let yb = f32_buffer(&d, "y", &nan, ResourceClass::TokenScratch);
             let got = run_one(
                 &d,

@@ -19,8 +19,8 @@
 // row's first weight loads are in flight. The kernel file includes the matvec ops for its
 // weights, each defining `Pre`, `prefetch` and `matvec_op`: include/persistent_matvec_f16.wgsl
 // or include/persistent_matvec_q.wgsl (block formats), both on the float input staging of
-// include/persistent_stage.wgsl; and `v_op`, `down_prefetch`, `down_op`: the v and down
-// ops, include/persistent_ops_one.wgsl (one format: v is in the stacked qkv op) or
+// include/persistent_stage.wgsl; and `qkv_op`, `down_prefetch`, `down_op`: the qkv and
+// down ops, include/persistent_ops_one.wgsl (one format: q, k and v stacked) or
 // include/persistent_ops_two.wgsl (a second format for v and down).
 //
 // While the attention runs on `splits * heads` workgroups, the others pull the weights the
@@ -191,12 +191,17 @@ fn wg_total(v: f32, li: u32, sg_id: u32, sg_lane: u32, nsg: u32) -> f32 {
     return t;
 }
 
+// The workgroups that share the matvec op being run (pc.groups, but fewer while the qkv
+// phase of a two-format layer splits them between q/k and v: persistent_ops_two.wgsl);
+// `wgi` counts within them.
+var<private> op_groups: u32;
+
 // Which rows a workgroup owns in a matvec op and how its invocations map onto them:
 // rows [r0, r1), tpr lanes per row (a power of two <= the subgroup), rpp rows per pass.
 struct RowMap { r0: u32, r1: u32, tpr: u32, rpp: u32, lane: u32 }
 
 fn row_map(rows: u32, wgi: u32, li: u32, sg: u32) -> RowMap {
-    let per = (rows + pc.groups - 1u) / pc.groups;
+    let per = (rows + op_groups - 1u) / op_groups;
     let r0 = min(wgi * per, rows);
     let want = max(256u / max(per, 1u), 1u);
     let tpr = min(1u << (31u - countLeadingZeros(want)), sg);
@@ -281,10 +286,8 @@ fn main(
 ) {
     let wgi = wg.x;
     let hs = pc.stride_hidden;
-    let pq = prefetch(M_QKV, M_QKV, false, pc.qkv_rows, pc.hidden, hs, wgi, li, sg);
-    matvec_op(M_QKV, M_QKV, false, A_X, A_QKV, N_ATTN, false, pc.qkv_rows, pc.hidden, hs, pq,
-              wgi, li, sg, sg_id, sg_lane, nsg);
-    v_op(wgi, li, sg, sg_id, sg_lane, nsg);
+    op_groups = pc.groups;
+    qkv_op(wgi, li, sg, sg_id, sg_lane, nsg);
     grid_sync(1u, li);
     // Attention items (split s, head h), splits outermost so that the non-empty first
     // splits spread over the first workgroups.

@@ -311,6 +311,10 @@ impl GpuModel {
         };
         let mut push = m.push(accumulate, eps, tpr);
         let mut groups = m.groups(tpr);
+        if tokens.is_none() && (matches!(q8, Q8Io::Consume) || (int_dot && k::has_int_dot(dt))) {
+            // The LM head: as many workgroups as stay resident, each over several blocks.
+            groups = k::matvec_dp_grid(groups, self.device.info().compute_units);
+        }
         if let Q8Io::Produce(at, _) = q8 {
             push.q8_at = at;
         }

@@ -480,19 +480,42 @@ pub fn matvec_groups_dt(dtype: WeightDtype, rows: u32, cols: u32, tpr: Option<u3
 }
 
 /// Workgroups per compute unit a single-token integer-dot matvec keeps when its grid is
-/// larger ([`matvec_dp_grid`]): the 151936-row LM head's workgroups (14.3 KB of shared
-/// memory each) peaked at 3 per multiprocessor on the H100.
+/// larger ([`matvec_resident_grid`]): the 151936-row LM head's workgroups (14.3 KB of
+/// shared memory each) peaked at 3 per multiprocessor on the H100; of 2 to 8 per
+/// multiprocessor, 3 ran the 0.6B fastest in Q8_0 and Q4_0, and Q4_K_M in one of two calls.
 pub const MATVEC_DP_GROUPS_PER_CU: u32 = 3;
 
-/// The grid of a single-token integer-dot matvec (`matvec*_dp`, `matvec_xq8_*`) whose full
-/// grid `groups` (one workgroup per block of rows, [`matvec_groups_dt`]) exceeds what
-/// `compute_units` multiprocessors hold at once: that many workgroups, each taking every
-/// n-th block of rows and quantizing x once for all of them. Unchanged where the device
-/// does not report its multiprocessors (0) or the grid fits.
-pub fn matvec_dp_grid(groups: [u32; 3], compute_units: u32) -> [u32; 3] {
-    let cap = compute_units.saturating_mul(MATVEC_DP_GROUPS_PER_CU);
+/// The same for the float-weight matvec family (`matvec*_f16`, bf16, f32): 36 registers
+/// per invocation let 7 workgroups share a multiprocessor; on the H100 the 0.6B f16 ran
+/// at 894 tok/s on the full grid, 889 / 906 / 884 / 906 / 902 at 4 / 6 / 8 / 12 / 16 per
+/// multiprocessor (8 leaves a second wave of 132).
+pub const MATVEC_FLOAT_GROUPS_PER_CU: u32 = 6;
+
+/// Longest rows [`matvec_resident_grid`] shrinks a grid for: the 0.6B's 1024-column LM
+/// head gained (Q8_0, Q6_K, f16), the 4B's 2560-column Q6_K one lost (Q4_K_M 376 -> 363
+/// tok/s on the H100).
+pub const MATVEC_RESIDENT_MAX_COLS: u32 = 1024;
+
+/// The grid of a single-token matvec of `cols` columns whose full grid `groups` (one
+/// workgroup per block of rows, [`matvec_groups_dt`]) exceeds `per_cu` workgroups on each
+/// of `compute_units` multiprocessors: that many workgroups, each taking every n-th block
+/// of rows (the integer-dot kernels then quantize x once for all of them). Unchanged where
+/// the device does not report its multiprocessors (0), the grid is under four times that
+/// (the shares would differ by more than a quarter: only the LM heads qualify), or rows
+/// are longer than [`MATVEC_RESIDENT_MAX_COLS`].
+pub fn matvec_resident_grid(
+    groups: [u32; 3],
+    cols: u32,
+    compute_units: u32,
+    per_cu: u32,
+) -> [u32; 3] {
+    let cap = compute_units.saturating_mul(per_cu);
     let total = groups[0].saturating_mul(groups[1]);
-    if cap == 0 || total <= cap || groups[2] != 1 {
+    if cap == 0
+        || total < cap.saturating_mul(4)
+        || groups[2] != 1
+        || cols > MATVEC_RESIDENT_MAX_COLS
+    {
         groups
     } else {
         [cap, 1, 1]

@@ -561,6 +561,25 @@ fn helpers_and_variants_cover_every_dtype() {
         }
         assert_eq!(quant_matvec_plan(dt, 151936, 2560), (16, 4));
         assert_eq!(quant_matvec_plan(dt, 1024, 2048).1, 1);
+        // The LM head's grid: the 0.6B's on 3 workgroups per multiprocessor of 132; the
+        // 4B's longer rows, a device without a multiprocessor count, token-batched grids
+        // and grids under 4 x 396 keep theirs.
+        assert!(matvec_kernel("matvec_norm_head", dt, true).is_some());
+        assert!(matvec_kernel("matvec_norm_head", dt, false).is_none());
+        let head = matvec_groups_dt(dt, 151936, 1024, None);
+        assert!(head[0] * head[1] > 4 * 396);
+        assert_eq!(matvec_resident_grid(head, 1024, 132, 3), [396, 1, 1]);
+        assert_eq!(matvec_resident_grid(head, 1024, 0, 3), head);
+        let head4 = matvec_groups_dt(dt, 151936, 2560, None);
+        assert_eq!(matvec_resident_grid(head4, 2560, 132, 3), head4);
+        assert_eq!(
+            matvec_resident_grid([4000, 1, 2], 1024, 132, 3),
+            [4000, 1, 2]
+        );
+        assert_eq!(
+            matvec_resident_grid([1500, 1, 1], 1024, 132, 3),
+            [1500, 1, 1]
+        );
         // The quantized handoff's producer: workgroups of whole 32-row blocks. qwen3-4b's
         // gate/up keeps its default plan (32 x 4); qwen3-0.6b's (32 x 1, 8 rows) moves to
         // 32 x 4 only for Q8_0 / Q4_0 / Q4_1; never rows off a block.
@@ -795,19 +814,18 @@ fn quant_dp_variants_match_int_reference() {
             );
             let want: Vec<f32> = gn.iter().zip(&y0).map(|(a, b)| a + b).collect();
             assert_close(&what("matvec_norm_dp", ""), &got, &want, NMSE_DP);
-            // Fewer workgroups than blocks of rows (the LM head's grid, matvec_dp_grid):
-            // each takes every n-th block of 4 rows; x quantized once per workgroup (one
-            // tile), or again per block (cols past a tile, where the norm's sum must still
-            // count x once).
+            // The LM head's kernel on fewer workgroups than blocks of rows
+            // (matvec_resident_grid): each takes every n-th block of 4 rows; x quantized
+            // once per workgroup (one tile), or again per block (cols past a tile, where
+            // the norm's sum must still count x once).
             let tpr = Some(quant_tpr_field(64, 1));
             let full = matvec_groups_dt(dt, r32, c32, tpr);
             let n = if full[0] > 3 { 3 } else { 1 };
             assert!(full[0] > n);
-            assert_eq!(matvec_dp_grid(full, 1), [full[0].min(3), 1, 1]);
             let yb = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
             let got = run_one(
                 &d,
-                kern("matvec_norm"),
+                kern("matvec_norm_head"),
                 [n, 1, 1],
                 &[g.buf.slice(..), xb.slice(..), nb.slice(..), yb.slice(..)],
                 &matvec_push(dt, r32, c32, true, eps, tpr),
@@ -815,7 +833,7 @@ fn quant_dp_variants_match_int_reference() {
                 rows,
             );
             assert_close(
-                &what("matvec_norm_dp", &format!("{n} workgroups")),
+                &what("matvec_norm_head_dp", &format!("{n} workgroups")),
                 &got,
                 &want,
                 NMSE_DP,

@@ -4,3 +4,4 @@
 // y[r] = (accumulate ? y[r] : 0) + W[r] . x. See include/matvec_body.wgsl.
 const X_Q8: bool = false;
 const BATCHED: bool = false;
+const ROW_LOOP: bool = false;

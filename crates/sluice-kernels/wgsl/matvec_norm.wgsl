@@ -11,6 +11,7 @@ const NORM: bool = true;
 const SILU: bool = false;
 const X_Q8: bool = false;
 const BATCHED: bool = false;
+const ROW_LOOP: bool = false;
 fn w_b8(i: u32) -> W8 { return W8(vec4<f32>(0.0), vec4<f32>(0.0)); }
 fn norm4(i: u32) -> vec4<f32> { return norm_w.d[i]; }
 fn wb_raw(i: u32) -> vec4<u32> { return vec4<u32>(0u); }

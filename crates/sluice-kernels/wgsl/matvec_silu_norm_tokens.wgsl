@@ -13,6 +13,7 @@ const NORM: bool = true;
 const SILU: bool = true;
 const X_Q8: bool = false;
 const BATCHED: bool = true;
+const ROW_LOOP: bool = false;
 fn w_b8(i: u32) -> W8 { return decode_w8(w_b.d[i], w_b.d[i + W_VEC4S - 1u]); }
 fn norm4(i: u32) -> vec4<f32> { return norm_w.d[i]; }
 fn wb_raw(i: u32) -> vec4<u32> { return w_b.d[i]; }

@@ -6,3 +6,4 @@
 // include/matvec_q8_body.wgsl), so no x step. The integer-dot block formats only.
 const X_Q8: bool = true;
 const BATCHED: bool = false;
+const ROW_LOOP: bool = false;

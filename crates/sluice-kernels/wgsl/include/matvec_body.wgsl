@@ -40,23 +40,11 @@ fn step(base: u32, c: u32, xo: u32, acc: ptr<function, vec3<f32>>) {
     }
 }
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) li: u32,
-        @builtin(subgroup_size) sg: u32, @builtin(subgroup_invocation_id) sgi: u32) {
-    let tpr = select(threads_per_row(pc.stride8), pc.tpr, pc.tpr != 0u);
-    let rows_per_wg = 256u / tpr;
-    let first = (wg.x + wg.y * nwg.x) * rows_per_wg;
+// The block of rows_per_wg rows from row `first` (x of this token from vec4 xo, y from
+// float yo).
+fn rows_block(first: u32, tpr: u32, rows_per_wg: u32, lane: u32, xo: u32, yo: u32, li: u32,
+              sg: u32, sgi: u32) {
     let row = first + li / tpr;
-    let lane = li % tpr;
-    // Token wg.z (prefill kernels, BATCHED): x and y of token t start x_stride4 vec4s /
-    // y_stride floats later. The decode kernels fold this away (4% on Qwen3-0.6B decode).
-    var xo = 0u;
-    var yo = 0u;
-    if (BATCHED) {
-        xo = wg.z * pc.x_stride4;
-        yo = wg.z * pc.y_stride;
-    }
     var acc = vec3<f32>(0.0, 0.0, 0.0);
     if (row < pc.rows) {
         let base = row * pc.stride8;
@@ -96,5 +84,35 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
                 y.d[r] = g;
             }
         }
+    }
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_size) sg: u32, @builtin(subgroup_invocation_id) sgi: u32) {
+    let tpr = select(threads_per_row(pc.stride8), pc.tpr, pc.tpr != 0u);
+    let rows_per_wg = 256u / tpr;
+    let lane = li % tpr;
+    // Token wg.z (prefill kernels, BATCHED): x and y of token t start x_stride4 vec4s /
+    // y_stride floats later. The decode kernels fold this away (4% on Qwen3-0.6B decode).
+    var xo = 0u;
+    var yo = 0u;
+    if (BATCHED) {
+        xo = wg.z * pc.x_stride4;
+        yo = wg.z * pc.y_stride;
+    }
+    let lin = wg.x + wg.y * nwg.x;
+    if (ROW_LOOP) {
+        // Blocks of rows_per_wg rows strided over a grid smaller than the matrix (the LM
+        // head, matvec_resident_grid).
+        let nblk = (pc.rows + rows_per_wg - 1u) / rows_per_wg;
+        for (var blk = lin; blk < nblk; blk += nwg.x * nwg.y) {
+            rows_block(blk * rows_per_wg, tpr, rows_per_wg, lane, xo, yo, li, sg, sgi);
+            // This block's readers of `red` are done before the next block writes it.
+            workgroupBarrier();
+        }
+    } else {
+        rows_block(lin * rows_per_wg, tpr, rows_per_wg, lane, xo, yo, li, sg, sgi);
     }
 }

@@ -97,6 +97,155 @@ fn put_q8(li: u32, n: u32, first: u32, v: f32) {
     }
 }
 
+// Per-workgroup values of a dispatch that rows_block reads.
+struct Blk { tpr: u32, nr: u32, groups: u32, grp: u32, lane: u32, xo: u32, yo: u32, nb: u32,
+             single: bool, li: u32, sg: u32, sgi: u32 }
+
+// The block of groups * nr rows from row `first`. `again`: not the workgroup's first block
+// (x then stays quantized in xq when `single`, and the sum of squares `ss` of this
+// invocation's x values is not added to again).
+fn rows_block(b: Blk, first: u32, again: bool, ss: ptr<function, f32>) {
+    let tpr = b.tpr;
+    let nr = b.nr;
+    let groups = b.groups;
+    let grp = b.grp;
+    let lane = b.lane;
+    let xo = b.xo;
+    let yo = b.yo;
+    let nb = b.nb;
+    let single = b.single;
+    let li = b.li;
+    let sg = b.sg;
+    let sgi = b.sgi;
+    let row0 = first + grp * nr;
+    var a0 = vec2<f32>(0.0, 0.0);
+    var a1 = vec2<f32>(0.0, 0.0);
+    var a2 = vec2<f32>(0.0, 0.0);
+    var a3 = vec2<f32>(0.0, 0.0);
+    let last = max(pc.rows, 1u) - 1u;
+    let rb0 = min(row0, last) * pc.stride8;
+    let rb1 = min(row0 + 1u, last) * pc.stride8;
+    let rb2 = min(row0 + 2u, last) * pc.stride8;
+    let rb3 = min(row0 + 3u, last) * pc.stride8;
+    for (var t0 = 0u; t0 < pc.cols; t0 += QX_TILE) {
+        let len = min(QX_TILE, pc.cols - t0);
+        xgt = t0 / 32u;
+        // The previous tile's readers are done before its xq is overwritten.
+        // With X_Q8 x is already quantized: no x step.
+        if (!X_Q8 && !(single && again)) {
+            workgroupBarrier();
+            if (li < len / 32u) {
+                var vs: array<vec4<f32>, 8>;
+                for (var k = 0u; k < 8u; k++) {
+                    let i = t0 / 4u + 8u * li + k;
+                    var v = x.d[xo + i];
+                    if (NORM) {
+                        if (!again) {
+                            *ss += dot(v, v);
+                        }
+                        v *= norm4(i);
+                    }
+                    vs[k] = v;
+                }
+                var qw: array<u32, 8>;
+                xd[li] = vec4<f32>(quantize_x32(&vs, &qw), 0.0);
+                for (var k = 0u; k < 8u; k++) {
+                    xq[8u * li + k] = qw[k];
+                }
+            }
+            workgroupBarrier();
+        }
+        if (row0 < pc.rows) {
+            let u1 = (t0 + len) / QUNIT;
+            for (var u = t0 / QUNIT + lane; u < u1; u += tpr) {
+                a0.x += q_dot8(false, rb0, nb, u, t0);
+                if (SILU) {
+                    a0.y += q_dot8(true, rb0, nb, u, t0);
+                }
+                if (nr >= 2u) {
+                    a1.x += q_dot8(false, rb1, nb, u, t0);
+                    if (SILU) {
+                        a1.y += q_dot8(true, rb1, nb, u, t0);
+                    }
+                }
+                if (nr == 4u) {
+                    a2.x += q_dot8(false, rb2, nb, u, t0);
+                    a3.x += q_dot8(false, rb3, nb, u, t0);
+                    if (SILU) {
+                        a2.y += q_dot8(true, rb2, nb, u, t0);
+                        a3.y += q_dot8(true, rb3, nb, u, t0);
+                    }
+                }
+            }
+        }
+    }
+    // Sum of x^2 over the whole workgroup (each block's thread holds its part).
+    var ss_sg = 0.0;
+    if (NORM) {
+        ss_sg = subgroupAdd(*ss);
+    }
+    // Sum over the lanes of each group: `seg` lanes in registers, the rest in shared memory.
+    let seg = min(tpr, sg);
+    if (tpr >= sg) {
+        a0 = subgroupAdd(a0);
+        a1 = subgroupAdd(a1);
+        a2 = subgroupAdd(a2);
+        a3 = subgroupAdd(a3);
+    } else {
+        for (var off = 1u; off < seg; off <<= 1u) {
+            a0 += subgroupShuffleXor(a0, off);
+            a1 += subgroupShuffleXor(a1, off);
+            a2 += subgroupShuffleXor(a2, off);
+            a3 += subgroupShuffleXor(a3, off);
+        }
+    }
+    if (sgi % seg == 0u) {
+        let s = li / seg;
+        red[s * QROWS] = a0;
+        red[s * QROWS + 1u] = a1;
+        red[s * QROWS + 2u] = a2;
+        red[s * QROWS + 3u] = a3;
+    }
+    if (NORM && sgi == 0u) {
+        red_ss[li / sg] = ss_sg;
+    }
+    workgroupBarrier();
+    var out = 0.0;
+    if (li < groups * nr) {
+        let g = li / nr;
+        let r = li % nr;
+        let per = tpr / seg;
+        var sum = vec2<f32>(0.0, 0.0);
+        for (var k = 0u; k < per; k++) {
+            sum += red[(g * per + k) * QROWS + r];
+        }
+        let rr = first + li;
+        let o = yo + rr;
+        if (rr < pc.rows) {
+            var inv = 1.0;
+            if (NORM) {
+                var sq = 0.0;
+                for (var k = 0u; k < QWG / sg; k++) {
+                    sq += red_ss[k];
+                }
+                inv = inverseSqrt(sq / f32(pc.cols) + pc.eps);
+            }
+            let gv = sum.x * inv;
+            if (SILU) {
+                out = gv / (1.0 + exp(-gv)) * (sum.y * inv);
+            } else if (pc.accumulate != 0u) {
+                out = y.d[o] + gv;
+            } else {
+                out = gv;
+            }
+            y.d[o] = out;
+        }
+    }
+    if (pc.q8_at != 0u) {
+        put_q8(li, groups * nr, first, out);
+    }
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32,
@@ -115,147 +264,22 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         xo = wg.z * pc.x_stride4;
         yo = wg.z * pc.y_stride;
     }
-    var ss = 0.0;
-    let nb = pc.cols / QBLOCK;
     xg0 = xo;
-    // Blocks of per_wg rows, strided over the grid: one block per workgroup when the
-    // dispatch covers every block (the default), several when the host dispatches fewer
-    // workgroups (the LM head: matvec_row_blocks_cap). x of one tile is quantized once per
-    // workgroup then (single) and kept in xq for all its blocks.
-    let lin = wg.x + wg.y * nwg.x;
-    let nblk = (pc.rows + per_wg - 1u) / per_wg;
     let single = !X_Q8 && pc.cols <= QX_TILE && pc.q8_at == 0u;
-    for (var blk = lin; blk < nblk; blk += nwg.x * nwg.y) {
-        let again = blk != lin;
-        let first = blk * per_wg;
-        let row0 = first + grp * nr;
-        var a0 = vec2<f32>(0.0, 0.0);
-        var a1 = vec2<f32>(0.0, 0.0);
-        var a2 = vec2<f32>(0.0, 0.0);
-        var a3 = vec2<f32>(0.0, 0.0);
-        let last = max(pc.rows, 1u) - 1u;
-        let rb0 = min(row0, last) * pc.stride8;
-        let rb1 = min(row0 + 1u, last) * pc.stride8;
-        let rb2 = min(row0 + 2u, last) * pc.stride8;
-        let rb3 = min(row0 + 3u, last) * pc.stride8;
-        for (var t0 = 0u; t0 < pc.cols; t0 += QX_TILE) {
-            let len = min(QX_TILE, pc.cols - t0);
-            xgt = t0 / 32u;
-            // The previous tile's readers are done before its xq is overwritten.
-            // With X_Q8 x is already quantized: no x step.
-            if (!X_Q8 && !(single && again)) {
-                workgroupBarrier();
-                if (li < len / 32u) {
-                    var vs: array<vec4<f32>, 8>;
-                    for (var k = 0u; k < 8u; k++) {
-                        let i = t0 / 4u + 8u * li + k;
-                        var v = x.d[xo + i];
-                        if (NORM) {
-                            if (!again) {
-                                ss += dot(v, v);
-                            }
-                            v *= norm4(i);
-                        }
-                        vs[k] = v;
-                    }
-                    var qw: array<u32, 8>;
-                    xd[li] = vec4<f32>(quantize_x32(&vs, &qw), 0.0);
-                    for (var k = 0u; k < 8u; k++) {
-                        xq[8u * li + k] = qw[k];
-                    }
-                }
-                workgroupBarrier();
-            }
-            if (row0 < pc.rows) {
-                let u1 = (t0 + len) / QUNIT;
-                for (var u = t0 / QUNIT + lane; u < u1; u += tpr) {
-                    a0.x += q_dot8(false, rb0, nb, u, t0);
-                    if (SILU) {
-                        a0.y += q_dot8(true, rb0, nb, u, t0);
-                    }
-                    if (nr >= 2u) {
-                        a1.x += q_dot8(false, rb1, nb, u, t0);
-                        if (SILU) {
-                            a1.y += q_dot8(true, rb1, nb, u, t0);
-                        }
-                    }
-                    if (nr == 4u) {
-                        a2.x += q_dot8(false, rb2, nb, u, t0);
-                        a3.x += q_dot8(false, rb3, nb, u, t0);
-                        if (SILU) {
-                            a2.y += q_dot8(true, rb2, nb, u, t0);
-                            a3.y += q_dot8(true, rb3, nb, u, t0);
-                        }
-                    }
-                }
-            }
+    let b = Blk(tpr, nr, groups, grp, lane, xo, yo, pc.cols / QBLOCK, single, li, sg, sgi);
+    let lin = wg.x + wg.y * nwg.x;
+    var ss = 0.0;
+    if (ROW_LOOP) {
+        // Blocks of per_wg rows strided over a grid smaller than the matrix (the LM head,
+        // matvec_resident_grid); x of one tile is quantized once per workgroup (single)
+        // and kept in xq for all its blocks.
+        let nblk = (pc.rows + per_wg - 1u) / per_wg;
+        for (var blk = lin; blk < nblk; blk += nwg.x * nwg.y) {
+            rows_block(b, blk * per_wg, blk != lin, &ss);
+            // This block's readers of `red` are done before the next block writes it.
+            workgroupBarrier();
         }
-        // Sum of x^2 over the whole workgroup (each block's thread holds its part).
-        var ss_sg = 0.0;
-        if (NORM) {
-            ss_sg = subgroupAdd(ss);
-        }
-        // Sum over the lanes of each group: `seg` lanes in registers, the rest in shared memory.
-        let seg = min(tpr, sg);
-        if (tpr >= sg) {
-            a0 = subgroupAdd(a0);
-            a1 = subgroupAdd(a1);
-            a2 = subgroupAdd(a2);
-            a3 = subgroupAdd(a3);
-        } else {
-            for (var off = 1u; off < seg; off <<= 1u) {
-                a0 += subgroupShuffleXor(a0, off);
-                a1 += subgroupShuffleXor(a1, off);
-                a2 += subgroupShuffleXor(a2, off);
-                a3 += subgroupShuffleXor(a3, off);
-            }
-        }
-        if (sgi % seg == 0u) {
-            let s = li / seg;
-            red[s * QROWS] = a0;
-            red[s * QROWS + 1u] = a1;
-            red[s * QROWS + 2u] = a2;
-            red[s * QROWS + 3u] = a3;
-        }
-        if (NORM && sgi == 0u) {
-            red_ss[li / sg] = ss_sg;
-        }
-        workgroupBarrier();
-        var out = 0.0;
-        if (li < groups * nr) {
-            let g = li / nr;
-            let r = li % nr;
-            let per = tpr / seg;
-            var sum = vec2<f32>(0.0, 0.0);
-            for (var k = 0u; k < per; k++) {
-                sum += red[(g * per + k) * QROWS + r];
-            }
-            let rr = first + li;
-            let o = yo + rr;
-            if (rr < pc.rows) {
-                var inv = 1.0;
-                if (NORM) {
-                    var sq = 0.0;
-                    for (var k = 0u; k < QWG / sg; k++) {
-                        sq += red_ss[k];
-                    }
-                    inv = inverseSqrt(sq / f32(pc.cols) + pc.eps);
-                }
-                let gv = sum.x * inv;
-                if (SILU) {
-                    out = gv / (1.0 + exp(-gv)) * (sum.y * inv);
-                } else if (pc.accumulate != 0u) {
-                    out = y.d[o] + gv;
-                } else {
-                    out = gv;
-                }
-                y.d[o] = out;
-            }
-        }
-        if (pc.q8_at != 0u) {
-            put_q8(li, groups * nr, first, out);
-        }
-        // This block's readers of `red` are done before the next block writes it.
-        workgroupBarrier();
+    } else {
+        rows_block(b, lin * per_wg, false, &ss);
     }
 }

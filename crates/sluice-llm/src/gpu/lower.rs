@@ -300,7 +300,7 @@ impl GpuModel {
             (Family::SiluNorm, true) => "matvec_silu_norm_tokens",
         };
         let int_dot = self.device.info().int_dot;
-        let desc = match q8 {
+        let mut desc = match q8 {
             Q8Io::Consume => k::matvec_xq8(dt),
             _ => k::matvec_kernel(stem, dt, int_dot),
         }
@@ -311,9 +311,21 @@ impl GpuModel {
         };
         let mut push = m.push(accumulate, eps, tpr);
         let mut groups = m.groups(tpr);
-        if tokens.is_none() && (matches!(q8, Q8Io::Consume) || (int_dot && k::has_int_dot(dt))) {
-            // The LM head: as many workgroups as stay resident, each over several blocks.
-            groups = k::matvec_dp_grid(groups, self.device.info().compute_units);
+        // The LM head: as many workgroups as stay resident, each over several blocks of
+        // rows (`matvec_norm_head`; integer-dot and float variants).
+        if let (Family::Norm, None, Q8Io::Off) = (family, tokens, q8) {
+            let per_cu = if int_dot && k::has_int_dot(dt) {
+                k::MATVEC_DP_GROUPS_PER_CU
+            } else {
+                k::MATVEC_FLOAT_GROUPS_PER_CU
+            };
+            let cu = self.device.info().compute_units;
+            let few = k::matvec_resident_grid(groups, m.cols, cu, per_cu);
+            if let Some(head) =
+                k::matvec_kernel("matvec_norm_head", dt, int_dot).filter(|_| few != groups)
+            {
+                (desc, groups) = (head, few);
+            }
         }
         if let Q8Io::Produce(at, _) = q8 {
             push.q8_at = at;

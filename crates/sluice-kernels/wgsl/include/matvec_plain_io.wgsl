@@ -1,7 +1,7 @@
 // Bindings of the single-matrix matvec kernels without a folded norm (matvec,
 // matvec_tokens, matvec_xq8 over include/matvec_body.wgsl or the dtype's body, which set
-// X_Q8 and BATCHED; matvec_batch): W, x, y, and the stubs for the gated / normed branches
-// they never take.
+// X_Q8, BATCHED and ROW_LOOP; matvec_batch): W, x, y, and the stubs for the gated /
+// normed branches they never take.
 @group(0) @binding(0) var<storage, read> w: WVec;
 @group(0) @binding(1) var<storage, read> x: V4s;
 @group(0) @binding(2) var<storage, read_write> y: F32s;

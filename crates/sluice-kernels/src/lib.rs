@@ -492,8 +492,9 @@ pub const MATVEC_DP_GROUPS_PER_CU: u32 = 3;
 pub const MATVEC_FLOAT_GROUPS_PER_CU: u32 = 6;
 
 /// Longest rows [`matvec_resident_grid`] shrinks a grid for: the 0.6B's 1024-column LM
-/// head gained (Q8_0, Q6_K, f16), the 4B's 2560-column Q6_K one lost (Q4_K_M 376 -> 363
-/// tok/s on the H100).
+/// head gained (Q8_0, Q6_K, f16); the 4B's 2560-column Q6_K one ran no faster on it
+/// (Q4_K_M 362.8 vs 362.0 tok/s on the H100, both builds with the row loop in every
+/// matvec kernel).
 pub const MATVEC_RESIDENT_MAX_COLS: u32 = 1024;
 
 /// The grid of a single-token matvec of `cols` columns whose full grid `groups` (one

@@ -523,6 +523,31 @@ pub fn matvec_resident_grid(
     }
 }
 
+/// The kernel and grid of a single-token `matvec_norm` (the LM head) of `cols` columns
+/// whose full grid is `groups`, when it runs on a resident grid: `matvec_norm_head` for
+/// `dtype` (its integer-dot variant when `int_dot`) on [`matvec_resident_grid`]'s grid,
+/// [`MATVEC_DP_GROUPS_PER_CU`] or [`MATVEC_FLOAT_GROUPS_PER_CU`] workgroups per
+/// multiprocessor. None where the full grid stays (the grid is not large enough, or no
+/// such variant: block formats without integer dot products).
+pub fn matvec_norm_head_plan(
+    dtype: WeightDtype,
+    cols: u32,
+    groups: [u32; 3],
+    int_dot: bool,
+    compute_units: u32,
+) -> Option<(&'static KernelDesc, [u32; 3])> {
+    let per_cu = if int_dot && has_int_dot(dtype) {
+        MATVEC_DP_GROUPS_PER_CU
+    } else {
+        MATVEC_FLOAT_GROUPS_PER_CU
+    };
+    let few = matvec_resident_grid(groups, cols, compute_units, per_cu);
+    if few == groups {
+        return None;
+    }
+    Some((matvec_kernel("matvec_norm_head", dtype, int_dot)?, few))
+}
+
 /// Bytes of f32 x one token's matvec reads for `cols` columns: `stride8(cols) * 32` for
 /// float dtypes (zero-padded to 8), `cols * 4` for block formats.
 pub fn matvec_x_bytes(dtype: WeightDtype, cols: u32) -> u64 {

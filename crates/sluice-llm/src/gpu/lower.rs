@@ -312,19 +312,11 @@ impl GpuModel {
         let mut push = m.push(accumulate, eps, tpr);
         let mut groups = m.groups(tpr);
         // The LM head: as many workgroups as stay resident, each over several blocks of
-        // rows (`matvec_norm_head`; integer-dot and float variants).
+        // rows.
         if let (Family::Norm, None, Q8Io::Off) = (family, tokens, q8) {
-            let per_cu = if int_dot && k::has_int_dot(dt) {
-                k::MATVEC_DP_GROUPS_PER_CU
-            } else {
-                k::MATVEC_FLOAT_GROUPS_PER_CU
-            };
             let cu = self.device.info().compute_units;
-            let few = k::matvec_resident_grid(groups, m.cols, cu, per_cu);
-            if let Some(head) =
-                k::matvec_kernel("matvec_norm_head", dt, int_dot).filter(|_| few != groups)
-            {
-                (desc, groups) = (head, few);
+            if let Some(plan) = k::matvec_norm_head_plan(dt, m.cols, groups, int_dot, cu) {
+                (desc, groups) = plan;
             }
         }
         if let Q8Io::Produce(at, _) = q8 {

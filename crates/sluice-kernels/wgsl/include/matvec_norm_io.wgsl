@@ -1,7 +1,7 @@
 // Bindings of the single-matrix matvec kernels with a folded RMSNorm (matvec_norm,
 // matvec_norm_tokens, matvec_norm_head over include/matvec_body.wgsl or the dtype's body,
-// which set X_Q8, BATCHED and ROW_LOOP): W, x, the norm weight, y, and the stubs for the
-// gated branch they never take.
+// which set X_Q8, BATCHED and ROW_LOOP; matvec_batch_norm): W, x, the norm weight, y, and
+// the stubs for the gated branch they never take.
 @group(0) @binding(0) var<storage, read> w: WVec;
 @group(0) @binding(1) var<storage, read> x: V4s;
 @group(0) @binding(2) var<storage, read> norm_w: V4s;

@@ -39,18 +39,12 @@ fn main(
     let s = scan(row, pc.vocab, wg.x * WG + tid, groups * WG);
     let mine = wg_best(s.v, s.i, s.bad, sg_id, sg_lane, nsg);
     let done = settle(base, wg.x, groups, mine, tid, sg_id, sg_lane, nsg);
-    let all = done.best;
     if (!done.last || tid != 0u) {
         return;
     }
-    var idx = all.i;
-    var v = all.v;
-    if (idx == NONE) {
-        idx = 0u;
-        v = logits.d[row];
-    }
-    result.d[4u * r] = idx;
-    result.d[4u * r + 1u] = bitcast<u32>(v);
+    let all = written(done.best, row);
+    result.d[4u * r] = all.i;
+    result.d[4u * r + 1u] = bitcast<u32>(all.v);
     result.d[4u * r + 2u] = all.bad;
     result.d[4u * r + 3u] = 0u;
 }

@@ -45,6 +45,15 @@ fn wg_best(bv: f32, bi: u32, bad: u32, sg_id: u32, sg_lane: u32, nsg: u32) -> Be
     return b;
 }
 
+// A settled pick as the kernels write it: with no pick (every logit NaN) index 0 and the
+// value of logit `first`, the range's first (kernel binding `logits`).
+fn written(b: Best, first: u32) -> Best {
+    if (b.i == NONE) {
+        return Best(logits.d[first], 0u, b.bad);
+    }
+    return b;
+}
+
 // This invocation's best pair and non-finite count over logits base + i for i = first,
 // first + step, ... < n (kernel binding `logits`), four loads in flight per round.
 fn scan(base: u32, n: u32, first: u32, step: u32) -> Best {

@@ -15,18 +15,12 @@ fn main(
     let s = scan(0u, pc.n, wg.x * WG + tid, step);
     let mine = wg_best(s.v, s.i, s.bad, sg_id, sg_lane, nsg);
     let done = settle(0u, wg.x, groups, mine, tid, sg_id, sg_lane, nsg);
-    let all = done.best;
     if (!done.last || tid != 0u) {
         return;
     }
-    var idx = all.i;
-    var v = all.v;
-    if (idx == NONE) {
-        idx = 0u;
-        v = logits.d[0];
-    }
-    result.d[0] = idx;
-    result.d[1] = bitcast<u32>(v);
+    let all = written(done.best, 0u);
+    result.d[0] = all.i;
+    result.d[1] = bitcast<u32>(all.v);
     if (arrayLength(&result.d) >= 4u) {
         result.d[2] = all.bad;
         // Sticky: position + 1 of the first step with non-finite logits since the host
@@ -35,6 +29,6 @@ fn main(
             result.d[3] = params.pos + 1u;
         }
     }
-    params.token = idx;
+    params.token = all.i;
     after_pick();
 }

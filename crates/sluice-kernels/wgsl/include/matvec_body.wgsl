@@ -40,10 +40,11 @@ fn step(base: u32, c: u32, xo: u32, acc: ptr<function, vec3<f32>>) {
     }
 }
 
-// The block of rows_per_wg rows from row `first` (x of this token from vec4 xo, y from
+// The block of 256 / tpr rows from row `first` (x of this token from vec4 xo, y from
 // float yo).
-fn rows_block(first: u32, tpr: u32, rows_per_wg: u32, lane: u32, xo: u32, yo: u32, li: u32,
-              sg: u32, sgi: u32) {
+fn rows_block(first: u32, tpr: u32, xo: u32, yo: u32, li: u32, sg: u32, sgi: u32) {
+    let rows_per_wg = 256u / tpr;
+    let lane = li % tpr;
     let row = first + li / tpr;
     var acc = vec3<f32>(0.0, 0.0, 0.0);
     if (row < pc.rows) {
@@ -93,7 +94,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         @builtin(subgroup_size) sg: u32, @builtin(subgroup_invocation_id) sgi: u32) {
     let tpr = select(threads_per_row(pc.stride8), pc.tpr, pc.tpr != 0u);
     let rows_per_wg = 256u / tpr;
-    let lane = li % tpr;
     // Token wg.z (prefill kernels, BATCHED): x and y of token t start x_stride4 vec4s /
     // y_stride floats later. The decode kernels fold this away (4% on Qwen3-0.6B decode).
     var xo = 0u;
@@ -108,11 +108,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         // head, matvec_resident_grid).
         let nblk = (pc.rows + rows_per_wg - 1u) / rows_per_wg;
         for (var blk = lin; blk < nblk; blk += nwg.x * nwg.y) {
-            rows_block(blk * rows_per_wg, tpr, rows_per_wg, lane, xo, yo, li, sg, sgi);
+            rows_block(blk * rows_per_wg, tpr, xo, yo, li, sg, sgi);
             // This block's readers of `red` are done before the next block writes it.
             workgroupBarrier();
         }
     } else {
-        rows_block(lin * rows_per_wg, tpr, rows_per_wg, lane, xo, yo, li, sg, sgi);
+        rows_block(lin * rows_per_wg, tpr, xo, yo, li, sg, sgi);
     }
 }

@@ -97,26 +97,29 @@ fn put_q8(li: u32, n: u32, first: u32, v: f32) {
     }
 }
 
-// Per-workgroup values of a dispatch that rows_block reads.
-struct Blk { tpr: u32, nr: u32, groups: u32, grp: u32, lane: u32, xo: u32, yo: u32, nb: u32,
-             single: bool, li: u32, sg: u32, sgi: u32 }
+// Lanes per row group and rows per group (x, y) of the dispatch: push field tpr, lanes in
+// its low 16 bits (0: Q_TPR), a rows code above (0: QROWS, else 1 or 2).
+fn lanes_rows() -> vec2<u32> {
+    let t = pc.tpr & 0xFFFFu;
+    let code = pc.tpr >> 16u;
+    return vec2<u32>(clamp(select(Q_TPR, t, t != 0u), 4u, QWG),
+                     select(QROWS, code, code == 1u || code == 2u));
+}
 
-// The block of groups * nr rows from row `first`. `again`: not the workgroup's first block
-// (x then stays quantized in xq when `single`, and the sum of squares `ss` of this
-// invocation's x values is not added to again).
-fn rows_block(b: Blk, first: u32, again: bool, ss: ptr<function, f32>) {
-    let tpr = b.tpr;
-    let nr = b.nr;
-    let groups = b.groups;
-    let grp = b.grp;
-    let lane = b.lane;
-    let xo = b.xo;
-    let yo = b.yo;
-    let nb = b.nb;
-    let single = b.single;
-    let li = b.li;
-    let sg = b.sg;
-    let sgi = b.sgi;
+// The block of rows from row `first` (x of this token from vec4 xo, y from float yo).
+// `again`: not the workgroup's first block (x then stays quantized in xq when one tile
+// holds it, and the sum of squares `ss` of this invocation's x values is not added to
+// again).
+fn rows_block(first: u32, again: bool, xo: u32, yo: u32, li: u32, sg: u32, sgi: u32,
+              ss: ptr<function, f32>) {
+    let lr = lanes_rows();
+    let tpr = lr.x;
+    let nr = lr.y;
+    let groups = QWG / tpr;
+    let grp = li / tpr;
+    let lane = li % tpr;
+    let nb = pc.cols / QBLOCK;
+    let single = !X_Q8 && pc.cols <= QX_TILE && pc.q8_at == 0u;
     let row0 = first + grp * nr;
     var a0 = vec2<f32>(0.0, 0.0);
     var a1 = vec2<f32>(0.0, 0.0);
@@ -250,14 +253,8 @@ fn rows_block(b: Blk, first: u32, again: bool, ss: ptr<function, f32>) {
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_size) sg: u32, @builtin(subgroup_invocation_id) sgi: u32) {
-    let t = pc.tpr & 0xFFFFu;
-    let tpr = clamp(select(Q_TPR, t, t != 0u), 4u, QWG);
-    let code = pc.tpr >> 16u;
-    let nr = select(QROWS, code, code == 1u || code == 2u);
-    let groups = QWG / tpr;
-    let per_wg = groups * nr;
-    let grp = li / tpr;
-    let lane = li % tpr;
+    let lr = lanes_rows();
+    let per_wg = QWG / lr.x * lr.y;
     var xo = 0u;
     var yo = 0u;
     if (BATCHED) {
@@ -265,21 +262,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         yo = wg.z * pc.y_stride;
     }
     xg0 = xo;
-    let single = !X_Q8 && pc.cols <= QX_TILE && pc.q8_at == 0u;
-    let b = Blk(tpr, nr, groups, grp, lane, xo, yo, pc.cols / QBLOCK, single, li, sg, sgi);
     let lin = wg.x + wg.y * nwg.x;
     var ss = 0.0;
     if (ROW_LOOP) {
         // Blocks of per_wg rows strided over a grid smaller than the matrix (the LM head,
-        // matvec_resident_grid); x of one tile is quantized once per workgroup (single)
-        // and kept in xq for all its blocks.
+        // matvec_resident_grid); x of one tile is quantized once per workgroup and kept in
+        // xq for all its blocks.
         let nblk = (pc.rows + per_wg - 1u) / per_wg;
         for (var blk = lin; blk < nblk; blk += nwg.x * nwg.y) {
-            rows_block(b, blk * per_wg, blk != lin, &ss);
+            rows_block(blk * per_wg, blk != lin, xo, yo, li, sg, sgi, &ss);
             // This block's readers of `red` are done before the next block writes it.
             workgroupBarrier();
         }
     } else {
-        rows_block(b, lin * per_wg, false, &ss);
+        rows_block(lin * per_wg, false, xo, yo, li, sg, sgi, &ss);
     }
 }

@@ -148,6 +148,28 @@ fn persistent_block_formats_match_cpu_reference() {
             "{kind:?}: greedy agreed on {agree}/{steps}"
         );
     }
+    // `tiny` (hidden 64, one workgroup): rows of two 32-weight units over two or four
+    // lanes, so some lanes hold one unit (the matvec op's odd last unit, after the pairs).
+    let cfg = ModelConfig::synthetic("tiny").unwrap();
+    for dtype in [
+        sluice_kernels::WeightDtype::Q8_0,
+        sluice_kernels::WeightDtype::Q4_0,
+    ] {
+        let request = QuantRequest {
+            kind: QuantKind::Uniform(dtype),
+            tied_embeddings: cfg.tied_embeddings,
+        };
+        let mut o = options(Lowering::Persistent);
+        o.dtype = Some(request);
+        let loaded = load(&d, "tiny", &o).unwrap();
+        assert_eq!(loaded.model.persistent_info().unwrap().kernels, 1);
+        let mut cpu = common::quantized_reference(&cfg, &request);
+        let what = format!("tiny {dtype:?}");
+        let (worst, agree) = against_reference(&d, &loaded, &mut cpu, 12, None, &what);
+        eprintln!("{what} persistent: worst relative logit error {worst:.2e}, greedy {agree}/12");
+        assert!(worst < 2e-3, "{what}: worst relative logit error {worst}");
+        assert!(agree >= 11, "{what}: greedy agreed on {agree}/12");
+    }
 }
 
 #[test]

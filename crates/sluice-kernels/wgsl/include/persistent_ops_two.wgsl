@@ -11,25 +11,21 @@
 // layer 5-20 µs on the H100 (thirty-second session).
 
 fn qkv_op(wgi: u32, li: u32, sg: u32, sg_id: u32, sg_lane: u32, nsg: u32) {
-    let hs = pc.stride_hidden;
     let g = pc.groups;
-    if (pc.stride_v == 0u) {
-        matvec_op(M_QKV, M_QKV, false, A_X, A_QKV, N_ATTN, false, pc.qkv_rows, pc.hidden, hs,
-                  Pre(false), wgi, li, sg, sg_id, sg_lane, nsg);
-        return;
-    }
     let vr = pc.kv_heads * pc.head_dim;
-    // Workgroups [0, gq) take q and k, the rest v (one workgroup: both, one after the other).
+    // Workgroups [0, gq) take q and k (with v stacked when pc.stride_v = 0), the rest v
+    // (one workgroup: both, one after the other). One call site of the first format's
+    // matvec for both kinds of layer, so they run the same code.
     var gq = g;
-    if (g > 1u) {
+    if (pc.stride_v != 0u && g > 1u) {
         gq = clamp((g * pc.qkv_rows + (pc.qkv_rows + vr) / 2u) / (pc.qkv_rows + vr), 1u, g - 1u);
     }
     if (wgi < gq) {
         op_groups = gq;
-        matvec_op(M_QKV, M_QKV, false, A_X, A_QKV, N_ATTN, false, pc.qkv_rows, pc.hidden, hs,
-                  Pre(false), wgi, li, sg, sg_id, sg_lane, nsg);
+        matvec_op(M_QKV, M_QKV, false, A_X, A_QKV, N_ATTN, false, pc.qkv_rows, pc.hidden,
+                  pc.stride_hidden, Pre(false), wgi, li, sg, sg_id, sg_lane, nsg);
     }
-    if (wgi >= gq || g == 1u) {
+    if (pc.stride_v != 0u && (wgi >= gq || g == 1u)) {
         op_groups = max(g - gq, 1u);
         b_matvec_op(M_V, M_V, false, A_X, A_V, N_ATTN, false, vr, pc.hidden, pc.stride_v,
                     b_Pre(false), wgi - min(gq, wgi), li, sg, sg_id, sg_lane, nsg);

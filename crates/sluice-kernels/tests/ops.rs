@@ -315,27 +315,37 @@ fn fused_norm_matvecs_match_norm_then_matvec() {
             let want = matvec_cpu(&wr, rows, cols, &xn, Some(&y0));
             assert_close(&format!("matvec_norm {dtype:?} {rows}x{cols}"), &got, &want);
             // The LM head's kernel on a grid smaller than the matrix (matvec_resident_grid):
-            // 2 workgroups over the blocks of 4 rows, each taking every other.
+            // 2 workgroups over the blocks of 4 rows (the family's 64 threads per row) or
+            // of 8 (the head plan's 32, or the subgroup), each taking every other.
             let few = [2, 1, 1];
             assert!(groups[0] > 2, "{groups:?}");
-            let yb = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
-            let mut enc = d.encoder().unwrap();
-            let head = matvec_kernel("matvec_norm_head", dtype, false).unwrap();
-            let k = d.pipeline(head).unwrap();
-            enc.dispatch(
-                &k,
-                few,
-                &[wb.slice(..), xb.slice(..), nb.slice(..), yb.slice(..)],
-                &mv_push(rows, cols, true, eps),
-            )
-            .unwrap();
-            enc.submit().unwrap().wait().unwrap();
-            let got: Vec<f32> = yb.read(0, rows).unwrap();
-            assert_close(
-                &format!("matvec_norm_head {dtype:?} {rows}x{cols} on 2 workgroups"),
-                &got,
-                &want,
-            );
+            let head_tpr = MATVEC_HEAD_FLOAT_THREADS_PER_ROW.max(d.info().subgroup_size);
+            for tpr in [0, head_tpr] {
+                let yb = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
+                let mut enc = d.encoder().unwrap();
+                let head = matvec_kernel("matvec_norm_head", dtype, false).unwrap();
+                let k = d.pipeline(head).unwrap();
+                let push = MatvecPush {
+                    threads_per_row: tpr,
+                    ..mv_push(rows, cols, true, eps)
+                };
+                enc.dispatch(
+                    &k,
+                    few,
+                    &[wb.slice(..), xb.slice(..), nb.slice(..), yb.slice(..)],
+                    &push,
+                )
+                .unwrap();
+                enc.submit().unwrap().wait().unwrap();
+                let got: Vec<f32> = yb.read(0, rows).unwrap();
+                assert_close(
+                    &format!(
+                        "matvec_norm_head {dtype:?} {rows}x{cols} on 2 workgroups, {tpr} threads per row"
+                    ),
+                    &got,
+                    &want,
+                );
+            }
             let got: Vec<f32> = y2.read(0, rows).unwrap();
             let want = matvec_silu_cpu(&wr, &w2r, rows, cols, &xn);
             assert_close(

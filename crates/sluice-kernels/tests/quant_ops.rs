@@ -545,8 +545,17 @@ fn helpers_and_variants_cover_every_dtype() {
     assert_eq!(gpu_matrix_bytes(WeightDtype::Q6K, 10, 100), None);
     // The f16 LM head: 6 workgroups per multiprocessor instead of 37984.
     let f16_head = matvec_groups(151936, 1024);
-    let (k, g) = matvec_norm_head_plan(WeightDtype::F16, 1024, f16_head, true, 132).unwrap();
-    assert_eq!((k.name, g), ("matvec_norm_head_f16", [792, 1, 1]));
+    let p = matvec_norm_head_plan(WeightDtype::F16, 1024, f16_head, true, 132, 32).unwrap();
+    assert_eq!(
+        (p.kernel.name, p.groups, p.threads_per_row),
+        ("matvec_norm_head_f16", [792, 1, 1], Some(32))
+    );
+    // Never fewer threads per row than the subgroup.
+    let p = matvec_norm_head_plan(WeightDtype::Bf16, 1024, f16_head, false, 132, 64).unwrap();
+    assert_eq!(
+        (p.kernel.name, p.threads_per_row),
+        ("matvec_norm_head_bf16", Some(64))
+    );
     // Block-format plan: lanes never exceed a row's work units (rounded up, >= 16), 4 rows
     // per group on large matrices, fewer when the threads in flight would be too few; the
     // dispatch covers every row.
@@ -584,13 +593,17 @@ fn helpers_and_variants_cover_every_dtype() {
             matvec_resident_grid([1500, 1, 1], 1024, 132, 3),
             [1500, 1, 1]
         );
-        let (k, g) = matvec_norm_head_plan(dt, 1024, head, true, 132).unwrap();
+        let p = matvec_norm_head_plan(dt, 1024, head, true, 132, 32).unwrap();
         let dp_head = format!("matvec_norm_head_{}_dp", dt.name());
-        assert_eq!((k.name, g), (dp_head.as_str(), [396, 1, 1]));
+        // The integer-dot heads keep their own threads per row (the push from the plan).
+        assert_eq!(
+            (p.kernel.name, p.groups, p.threads_per_row),
+            (dp_head.as_str(), [396, 1, 1], None)
+        );
         // Without integer dot products a block format keeps matvec_norm's full grid.
-        assert!(matvec_norm_head_plan(dt, 1024, head, false, 132).is_none());
-        assert!(matvec_norm_head_plan(dt, 1024, head, true, 0).is_none());
-        assert!(matvec_norm_head_plan(dt, 2560, head4, true, 132).is_none());
+        assert!(matvec_norm_head_plan(dt, 1024, head, false, 132, 32).is_none());
+        assert!(matvec_norm_head_plan(dt, 1024, head, true, 0, 32).is_none());
+        assert!(matvec_norm_head_plan(dt, 2560, head4, true, 132, 32).is_none());
         // The quantized handoff's producer: workgroups of whole 32-row blocks. qwen3-4b's
         // gate/up keeps its default plan (32 x 4); qwen3-0.6b's (32 x 1, 8 rows) moves to
         // 32 x 4 only for Q8_0 / Q4_0 / Q4_1; never rows off a block.

@@ -314,9 +314,14 @@ impl GpuModel {
         // The LM head: as many workgroups as stay resident, each over several blocks of
         // rows.
         if let (Family::Norm, None, Q8Io::Off) = (family, tokens, q8) {
-            let cu = self.device.info().compute_units;
-            if let Some(plan) = k::matvec_norm_head_plan(dt, m.cols, groups, int_dot, cu) {
-                (desc, groups) = plan;
+            let info = self.device.info();
+            let (cu, sg) = (info.compute_units, info.subgroup_size);
+            if let Some(plan) = k::matvec_norm_head_plan(dt, m.cols, groups, int_dot, cu, sg) {
+                (desc, groups) = (plan.kernel, plan.groups);
+                // The plan's threads per row unless the options ask for their own.
+                if let (Some(t), None) = (plan.threads_per_row, tpr) {
+                    push.threads_per_row = t;
+                }
             }
         }
         if let Q8Io::Produce(at, _) = q8 {

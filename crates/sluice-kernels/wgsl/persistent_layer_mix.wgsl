@@ -13,3 +13,7 @@
 // One decoder layer of a decode step in one dispatch (include/persistent_layer_body.wgsl)
 // for a layer of two block formats, variant A__B: q, k (stacked), o, gate and up in A,
 // v and down in B (llama.cpp's Q4_K_M and Q5_K_M mixtures; include/persistent_ops_two.wgsl).
+// The unit loop with the next unit's loads ahead (units_piped): the two-format kernel's
+// code costs (0.6B Q4_K_M on the H100: 912.0 / 914.7 -> 929.9 / 933.3 tok/s; Q4_K as one
+// format lost 1052.6 -> 1024.0 the same way, so persistent_layer_q keeps units_paired).
+const UNIT_PIPE: bool = true;

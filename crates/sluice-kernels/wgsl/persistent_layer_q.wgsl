@@ -12,3 +12,4 @@
 // One decoder layer of a decode step in one dispatch (include/persistent_layer_body.wgsl)
 // for a layer whose five matrices share one block format, decoded in registers
 // (include/persistent_matvec_q.wgsl).
+const UNIT_PIPE: bool = false;

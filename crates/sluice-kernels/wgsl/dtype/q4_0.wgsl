@@ -9,13 +9,25 @@ const QUNIT: u32 = 32u;
 
 fn q_xv4(u: u32, k: u32) -> u32 { return u * 8u + k; }
 
-fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
-    let q = wraw(sel, rb + u);
+// A unit's raw words (q_load) and its dot with its x values (q_raw_dot): q_dot in two
+// halves, so a loop can issue the next unit's loads before this one's arithmetic.
+struct QU { q: vec4<u32>, d: vec4<u32> }
+
+fn q_load(sel: bool, rb: u32, nb: u32, u: u32) -> QU {
+    return QU(wraw(sel, rb + u), wvec(sel, rb, nb * 16u + 2u * u));
+}
+
+fn q_raw_dot(r: QU, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+    let q = r.q;
     var s = 0.0;
     for (var k = 0u; k < 4u; k++) {
         s += dot(lo4b(q[k], 8.0), (*xs)[k]) + dot(hi4b(q[k], 8.0), (*xs)[k + 4u]);
     }
-    return s * whalf(sel, rb, nb * 16u + 2u * u);
+    return s * vhalf(r.d, nb * 16u + 2u * u);
+}
+
+fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+    return q_raw_dot(q_load(sel, rb, nb, u), nb, u, xs);
 }
 
 // Elements 8 * c8 .. + 7 of the row: low nibbles of 8 bytes for the first half of a

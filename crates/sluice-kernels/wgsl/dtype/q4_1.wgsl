@@ -9,16 +9,28 @@ const QUNIT: u32 = 32u;
 
 fn q_xv4(u: u32, k: u32) -> u32 { return u * 8u + k; }
 
-fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
-    let q = wraw(sel, rb + u);
+// A unit's raw words (q_load) and its dot with its x values (q_raw_dot): q_dot in two
+// halves, so a loop can issue the next unit's loads before this one's arithmetic.
+struct QU { q: vec4<u32>, dm: vec4<u32> }
+
+fn q_load(sel: bool, rb: u32, nb: u32, u: u32) -> QU {
+    return QU(wraw(sel, rb + u), wvec(sel, rb, nb * 16u + 4u * u));
+}
+
+fn q_raw_dot(r: QU, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+    let q = r.q;
     var s = 0.0;
     var sx = vec4<f32>(0.0);
     for (var k = 0u; k < 4u; k++) {
         s += dot(lo4(q[k]), (*xs)[k]) + dot(hi4(q[k]), (*xs)[k + 4u]);
         sx += (*xs)[k] + (*xs)[k + 4u];
     }
-    let dm = unpack2x16float(wword(sel, rb, nb * 16u + 4u * u));
+    let dm = unpack2x16float(vword(r.dm, nb * 16u + 4u * u));
     return s * dm.x + dot(sx, vec4<f32>(1.0)) * dm.y;
+}
+
+fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+    return q_raw_dot(q_load(sel, rb, nb, u), nb, u, xs);
 }
 
 // Elements 8 * c8 .. + 7 of the row (nibbles as Q4_0).

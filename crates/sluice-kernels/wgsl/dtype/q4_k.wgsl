@@ -21,11 +21,18 @@ fn q_xv4(u: u32, k: u32) -> u32 {
     return 64u * s + 16u * c + 4u * h + (k % 4u) + 8u * (k / 4u);
 }
 
-fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
-    let s = u / 8u;
+// A unit's raw words (q_load) and its dot with its x values (q_raw_dot): q_dot in two
+// halves, so a loop can issue the next unit's loads before this one's arithmetic.
+struct QU { q: vec4<u32>, m: vec4<u32> }
+
+fn q_load(sel: bool, rb: u32, nb: u32, u: u32) -> QU {
+    return QU(wraw(sel, rb + u), wraw(sel, rb + nb * 8u + u / 8u));
+}
+
+fn q_raw_dot(r: QU, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
     let c = (u % 8u) / 2u;
-    let q = wraw(sel, rb + u);
-    let m = wraw(sel, rb + nb * 8u + s);
+    let q = r.q;
+    let m = r.m;
     var slo = 0.0;
     var shi = 0.0;
     var xlo = vec4<f32>(0.0);
@@ -40,6 +47,10 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
     let sm = k_scale_min2(m, c);
     let one = vec4<f32>(1.0);
     return dm.x * (sm.x * slo + sm.z * shi) - dm.y * (sm.y * dot(xlo, one) + sm.w * dot(xhi, one));
+}
+
+fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+    return q_raw_dot(q_load(sel, rb, nb, u), nb, u, xs);
 }
 
 // Elements 8 * c8 .. + 7 of the row: 8 bytes' low or high nibbles of one 32-element

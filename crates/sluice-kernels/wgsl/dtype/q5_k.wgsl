@@ -13,14 +13,25 @@ const QUNIT: u32 = 64u;
 
 fn q_xv4(u: u32, k: u32) -> u32 { return u * 16u + k; }
 
-fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+// A unit's raw words (q_load) and its dot with its x values (q_raw_dot): q_dot in two
+// halves, so a loop can issue the next unit's loads before this one's arithmetic.
+struct QU { a: vec4<u32>, b: vec4<u32>, ha: vec4<u32>, hb: vec4<u32>, m: vec4<u32> }
+
+fn q_load(sel: bool, rb: u32, nb: u32, u: u32) -> QU {
     let s = u / 4u;
     let c = u % 4u;
-    let a = wraw(sel, rb + 8u * s + 2u * c);
-    let b = wraw(sel, rb + 8u * s + 2u * c + 1u);
-    let ha = wraw(sel, rb + nb * 8u + 2u * s);
-    let hb = wraw(sel, rb + nb * 8u + 2u * s + 1u);
-    let m = wraw(sel, rb + nb * 10u + s);
+    return QU(wraw(sel, rb + 8u * s + 2u * c), wraw(sel, rb + 8u * s + 2u * c + 1u),
+              wraw(sel, rb + nb * 8u + 2u * s), wraw(sel, rb + nb * 8u + 2u * s + 1u),
+              wraw(sel, rb + nb * 10u + s));
+}
+
+fn q_raw_dot(r: QU, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+    let c = u % 4u;
+    let a = r.a;
+    let b = r.b;
+    let ha = r.ha;
+    let hb = r.hb;
+    let m = r.m;
     var slo = 0.0;
     var shi = 0.0;
     var xlo = vec4<f32>(0.0);
@@ -37,6 +48,10 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
     let sm = k_scale_min2(m, c);
     let one = vec4<f32>(1.0);
     return dm.x * (sm.x * slo + sm.z * shi) - dm.y * (sm.y * dot(xlo, one) + sm.w * dot(xhi, one));
+}
+
+fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+    return q_raw_dot(q_load(sel, rb, nb, u), nb, u, xs);
 }
 
 // Elements 8 * c8 .. + 7 of the row (nibbles as Q4_K, fifth bits from qh).

@@ -27,18 +27,31 @@ fn bits2(w: u32, shift: u32) -> vec4<u32> {
     return ((vec4<u32>(w) >> (vec4<u32>(0u, 8u, 16u, 24u) + shift)) & vec4<u32>(3u)) << vec4<u32>(4u);
 }
 
-fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+// A unit's raw words (q_load) and its dot with its x values (q_raw_dot): q_dot in two
+// halves, so a loop can issue the next unit's loads before this one's arithmetic.
+struct QU { a: vec4<u32>, b: vec4<u32>, q: vec4<u32>, sc: vec4<u32>, d: vec4<u32> }
+
+fn q_load(sel: bool, rb: u32, nb: u32, u: u32) -> QU {
     let s = u / 4u;
     let n = (u / 2u) % 2u;
     let h = u % 2u;
-    let a = wraw(sel, rb + 12u * s + 4u * n + h);
-    let b = wraw(sel, rb + 12u * s + 4u * n + 2u + h);
-    let q = wraw(sel, rb + 12u * s + 8u + 2u * n + h);
-    let scv = wraw(sel, rb + nb * 12u + s);
+    return QU(wraw(sel, rb + 12u * s + 4u * n + h), wraw(sel, rb + 12u * s + 4u * n + 2u + h),
+              wraw(sel, rb + 12u * s + 8u + 2u * n + h), wraw(sel, rb + nb * 12u + s),
+              wvec(sel, rb, nb * 208u + 2u * s));
+}
+
+fn q_raw_dot(r: QU, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+    let s = u / 4u;
+    let n = (u / 2u) % 2u;
+    let h = u % 2u;
+    let a = r.a;
+    let b = r.b;
+    let q = r.q;
+    let scv = r.sc;
     let sw0 = i8x4(scv[2u * n]);
     let sw1 = i8x4(scv[2u * n + 1u]);
     let sc = vec4<f32>(sw0[h], sw0[h + 2u], sw1[h], sw1[h + 2u]);
-    let d = whalf(sel, rb, nb * 208u + 2u * s);
+    let d = vhalf(r.d, nb * 208u + 2u * s);
     var g = vec4<f32>(0.0);
     for (var j = 0u; j < 4u; j++) {
         g.x += dot(u2fb(nibbles(a[j], false) | bits2(q[j], 0u), 32.0), (*xs)[j]);
@@ -47,6 +60,10 @@ fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>,
         g.w += dot(u2fb(nibbles(b[j], true) | bits2(q[j], 6u), 32.0), (*xs)[12u + j]);
     }
     return dot(d * sc, g);
+}
+
+fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+    return q_raw_dot(q_load(sel, rb, nb, u), nb, u, xs);
 }
 
 // Elements 8 * c8 .. + 7 of the row: 8 l of one group g of one half (one scale).

@@ -9,13 +9,25 @@ const QUNIT: u32 = 32u;
 
 fn q_xv4(u: u32, k: u32) -> u32 { return u * 8u + k; }
 
-fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
-    let a = wraw(sel, rb + 2u * u);
-    let b = wraw(sel, rb + 2u * u + 1u);
+// A unit's raw words (q_load) and its dot with its x values (q_raw_dot): q_dot in two
+// halves, so a loop can issue the next unit's loads before this one's arithmetic.
+struct QU { a: vec4<u32>, b: vec4<u32>, d: vec4<u32> }
+
+fn q_load(sel: bool, rb: u32, nb: u32, u: u32) -> QU {
+    return QU(wraw(sel, rb + 2u * u), wraw(sel, rb + 2u * u + 1u), wvec(sel, rb, nb * 32u + 2u * u));
+}
+
+fn q_raw_dot(r: QU, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+    let a = r.a;
+    let b = r.b;
     let s = dot(i8x4(a.x), (*xs)[0]) + dot(i8x4(a.y), (*xs)[1]) + dot(i8x4(a.z), (*xs)[2])
         + dot(i8x4(a.w), (*xs)[3]) + dot(i8x4(b.x), (*xs)[4]) + dot(i8x4(b.y), (*xs)[5])
         + dot(i8x4(b.z), (*xs)[6]) + dot(i8x4(b.w), (*xs)[7]);
-    return s * whalf(sel, rb, nb * 32u + 2u * u);
+    return s * vhalf(r.d, nb * 32u + 2u * u);
+}
+
+fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+    return q_raw_dot(q_load(sel, rb, nb, u), nb, u, xs);
 }
 
 // Elements 8 * c8 .. + 7 of the row (one block's quarter).

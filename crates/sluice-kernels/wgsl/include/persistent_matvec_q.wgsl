@@ -1,7 +1,9 @@
 // The matvec ops of the persistent layer (include/persistent_layer_body.wgsl) for block
 // formats: the dtype snippet (dtype/<format>.wgsl, one kernel variant per format; all five
 // matrices of the layer in it) gives `q_dot` (a unit of QUNIT weights decoded in registers
-// and dotted with its x values) and `q_xv4` (where those x values lie). The input times
+// and dotted with its x values; also in two halves, `q_load` and `q_raw_dot`) and `q_xv4`
+// (where those x values lie). The kernel file sets UNIT_PIPE (which unit loop runs). The
+// input times
 // the norm weight is staged as floats (include/persistent_stage.wgsl), as for f16
 // weights: no int8 quantization of x, whose cost per op (every workgroup quantizing the
 // whole input) made an integer-dot form of this kernel slower than the barrier lowering.
@@ -65,34 +67,11 @@ fn matvec_op(m: u32, mb: u32, gated: bool, a_in: u32, a_out: u32, nrm: u32, accu
             }
             if (live) {
                 let u1 = (c0 + len) / QUNIT;
-                var u = c0 / QUNIT + lane;
-                if (QUNIT >= 64u) {
-                    // Units of 64 weights (Q5_K, Q6_K): one per step (two overflowed the
-                    // registers: 226-255 per invocation).
-                    for (; u < u1; u += tpr) {
-                        var x0 = unit_x(u, c0 / 4u);
-                        acc.x += q_dot(false, rb, nb, u, &x0);
-                        if (gated) {
-                            acc.y += q_dot(true, rb, nb, u, &x0);
-                        }
-                    }
+                let u0 = c0 / QUNIT + lane;
+                if (UNIT_PIPE) {
+                    units_piped(gated, rb, nb, u0, u1, tpr, c0 / 4u, &acc);
                 } else {
-                    // Two units per step, so both units' loads are in flight at once.
-                    for (; u + tpr < u1; u += 2u * tpr) {
-                        var x0 = unit_x(u, c0 / 4u);
-                        var x1 = unit_x(u + tpr, c0 / 4u);
-                        acc.x += q_dot(false, rb, nb, u, &x0) + q_dot(false, rb, nb, u + tpr, &x1);
-                        if (gated) {
-                            acc.y += q_dot(true, rb, nb, u, &x0) + q_dot(true, rb, nb, u + tpr, &x1);
-                        }
-                    }
-                    if (u < u1) {
-                        var x0 = unit_x(u, c0 / 4u);
-                        acc.x += q_dot(false, rb, nb, u, &x0);
-                        if (gated) {
-                            acc.y += q_dot(true, rb, nb, u, &x0);
-                        }
-                    }
+                    units_paired(gated, rb, nb, u0, u1, tpr, c0 / 4u, &acc);
                 }
             }
         }
@@ -100,5 +79,78 @@ fn matvec_op(m: u32, mb: u32, gated: bool, a_in: u32, a_out: u32, nrm: u32, accu
             inv = inverseSqrt(wg_total(ss, li, sg_id, sg_lane, nsg) / f32(cols) + pc.eps);
         }
         row_out(acc, inv, tpr, live && lane == 0u, gated, a_out, row, old);
+    }
+}
+
+// acc += (W . x', W_b . x') over units u0, u0 + tpr, .. < u1 of row `rb` against the tile
+// staged from vec4 j0: Q5_K / Q6_K (64-weight units) one unit per step (two overflowed
+// the registers: 226-255 per invocation), the others two per step, so both units' loads
+// are in flight at once (three inlined q_dots per call site with the odd last unit's).
+fn units_paired(gated: bool, rb: u32, nb: u32, u0: u32, u1: u32, tpr: u32, j0: u32,
+                acc: ptr<function, vec2<f32>>) {
+    var u = u0;
+    if (QUNIT >= 64u) {
+        for (; u < u1; u += tpr) {
+            var x0 = unit_x(u, j0);
+            (*acc).x += q_dot(false, rb, nb, u, &x0);
+            if (gated) {
+                (*acc).y += q_dot(true, rb, nb, u, &x0);
+            }
+        }
+    } else {
+        for (; u + tpr < u1; u += 2u * tpr) {
+            var x0 = unit_x(u, j0);
+            var x1 = unit_x(u + tpr, j0);
+            (*acc).x += q_dot(false, rb, nb, u, &x0) + q_dot(false, rb, nb, u + tpr, &x1);
+            if (gated) {
+                (*acc).y += q_dot(true, rb, nb, u, &x0) + q_dot(true, rb, nb, u + tpr, &x1);
+            }
+        }
+        if (u < u1) {
+            var x0 = unit_x(u, j0);
+            (*acc).x += q_dot(false, rb, nb, u, &x0);
+            if (gated) {
+                (*acc).y += q_dot(true, rb, nb, u, &x0);
+            }
+        }
+    }
+}
+
+// units_paired's sums one unit per step, the next unit's loads issued before this one's
+// arithmetic (q_load / q_raw_dot): two units' loads in flight with one inlined decode per
+// call site (the two-format kernel, whose size costs: UNIT_PIPE).
+fn units_piped(gated: bool, rb: u32, nb: u32, u0: u32, u1: u32, tpr: u32, j0: u32,
+               acc: ptr<function, vec2<f32>>) {
+    if (u0 >= u1) {
+        return;
+    }
+    var u = u0;
+    var r = q_load(false, rb, nb, u);
+    var rg = r;
+    if (gated) {
+        rg = q_load(true, rb, nb, u);
+    }
+    loop {
+        let un = u + tpr;
+        let more = un < u1;
+        var rn = r;
+        var rgn = rg;
+        if (more) {
+            rn = q_load(false, rb, nb, un);
+            if (gated) {
+                rgn = q_load(true, rb, nb, un);
+            }
+        }
+        var x0 = unit_x(u, j0);
+        (*acc).x += q_raw_dot(r, nb, u, &x0);
+        if (gated) {
+            (*acc).y += q_raw_dot(rg, nb, u, &x0);
+        }
+        if (!more) {
+            break;
+        }
+        r = rn;
+        rg = rgn;
+        u = un;
     }
 }

@@ -79,7 +79,8 @@ pub struct ModelOpts {
     /// Threads per matvec row (power of two in 32..=256; default by row length)
     #[arg(long, value_name = "N")]
     pub matvec_tpr: Option<u32>,
-    /// Separate norm, rope/KV-append, gate/up and silu·mul kernels (A/B)
+    /// Separate norm, rope/KV-append, gate/up and silu·mul kernels, and the greedy pick in a
+    /// dispatch of its own after the LM head (A/B)
     #[arg(long)]
     pub no_fuse: bool,
     /// Decode of block formats: down quantizes the gate/up output itself instead of
@@ -143,6 +144,7 @@ pub(crate) fn model_args(
     load.gpu.fuse_gate_up = !o.no_fuse;
     load.gpu.fuse_norm = !o.no_fuse;
     load.gpu.fuse_attention = !o.no_fuse;
+    load.gpu.fuse_pick = !o.no_fuse;
     load.gpu.q8_handoff = !o.no_q8_handoff;
     load.gpu.lowering = match o.lowering {
         LoweringArg::Barriers => sluice_llm::gpu::Lowering::Barriers,

@@ -354,6 +354,7 @@ pub fn matvec_push(
         x_stride4: 0,
         y_stride: 0,
         q8_at: 0,
+        pick_steps: 0,
     }
 }
 
@@ -539,6 +540,10 @@ pub struct HeadPlan {
     pub groups: [u32; 3],
     /// The push field `threads_per_row` for float heads; None keeps the format's own.
     pub threads_per_row: Option<u32>,
+    /// `matvec_norm_head_pick` for the dtype: the same head with the greedy pick and the
+    /// step's end folded in (bindings 4-7 result, params, scratch of
+    /// [`pick_scratch_words`]`(groups[0])` words, the token ring; push field `pick_steps`).
+    pub pick: &'static KernelDesc,
 }
 
 /// The plan of a single-token `matvec_norm` (the LM head) of `cols` columns whose full
@@ -567,6 +572,7 @@ pub fn matvec_norm_head_plan(
     }
     Some(HeadPlan {
         kernel: matvec_kernel("matvec_norm_head", dtype, int_dot)?,
+        pick: matvec_kernel("matvec_norm_head_pick", dtype, int_dot)?,
         groups: few,
         threads_per_row: (!dtype.is_quantized())
             .then(|| MATVEC_HEAD_FLOAT_THREADS_PER_ROW.max(subgroup)),
@@ -700,6 +706,9 @@ pub struct MatvecPush {
     /// each workgroup must own whole blocks of 32 rows ([`matvec_q8_handoff_tpr`]). Other
     /// variants ignore it.
     pub q8_at: u32,
+    /// `matvec_norm_head_pick` kernels ([`HeadPlan::pick`]): the positions the step advances (1 for a decode
+    /// step, T for a prefill chunk). Other variants ignore it.
+    pub pick_steps: u32,
 }
 const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_F16.push_constant_bytes as usize);
 const _: () =
@@ -882,6 +891,58 @@ pub fn argmax_groups(n: u32) -> u32 {
 /// ticket counter and three words per workgroup.
 pub const fn argmax_scratch_words(groups: u32) -> u32 {
     1 + 3 * groups
+}
+
+/// u32 words of the scratch of a `matvec_norm_head_pick` dispatch ([`HeadPlan::pick`]) of
+/// `groups` workgroups: the ticket, three words per workgroup and the bits of logit 0.
+pub const fn pick_scratch_words(groups: u32) -> u32 {
+    2 + 3 * groups
+}
+
+/// u32 words of a scratch that serves both [`ARGMAX_ADVANCE`] over `vocab` logits and the
+/// LM head's greedy pick ([`head_pick_plan`]) on any grid it takes with `compute_units`
+/// multiprocessors: a resident grid of at most [`MATVEC_FLOAT_GROUPS_PER_CU`] or
+/// [`MATVEC_DP_GROUPS_PER_CU`] workgroups per multiprocessor, or a full grid of at most
+/// [`HEAD_PICK_FULL_GRID_MAX`].
+pub fn greedy_scratch_words(vocab: u32, compute_units: u32) -> u32 {
+    let resident = compute_units
+        .saturating_mul(MATVEC_FLOAT_GROUPS_PER_CU.max(MATVEC_DP_GROUPS_PER_CU))
+        .min(1 << 24);
+    let head = pick_scratch_words(resident.max(HEAD_PICK_FULL_GRID_MAX));
+    argmax_scratch_words(argmax_groups(vocab)).max(head)
+}
+
+/// Most workgroups of an LM head that takes the greedy pick on its full grid (where no
+/// resident grid applies, e.g. devices that do not report their multiprocessors): each
+/// workgroup draws a ticket, so the pick stays in the head only for small vocabularies.
+pub const HEAD_PICK_FULL_GRID_MAX: u32 = 1024;
+
+/// How the LM head runs when it also takes the greedy pick and ends the step
+/// ([`HeadPlan::pick`]): [`matvec_norm_head_plan`]'s resident grid where it has one, else
+/// the full grid `groups` (the format's own threads per row) when it has at most
+/// [`HEAD_PICK_FULL_GRID_MAX`] workgroups. None otherwise, or without such a kernel (block
+/// formats without integer dot products).
+pub fn head_pick_plan(
+    dtype: WeightDtype,
+    cols: u32,
+    groups: [u32; 3],
+    int_dot: bool,
+    compute_units: u32,
+    subgroup: u32,
+) -> Option<HeadPlan> {
+    if let Some(p) = matvec_norm_head_plan(dtype, cols, groups, int_dot, compute_units, subgroup) {
+        return Some(p);
+    }
+    let total = groups[0].checked_mul(groups[1])?;
+    if groups[2] != 1 || total > HEAD_PICK_FULL_GRID_MAX {
+        return None;
+    }
+    Some(HeadPlan {
+        kernel: matvec_kernel("matvec_norm_head", dtype, int_dot)?,
+        pick: matvec_kernel("matvec_norm_head_pick", dtype, int_dot)?,
+        groups,
+        threads_per_row: None,
+    })
 }
 
 /// u32 words of the ticket counters of [`ATTENTION_SPLIT`] / [`ATTENTION_ROPE`]: one per

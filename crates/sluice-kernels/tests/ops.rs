@@ -768,6 +768,86 @@ fn argmax_is_exact_with_ties_and_nan() {
     }
 }
 
+/// The LM head with the greedy pick folded in (`matvec_norm_head_pick`): the logits as
+/// `matvec_norm_head` writes them, bit for bit, and the pick, params, ring and ticket as
+/// `argmax_advance` leaves them (against the CPU argmax of those logits), on 1 to 7
+/// workgroups each taking every n-th block of rows, with ties across workgroups, NaN, ±inf
+/// and all-NaN rows.
+#[test]
+fn head_with_the_pick_matches_head_then_argmax() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(21);
+    let (rows, cols, eps) = (203, 40, 1e-6);
+    // x > 0, so a row of +inf (-inf) weights gives +inf (-inf), one of NaN weights NaN.
+    let x: Vec<f32> = rng.vec(cols, 1.0).iter().map(|v| v.abs() + 0.1).collect();
+    let nw = vec![1.0; cols];
+    let base = rng.vec(rows * cols, 0.3);
+    let set_row = |w: &mut Vec<f32>, r: usize, v: f32| w[r * cols..(r + 1) * cols].fill(v);
+    let mut cases: Vec<(&str, Vec<f32>)> = vec![("random", base.clone())];
+    let mut tie = base.clone();
+    for r in [150, 9, 90] {
+        set_row(&mut tie, r, 2.0); // equal rows, equal logits: the lowest index wins
+    }
+    cases.push(("tie across workgroups", tie));
+    let mut nan = base.clone();
+    set_row(&mut nan, 0, f32::NAN);
+    set_row(&mut nan, 202, f32::NAN);
+    set_row(&mut nan, 33, 1.5);
+    cases.push(("NaN rows", nan));
+    let mut inf = base.clone();
+    set_row(&mut inf, 70, f32::INFINITY);
+    set_row(&mut inf, 71, f32::NEG_INFINITY);
+    cases.push(("+inf wins", inf));
+    let mut neg = vec![f32::NEG_INFINITY; rows * cols];
+    set_row(&mut neg, 0, f32::NAN); // the pick: row 1, the first -inf
+    cases.push(("every logit -inf or NaN", neg));
+    cases.push(("all NaN", vec![f32::NAN; rows * cols]));
+    let xb = f32_buffer(&d, "x", &padded(&x), ResourceClass::TokenScratch);
+    let nb = f32_buffer(&d, "norm", &padded(&nw), ResourceClass::ReadOnlyWeight);
+    let head_tpr = MATVEC_HEAD_FLOAT_THREADS_PER_ROW.max(d.info().subgroup_size);
+    for dtype in DTYPES {
+        let head = d
+            .pipeline(matvec_kernel("matvec_norm_head", dtype, false).unwrap())
+            .unwrap();
+        let pick = d
+            .pipeline(matvec_kernel("matvec_norm_head_pick", dtype, false).unwrap())
+            .unwrap();
+        for (name, w) in &cases {
+            let wb = weight_buffer(&d, dtype, rows, cols, w);
+            for (groups, tpr, steps) in [(1, 0, 1), (2, head_tpr, 3), (7, 0, 12), (3, 64, 9)] {
+                let what = format!("{dtype:?} {name}, {groups} workgroups, tpr {tpr}");
+                let push = MatvecPush {
+                    threads_per_row: tpr,
+                    pick_steps: steps,
+                    ..mv_push(rows, cols, false, eps)
+                };
+                let want = f32_buffer(&d, "y", &vec![0.5; rows], ResourceClass::TokenScratch);
+                let got = f32_buffer(&d, "y", &vec![0.5; rows], ResourceClass::TokenScratch);
+                let p = PickBuffers::new(&d, groups);
+                let io = [wb.slice(..), xb.slice(..), nb.slice(..)];
+                let mut enc = d.encoder().unwrap();
+                let plain: Vec<_> = io.iter().cloned().chain([want.slice(..)]).collect();
+                enc.dispatch(&head, [groups, 1, 1], &plain, &push).unwrap();
+                let with: Vec<_> = io
+                    .into_iter()
+                    .chain([got.slice(..)])
+                    .chain(p.slices())
+                    .collect();
+                enc.dispatch(&pick, [groups, 1, 1], &with, &push).unwrap();
+                enc.submit().unwrap().wait().unwrap();
+                let logits: Vec<f32> = got.read(0, rows).unwrap();
+                assert_eq!(
+                    common::bits(&logits),
+                    common::bits(&want.read::<f32>(0, rows).unwrap()),
+                    "{what}: logits"
+                );
+                p.check(&what, &logits, steps);
+            }
+        }
+    }
+}
+
 /// The first step with non-finite logits stays marked while later healthy steps run
 /// (replayed steps queue without the host looking in between).
 #[test]

@@ -550,6 +550,31 @@ fn helpers_and_variants_cover_every_dtype() {
         (p.kernel.name, p.groups, p.threads_per_row),
         ("matvec_norm_head_f16", [792, 1, 1], Some(32))
     );
+    // The head with the greedy pick: the resident plan, its pick kernel beside it; on a
+    // device that does not report its multiprocessors, the full grid while it has at most
+    // HEAD_PICK_FULL_GRID_MAX workgroups; the scratch holds either.
+    let hp = head_pick_plan(WeightDtype::F16, 1024, f16_head, true, 132, 32).unwrap();
+    assert_eq!(
+        (hp.kernel.name, hp.pick.name, hp.groups),
+        (
+            "matvec_norm_head_f16",
+            "matvec_norm_head_pick_f16",
+            [792, 1, 1]
+        )
+    );
+    assert!(head_pick_plan(WeightDtype::F16, 1024, f16_head, true, 0, 32).is_none());
+    let small = matvec_groups(4096, 64);
+    let hp = head_pick_plan(WeightDtype::F32, 64, small, false, 0, 8).unwrap();
+    assert_eq!(
+        (hp.pick.name, hp.groups, hp.threads_per_row),
+        ("matvec_norm_head_pick_f32", small, None)
+    );
+    assert!(small[0] <= HEAD_PICK_FULL_GRID_MAX);
+    let words = greedy_scratch_words(151936, 132);
+    assert!(
+        words >= pick_scratch_words(792) && words >= argmax_scratch_words(argmax_groups(151936))
+    );
+    assert!(greedy_scratch_words(512, 0) >= pick_scratch_words(HEAD_PICK_FULL_GRID_MAX));
     // Never fewer threads per row than the subgroup.
     let p = matvec_norm_head_plan(WeightDtype::Bf16, 1024, f16_head, false, 132, 64).unwrap();
     assert_eq!(
@@ -600,8 +625,18 @@ fn helpers_and_variants_cover_every_dtype() {
             (p.kernel.name, p.groups, p.threads_per_row),
             (dp_head.as_str(), [396, 1, 1], None)
         );
+        assert_eq!(
+            head_pick_plan(dt, 1024, head, true, 132, 32)
+                .unwrap()
+                .pick
+                .name,
+            format!("matvec_norm_head_pick_{}_dp", dt.name())
+        );
         // Without integer dot products a block format keeps matvec_norm's full grid.
         assert!(matvec_norm_head_plan(dt, 1024, head, false, 132, 32).is_none());
+        assert!(
+            head_pick_plan(dt, 1024, matvec_groups_dt(dt, 64, 1024, None), false, 0, 32).is_none()
+        );
         assert!(matvec_norm_head_plan(dt, 1024, head, true, 0, 32).is_none());
         assert!(matvec_norm_head_plan(dt, 2560, head4, true, 132, 32).is_none());
         // The quantized handoff's producer: workgroups of whole 32-row blocks. qwen3-4b's
@@ -862,6 +897,28 @@ fn quant_dp_variants_match_int_reference() {
                 &want,
                 NMSE_DP,
             );
+            // The same head with the greedy pick folded in: the same logits bit for bit,
+            // and the pick of them (common::PickBuffers).
+            let yp = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
+            let p = PickBuffers::new(&d, n);
+            let mut bindings = vec![g.buf.slice(..), xb.slice(..), nb.slice(..), yp.slice(..)];
+            bindings.extend(p.slices());
+            let push = MatvecPush {
+                pick_steps: 2,
+                ..matvec_push(dt, r32, c32, true, eps, tpr)
+            };
+            let logits = run_one(
+                &d,
+                kern("matvec_norm_head_pick"),
+                [n, 1, 1],
+                &bindings,
+                &push,
+                &yp,
+                rows,
+            );
+            let head = what("matvec_norm_head_pick_dp", &format!("{n} workgroups"));
+            assert_eq!(bits(&logits), bits(&got), "{head}: logits");
+            p.check(&head, &logits, 2);
             let yb = f32_buffer(&d, "y", &nan, ResourceClass::TokenScratch);
             let got = run_one(
                 &d,

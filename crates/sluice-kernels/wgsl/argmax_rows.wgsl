@@ -1,4 +1,5 @@
 //! include: argmax_common
+//! include: argmax_scan
 // Greedy pick per row of a batch: for row r of n (logits at float r * stride, `vocab`
 // values), result[4r..4r + 4] = (index, value bits, nonfinite count, 0) of its largest
 // logit; ties go to the lowest index, NaN never wins (all NaN -> index 0), `nonfinite`
@@ -22,6 +23,8 @@ struct Push { vocab: u32, stride: u32 }
 @group(0) @binding(1) var<storage, read_write> result: Words;
 @group(0) @binding(2) var<storage, read_write> scratch: Atomics;
 var<immediate> pc: Push;
+
+const WG: u32 = 1024u;
 
 @compute @workgroup_size(1024)
 fn main(

@@ -1,6 +1,7 @@
 //! variants: f16 bf16 f32 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k q8_0_dp q4_0_dp q4_k_dp q6_k_dp q4_1_dp q5_0_dp q5_1_dp q5_k_dp
 //! include: matvec_body
 //! include: matvec_norm_io
+//! include: matvec_no_pick
 // Prefill variant: one dispatch covers many tokens (token index = workgroup z).
 // RMSNorm feeding a matvec in one dispatch: y[r] = (accumulate ? y[r] : 0) +
 // inv * W[r] . (x * norm_w). See include/matvec_body.wgsl.

@@ -203,10 +203,11 @@ fn replayed_step_is_a_valid_schedule_with_fewer_barriers() {
     let unfused = load_with(&d, "tiny", false);
     let plain = Decoder::graph(&unfused.model, GraphOptions::default()).unwrap();
     let layers = ModelConfig::synthetic("tiny").unwrap().layers;
-    // Unfused gate/up is three dispatches (gate, up, silu_mul) instead of one.
+    // Unfused gate/up is three dispatches (gate, up, silu_mul) instead of one; the fused
+    // LM head also takes the greedy pick (no argmax dispatch).
     assert_eq!(
         plain.nodes().len(),
-        reordered.nodes().len() + 3 * layers + 2 * layers + 1
+        reordered.nodes().len() + 3 * layers + 2 * layers + 1 + 1
     );
     assert!(plain.schedule().barriers() > reordered.schedule().barriers());
     // Decode attention is one dispatch per layer (the combine runs in the split kernel), fused
@@ -225,16 +226,64 @@ fn replayed_step_is_a_valid_schedule_with_fewer_barriers() {
         };
         assert_eq!(kernel_count(attention), layers, "{what}");
         assert_eq!(kernel_count("attention_combine"), 0, "{what}");
+        // The pick's last workgroup also advances the position: no dispatch of its own.
+        assert_eq!(kernel_count("advance_params"), 0, "{what}");
         let argmax: Vec<_> = g
             .nodes()
             .iter()
             .filter(|n| n.pipeline.desc().name == "argmax_advance")
             .collect();
+        if what == "fused" {
+            // The LM head takes the pick on its full grid (the small vocabulary).
+            assert_eq!(kernel_count("matvec_norm_head_pick_f16"), 1, "{what}");
+            assert!(argmax.is_empty(), "{what}");
+            continue;
+        }
+        assert_eq!(kernel_count("matvec_norm_head_pick_f16"), 0, "{what}");
         assert_eq!(argmax.len(), 1, "{what}");
-        // The argmax's last workgroup also advances the position: no dispatch of its own.
-        assert_eq!(kernel_count("advance_params"), 0, "{what}");
         let vocab = ModelConfig::synthetic("tiny").unwrap().vocab as u32;
         assert_eq!(argmax[0].groups, [vocab.div_ceil(4096), 1, 1], "{what}");
+    }
+}
+
+/// The greedy pick folded into the LM head (`GpuOptions::fuse_pick`, the default) against
+/// a separate argmax dispatch: the same tokens and the same logits bit for bit, through
+/// prefill chunks (a pick advancing the position by a chunk) and replayed decode steps
+/// that feed themselves, for f16 and an integer-dot format, under both lowerings; the
+/// decode step has one dispatch fewer.
+#[test]
+fn the_head_with_the_pick_matches_head_then_argmax() {
+    let d = device(BarrierMode::Auto);
+    let _g = ValidationGuard::new(&d);
+    let prompt: Vec<u32> = (0..21).map(|i| (i * 37 + 5) % 200).collect();
+    for dtype in ["f16", "q8_0"] {
+        for lowering in [Lowering::Barriers, Lowering::Persistent] {
+            let run = |pick: bool| {
+                let mut o = LoadOptions::default();
+                o.gpu.fuse_pick = pick;
+                o.gpu.lowering = lowering;
+                o.gpu.context = 128;
+                o.gpu.prefill_chunk = 16; // chunks of 16 and 5 tokens
+                let mut request = sluice_llm::quant_mix::parse(dtype).unwrap();
+                request.tied_embeddings = ModelConfig::synthetic("tiny").unwrap().tied_embeddings;
+                o.dtype = Some(request);
+                let loaded = open_model(&d, "synthetic:tiny", &o, |_, _| {}).unwrap();
+                let decoder =
+                    Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
+                let first = decoder.prefill(&prompt, 0).unwrap();
+                let mut tokens = vec![first];
+                tokens.extend(decoder.run_greedy(first, prompt.len(), 12).unwrap());
+                let graph = Decoder::graph(&loaded.model, GraphOptions::default()).unwrap();
+                (tokens, loaded.model.logits().unwrap(), graph.nodes().len())
+            };
+            let (tok, logits, nodes) = run(true);
+            let (want_tok, want_logits, want_nodes) = run(false);
+            let what = format!("{dtype} {lowering:?}");
+            assert_eq!(tok, want_tok, "{what}: tokens");
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&logits), bits(&want_logits), "{what}: logits");
+            assert_eq!(nodes + 1, want_nodes, "{what}: dispatches per step");
+        }
     }
 }
 

@@ -229,3 +229,83 @@ pub fn best_dispatch_secs<P: Pod>(
     }
     best
 }
+
+/// The buffers a `matvec_norm_head_pick` dispatch writes besides the logits: the result
+/// (index, value, non-finite count, sticky first bad), params (token, pos 7, seq_len 8),
+/// the pick's scratch for `groups` workgroups and a token ring of 16.
+pub struct PickBuffers {
+    pub result: Buffer,
+    pub params: Buffer,
+    pub scratch: Buffer,
+    pub tokens: Buffer,
+}
+
+impl PickBuffers {
+    pub fn new(d: &Device, groups: u32) -> PickBuffers {
+        let scratch = vec![0u32; sluice_kernels::pick_scratch_words(groups) as usize];
+        PickBuffers {
+            result: u32_buffer(
+                d,
+                "result",
+                &[u32::MAX, u32::MAX, u32::MAX, 0],
+                ResourceClass::PersistentOutput,
+            ),
+            params: u32_buffer(d, "params", &[u32::MAX, 7, 8, 0], ResourceClass::Generic),
+            scratch: u32_buffer(d, "pick.scratch", &scratch, ResourceClass::TokenScratch),
+            tokens: u32_buffer(d, "tokens", &[u32::MAX; 16], ResourceClass::Generic),
+        }
+    }
+
+    /// Bindings 4-7 of the kernel.
+    pub fn slices(&self) -> [BufferSlice<'_>; 4] {
+        [
+            self.result.slice(..),
+            self.params.slice(..),
+            self.scratch.slice(..),
+            self.tokens.slice(..),
+        ]
+    }
+
+    /// Checks what the dispatch wrote against the CPU argmax of the logits it wrote
+    /// (`logits`, read back) after a step of `steps` positions: the pick, its value (logit
+    /// 0's bits when every logit is NaN), the non-finite count and sticky marker, the token
+    /// in params and in the ring at 7 + steps, the position advanced, the ticket back at 0.
+    #[track_caller]
+    pub fn check(&self, what: &str, logits: &[f32], steps: u32) {
+        let (want_i, want_v) = sluice_kernels::argmax_cpu(logits);
+        let r: Vec<u32> = self.result.read(0, 4).unwrap();
+        let bad = sluice_kernels::nonfinite_cpu(logits);
+        assert_eq!(r[0], want_i, "{what}: index");
+        assert_eq!(
+            r[1],
+            want_v.to_bits(),
+            "{what}: value {} vs {want_v}",
+            f32::from_bits(r[1])
+        );
+        assert_eq!(r[2], bad, "{what}: non-finite count");
+        assert_eq!(
+            r[3],
+            if bad > 0 { 8 } else { 0 },
+            "{what}: sticky position + 1"
+        );
+        assert_eq!(
+            self.params.read::<u32>(0, 4).unwrap(),
+            vec![want_i, 7 + steps, 8 + steps, 0],
+            "{what}: params"
+        );
+        let mut ring = vec![u32::MAX; 16];
+        if 7 + steps < 16 {
+            ring[(7 + steps) as usize] = want_i;
+        }
+        assert_eq!(
+            self.tokens.read::<u32>(0, 16).unwrap(),
+            ring,
+            "{what}: ring"
+        );
+        assert_eq!(
+            self.scratch.read::<u32>(0, 1).unwrap(),
+            vec![0],
+            "{what}: ticket"
+        );
+    }
+}

@@ -1,6 +1,9 @@
+//! include: argmax_scan
 // The greedy pick of argmax.wgsl and argmax_advance.wgsl (the kernel declares the
 // bindings logits, result, params, scratch and `pc.n`, and `after_pick`, which the
 // workgroup that reduces calls in one invocation after writing the pick).
+const WG: u32 = 1024u;
+
 @compute @workgroup_size(1024)
 fn main(
     @builtin(workgroup_id) wg: vec3<u32>,

@@ -12,7 +12,7 @@
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
 struct V4s { d: array<vec4<f32>> }
-struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32, q8_at: u32 }
+struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32, q8_at: u32, pick_steps: u32 }
 
 var<workgroup> red: array<vec3<f32>, 256>;
 
@@ -77,13 +77,14 @@ fn rows_block(first: u32, tpr: u32, xo: u32, yo: u32, li: u32, sg: u32, sgi: u32
                 inv = inverseSqrt(sum.z / f32(pc.cols) + pc.eps);
             }
             let g = sum.x * inv;
+            var out = g;
             if (SILU) {
-                y.d[r] = g / (1.0 + exp(-g)) * (sum.y * inv);
+                out = g / (1.0 + exp(-g)) * (sum.y * inv);
             } else if (pc.accumulate != 0u) {
-                y.d[r] = y.d[r] + g;
-            } else {
-                y.d[r] = g;
+                out = y.d[r] + g;
             }
+            y.d[r] = out;
+            pick_row(out, rr);
         }
     }
 }
@@ -103,6 +104,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         yo = wg.z * pc.y_stride;
     }
     let lin = wg.x + wg.y * nwg.x;
+    pick_begin(nwg.x * nwg.y);
     if (ROW_LOOP) {
         // Blocks of rows_per_wg rows strided over a grid smaller than the matrix (the LM
         // head, matvec_resident_grid).
@@ -115,4 +117,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     } else {
         rows_block(lin * rows_per_wg, tpr, xo, yo, li, sg, sgi);
     }
+    pick_end(lin, nwg.x * nwg.y, li, sg, sgi);
 }

@@ -28,7 +28,7 @@
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
 struct V4s { d: array<vec4<f32>> }
-struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32, q8_at: u32 }
+struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32, q8_at: u32, pick_steps: u32 }
 
 const QWG: u32 = 256u;
 const QROWS: u32 = 4u;
@@ -242,6 +242,7 @@ fn rows_block(first: u32, again: bool, xo: u32, yo: u32, li: u32, sg: u32, sgi: 
                 out = gv;
             }
             y.d[o] = out;
+            pick_row(out, rr);
         }
     }
     if (pc.q8_at != 0u) {
@@ -264,6 +265,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     xg0 = xo;
     let lin = wg.x + wg.y * nwg.x;
     var ss = 0.0;
+    pick_begin(nwg.x * nwg.y);
     if (ROW_LOOP) {
         // Blocks of per_wg rows strided over a grid smaller than the matrix (the LM head,
         // matvec_resident_grid); x of one tile is quantized once per workgroup and kept in
@@ -277,4 +279,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     } else {
         rows_block(lin * per_wg, false, xo, yo, li, sg, sgi, &ss);
     }
+    pick_end(lin, nwg.x * nwg.y, li, sg, sgi);
 }

@@ -890,6 +890,21 @@ impl GpuModel {
             }
             _ => {}
         }
+        // The LM head of a greedy step: the pick and the step's end in the same dispatch.
+        if let (Act::Logits, false, Some(norm), Some(plan)) =
+            (l.output, batched, norm, self.head_pick(shape))
+        {
+            let (m, row) = parts[0];
+            return self.head_with_pick(
+                enc,
+                &plan,
+                m,
+                x_slice(m),
+                norm,
+                y_slice(yb, m, row, false),
+                shape,
+            );
+        }
         let Some(up) = up else {
             let family = if norm.is_some() {
                 Family::Norm
@@ -1163,12 +1178,78 @@ impl GpuModel {
         }
     }
 
+    /// The LM head's plan where it also takes the greedy pick and ends the step
+    /// (`sluice_kernels::head_pick_plan`, [`GpuOptions::fuse_pick`](super::GpuOptions)):
+    /// greedy single-sequence steps (decode, prefill chunks) with the head's norm folded
+    /// in, on a grid the pick's scratch holds.
+    fn head_pick(&self, shape: Shape) -> Option<k::HeadPlan> {
+        let o = &self.options;
+        let greedy = o.sampling.is_none_or(|s| s.is_greedy());
+        if !(o.fuse_pick && o.fuse_norm && greedy) || shape.paged() {
+            return None;
+        }
+        let m = self.head();
+        let info = self.device.info();
+        let tpr = o.matvec_threads_per_row;
+        let plan = k::head_pick_plan(
+            m.dtype,
+            m.cols,
+            m.groups(tpr),
+            info.int_dot,
+            info.compute_units,
+            info.subgroup_size,
+        )?;
+        let words = self.scratch.argmax_scratch.size() / 4;
+        (u64::from(k::pick_scratch_words(plan.groups[0])) <= words).then_some(plan)
+    }
+
+    /// The LM head `m` over `x` (norm folded in) into the logits `y` with the greedy pick
+    /// and the step's end ([`Self::head_pick`]'s `plan`): [`Self::lower_next`]'s work too.
+    #[allow(clippy::too_many_arguments)]
+    fn head_with_pick(
+        &self,
+        enc: &mut Encoder,
+        plan: &k::HeadPlan,
+        m: &Matrix,
+        x: BufferSlice<'_>,
+        norm: &Buffer,
+        y: BufferSlice<'_>,
+        shape: Shape,
+    ) -> sluice::Result<()> {
+        let tpr = self.options.matvec_threads_per_row;
+        let mut push = m.push(false, self.config.rms_eps, tpr);
+        // The plan's threads per row unless the options ask for their own (as `matvec`).
+        if let (Some(t), None) = (plan.threads_per_row, tpr) {
+            push.threads_per_row = t;
+        }
+        push.pick_steps = shape.tokens();
+        enc.dispatch(
+            &self.device.pipeline(plan.pick)?,
+            plan.groups,
+            &[
+                m.buffer.slice(..),
+                x,
+                norm.slice(..),
+                y,
+                self.result.slice(..),
+                self.params.slice(..),
+                self.scratch.argmax_scratch.slice(..),
+                self.tokens.slice(..),
+            ],
+            &push,
+        )
+    }
+
     /// The argmax (or the sampling kernel when sampling is on) into the result buffer and
     /// `params.token`, then the position advanced by the step's tokens (greedy: by the
-    /// argmax's last workgroup, one dispatch fewer).
+    /// argmax's last workgroup, one dispatch fewer; nothing where the LM head took the
+    /// pick, [`Self::head_pick`]).
     fn lower_next(&self, enc: &mut Encoder, shape: Shape) -> sluice::Result<()> {
         if shape.paged() {
             return self.lower_paged_next(enc, shape);
+        }
+        if self.head_pick(shape).is_some() {
+            return Ok(());
         }
         let n = self.config.vocab as u32;
         let Some(s) = self.options.sampling.filter(|s| !s.is_greedy()) else {

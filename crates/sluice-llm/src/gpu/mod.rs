@@ -73,6 +73,10 @@ pub struct GpuOptions {
     /// keys must all be in the cache before any of its queries attends, so prefill always
     /// appends first.
     pub fuse_attention: bool,
+    /// Fold the greedy pick (argmax, the token into the ring, the position advanced) into
+    /// the LM head where the head runs on a resident grid with its norm folded in: one
+    /// dispatch and one barrier less per greedy single-sequence step. Default true.
+    pub fuse_pick: bool,
     /// Integer-dot decode of block formats: the fused gate/up also writes its output
     /// quantized to int8 blocks of 32 (bit for bit what down's kernel made of it), so down
     /// skips quantizing its input, and the fused attention does the same for o where that
@@ -114,6 +118,7 @@ impl Default for GpuOptions {
             batch_attention_split: None,
             fuse_norm: true,
             fuse_attention: true,
+            fuse_pick: true,
             q8_handoff: true,
             matvec_threads_per_row: None,
             prefill_chunk: 512,
@@ -192,7 +197,8 @@ pub(crate) struct Scratch {
     pub partial: Buffer,
     /// Ticket counters of split attention, one u32 per query head: zero between dispatches.
     pub attn_counters: Buffer,
-    /// The multi-workgroup argmax's ticket word and per-workgroup bests.
+    /// The multi-workgroup argmax's (or the LM head's greedy pick's) ticket word and
+    /// per-workgroup bests (`sluice_kernels::greedy_scratch_words`).
     pub argmax_scratch: Buffer,
     pub h: Buffer,
     pub g: Buffer,

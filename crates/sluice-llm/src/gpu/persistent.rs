@@ -1,8 +1,8 @@
 //! The persistent lowering of a decode step (decision 0006): each decoder layer is one
 //! dispatch of `sluice_kernels::PERSISTENT_LAYER`, whose workgroups run the layer's five
 //! ops with grid barriers between them instead of five dispatches behind pipeline
-//! barriers. The embedding, LM head and argmax (which also advances the position) keep
-//! their dispatches.
+//! barriers. The embedding and the LM head (which in greedy steps also takes the pick and
+//! advances the position; else the argmax or sampling after it) keep their dispatches.
 //!
 //! Safety of the spin: the dispatch never has more workgroups than the device can hold at
 //! once (`sluice_kernels::persistent_residency`, refused otherwise), and every grid barrier

@@ -351,7 +351,7 @@ impl GpuModel {
             )?,
             argmax_scratch: u32_zeros(
                 "argmax.scratch",
-                k::argmax_scratch_words(k::argmax_groups(c.vocab as u32)),
+                k::greedy_scratch_words(c.vocab as u32, device.info().compute_units),
             )?,
             h: f32_buf("mlp.h", sizes.h_stride * chunk, tok)?,
             g: f32_buf("mlp.g", sizes.h_stride * chunk, tok)?,

@@ -94,8 +94,8 @@ pub struct ModelOpts {
     /// share one format, f16 or a block format, and the Q4_K_M / Q5_K_M mixtures' layers;
     /// other layers keep the barriers; refused when no layer qualifies); or auto:
     /// persistent where the device and model allow it and it is faster (hidden <= 2048,
-    /// every layer in f16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or the Q4_K_M / Q5_K_M
-    /// mixtures, short contexts), barriers elsewhere
+    /// every layer in f16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or the Q4_K_M mixture,
+    /// short contexts), barriers elsewhere
     #[arg(long, value_enum, default_value_t = LoweringArg::Auto)]
     pub lowering: LoweringArg,
     /// Workgroups per persistent layer dispatch (default: one per multiprocessor; more

@@ -35,8 +35,8 @@ pub enum Lowering {
     /// Persistent where it is faster, barriers elsewhere (the default): persistent only
     /// where the device reports its multiprocessors, hidden <= 2048 (the H100 measured the
     /// 4B's layers slower as one dispatch) and every layer can run persistent in a format
-    /// measured faster (f16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and the Q4_K_M and
-    /// Q5_K_M mixtures; not Q6_K, nor a step mixing both lowerings), and per step
+    /// measured faster (f16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and the Q4_K_M
+    /// mixture; not Q6_K nor the Q5_K_M mixture, nor a step mixing both lowerings), and per step
     /// only while the attention op needs no more rounds of the workgroups than at position 0
     /// (Qwen3-0.6B on the H100: below 2048 positions; beyond, persistent lost 10-27%).
     #[default]
@@ -304,10 +304,10 @@ impl Persistent {
 /// The weight formats whose persistent kernel `Lowering::Auto` takes: those measured faster
 /// than barriers on the H100 (Qwen3-0.6B tg128, tok/s persistent vs barriers: f16 901 vs
 /// 856, Q8_0 968 vs 868, Q4_0 1021 vs 907, Q4_1 1027 vs 904, Q5_0 914 vs 829, Q5_1 908 vs
-/// 840, Q4_K 1016 vs 873, Q5_K 871 vs 849, the Q4_K_M mixture 888 vs 800, the Q5_K_M
-/// mixture 841 vs 811 since its kernel calls the first format's qkv matvec from one site,
-/// 746 vs 804 before); not Q6_K (792 vs 795).
-const AUTO_FORMATS: [Formats; 10] = [
+/// 840, Q4_K 1016 vs 873, Q5_K 871 vs 849, the Q4_K_M mixture 888 vs 800); not Q6_K (792
+/// vs 795) nor the Q5_K_M mixture (746 vs 804; 841 vs 811 in one later call, 747 vs 808 in
+/// the next: not faster on the whole).
+const AUTO_FORMATS: [Formats; 9] = [
     Formats::one(WeightDtype::F16),
     Formats::one(WeightDtype::Q8_0),
     Formats::one(WeightDtype::Q4_0),
@@ -318,10 +318,6 @@ const AUTO_FORMATS: [Formats; 10] = [
     Formats::one(WeightDtype::Q5K),
     Formats {
         a: WeightDtype::Q4K,
-        b: Some(WeightDtype::Q6K),
-    },
-    Formats {
-        a: WeightDtype::Q5K,
         b: Some(WeightDtype::Q6K),
     },
 ];

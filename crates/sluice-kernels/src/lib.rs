@@ -706,8 +706,8 @@ pub struct MatvecPush {
     /// each workgroup must own whole blocks of 32 rows ([`matvec_q8_handoff_tpr`]). Other
     /// variants ignore it.
     pub q8_at: u32,
-    /// `matvec_norm_head_pick` kernels ([`HeadPlan::pick`]): the positions the step advances (1 for a decode
-    /// step, T for a prefill chunk). Other variants ignore it.
+    /// `matvec_norm_head_pick` kernels ([`HeadPlan::pick`]): the positions the step
+    /// advances (1 for a decode step, T for a prefill chunk). Other variants ignore it.
     pub pick_steps: u32,
 }
 const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_F16.push_constant_bytes as usize);

@@ -1,4 +1,5 @@
 //! include: argmax_scan
+//! include: pick_result
 // The greedy pick of argmax.wgsl and argmax_advance.wgsl (the kernel declares the
 // bindings logits, result, params, scratch and `pc.n`, and `after_pick`, which the
 // workgroup that reduces calls in one invocation after writing the pick).
@@ -21,17 +22,6 @@ fn main(
     if (!done.last || tid != 0u) {
         return;
     }
-    let all = written(done.best, 0u);
-    result.d[0] = all.i;
-    result.d[1] = bitcast<u32>(all.v);
-    if (arrayLength(&result.d) >= 4u) {
-        result.d[2] = all.bad;
-        // Sticky: position + 1 of the first step with non-finite logits since the host
-        // last cleared it, so queued replayed steps cannot hide one.
-        if (all.bad > 0u && result.d[3] == 0u) {
-            result.d[3] = params.pos + 1u;
-        }
-    }
-    params.token = all.i;
+    put_pick(written(done.best, 0u));
     after_pick();
 }

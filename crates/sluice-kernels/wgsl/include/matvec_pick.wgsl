@@ -1,5 +1,6 @@
 //! include: argmax_common
 //! include: step_end
+//! include: pick_result
 // The greedy pick folded into the LM head (matvec_norm_head_pick): argmax_advance.wgsl's
 // result over the logits the head writes, without reading them again. Every invocation
 // that writes a logit keeps the best (value, row) and the non-finite count of the rows it
@@ -62,15 +63,6 @@ fn pick_end(lin: u32, groups: u32, li: u32, sg: u32, sgi: u32) {
     if (all.i == NONE) {
         all = Best(bitcast<f32>(atomicLoad(&scratch.d[1u + 3u * groups])), 0u, all.bad);
     }
-    result.d[0] = all.i;
-    result.d[1] = bitcast<u32>(all.v);
-    if (arrayLength(&result.d) >= 4u) {
-        result.d[2] = all.bad;
-        // Sticky, as argmax's: position + 1 of the first step with non-finite logits.
-        if (all.bad > 0u && result.d[3] == 0u) {
-            result.d[3] = params.pos + 1u;
-        }
-    }
-    params.token = all.i;
+    put_pick(all);
     end_step(pc.pick_steps);
 }

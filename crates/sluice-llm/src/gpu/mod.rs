@@ -74,8 +74,10 @@ pub struct GpuOptions {
     /// appends first.
     pub fuse_attention: bool,
     /// Fold the greedy pick (argmax, the token into the ring, the position advanced) into
-    /// the LM head where the head runs on a resident grid with its norm folded in: one
-    /// dispatch and one barrier less per greedy single-sequence step. Default true.
+    /// the LM head where the head has its norm folded in and runs on a resident grid (or,
+    /// where the device does not report its multiprocessors, on a full grid of at most
+    /// `sluice_kernels::HEAD_PICK_FULL_GRID_MAX` workgroups): one dispatch and one barrier
+    /// less per greedy single-sequence step. Default true.
     pub fuse_pick: bool,
     /// Integer-dot decode of block formats: the fused gate/up also writes its output
     /// quantized to int8 blocks of 32 (bit for bit what down's kernel made of it), so down

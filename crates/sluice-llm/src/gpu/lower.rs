@@ -1199,8 +1199,9 @@ impl GpuModel {
             info.compute_units,
             info.subgroup_size,
         )?;
+        let groups = plan.groups[0].checked_mul(plan.groups[1])?;
         let words = self.scratch.argmax_scratch.size() / 4;
-        (u64::from(k::pick_scratch_words(plan.groups[0])) <= words).then_some(plan)
+        (u64::from(k::pick_scratch_words(groups)) <= words).then_some(plan)
     }
 
     /// The LM head `m` over `x` (norm folded in) into the logits `y` with the greedy pick

@@ -144,7 +144,7 @@ pub(crate) fn model_args(
     load.gpu.fuse_gate_up = !o.no_fuse;
     load.gpu.fuse_norm = !o.no_fuse;
     load.gpu.fuse_attention = !o.no_fuse;
-    load.gpu.fuse_pick = !o.no_fuse;
+    load.gpu.fuse_pick = o.no_fuse.then_some(false);
     load.gpu.q8_handoff = !o.no_q8_handoff;
     load.gpu.lowering = match o.lowering {
         LoweringArg::Barriers => sluice_llm::gpu::Lowering::Barriers,

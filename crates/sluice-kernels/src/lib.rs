@@ -912,16 +912,16 @@ pub fn greedy_scratch_words(vocab: u32, compute_units: u32) -> u32 {
     argmax_scratch_words(argmax_groups(vocab)).max(head)
 }
 
-/// Most workgroups of an LM head that takes the greedy pick on its full grid (where no
-/// resident grid applies, e.g. devices that do not report their multiprocessors): each
-/// workgroup draws a ticket, so the pick stays in the head only for small vocabularies.
+/// Most workgroups of an LM head that takes the greedy pick on its full grid where no
+/// resident grid applies and it is asked for ([`head_pick_plan`]'s `full_grid`): each
+/// workgroup draws a ticket, so only small vocabularies qualify.
 pub const HEAD_PICK_FULL_GRID_MAX: u32 = 1024;
 
 /// How the LM head runs when it also takes the greedy pick and ends the step
-/// ([`HeadPlan::pick`]): [`matvec_norm_head_plan`]'s resident grid where it has one, else
-/// the full grid `groups` (the format's own threads per row) when it has at most
-/// [`HEAD_PICK_FULL_GRID_MAX`] workgroups. None otherwise, or without such a kernel (block
-/// formats without integer dot products).
+/// ([`HeadPlan::pick`]): [`matvec_norm_head_plan`]'s resident grid where it has one, else,
+/// with `full_grid`, the full grid `groups` (the format's own threads per row) when it has
+/// at most [`HEAD_PICK_FULL_GRID_MAX`] workgroups. None otherwise, or without such a kernel
+/// (block formats without integer dot products).
 pub fn head_pick_plan(
     dtype: WeightDtype,
     cols: u32,
@@ -929,12 +929,13 @@ pub fn head_pick_plan(
     int_dot: bool,
     compute_units: u32,
     subgroup: u32,
+    full_grid: bool,
 ) -> Option<HeadPlan> {
     if let Some(p) = matvec_norm_head_plan(dtype, cols, groups, int_dot, compute_units, subgroup) {
         return Some(p);
     }
     let total = groups[0].checked_mul(groups[1])?;
-    if groups[2] != 1 || total > HEAD_PICK_FULL_GRID_MAX {
+    if !full_grid || groups[2] != 1 || total > HEAD_PICK_FULL_GRID_MAX {
         return None;
     }
     Some(HeadPlan {

@@ -550,10 +550,10 @@ fn helpers_and_variants_cover_every_dtype() {
         (p.kernel.name, p.groups, p.threads_per_row),
         ("matvec_norm_head_f16", [792, 1, 1], Some(32))
     );
-    // The head with the greedy pick: the resident plan, its pick kernel beside it; on a
-    // device that does not report its multiprocessors, the full grid while it has at most
+    // The head with the greedy pick: the resident plan, its pick kernel beside it; where
+    // there is none, the full grid only when asked and while it has at most
     // HEAD_PICK_FULL_GRID_MAX workgroups; the scratch holds either.
-    let hp = head_pick_plan(WeightDtype::F16, 1024, f16_head, true, 132, 32).unwrap();
+    let hp = head_pick_plan(WeightDtype::F16, 1024, f16_head, true, 132, 32, false).unwrap();
     assert_eq!(
         (hp.kernel.name, hp.pick.name, hp.groups),
         (
@@ -562,9 +562,10 @@ fn helpers_and_variants_cover_every_dtype() {
             [792, 1, 1]
         )
     );
-    assert!(head_pick_plan(WeightDtype::F16, 1024, f16_head, true, 0, 32).is_none());
+    assert!(head_pick_plan(WeightDtype::F16, 1024, f16_head, true, 0, 32, true).is_none());
     let small = matvec_groups(4096, 64);
-    let hp = head_pick_plan(WeightDtype::F32, 64, small, false, 0, 8).unwrap();
+    assert!(head_pick_plan(WeightDtype::F32, 64, small, false, 0, 8, false).is_none());
+    let hp = head_pick_plan(WeightDtype::F32, 64, small, false, 0, 8, true).unwrap();
     assert_eq!(
         (hp.pick.name, hp.groups, hp.threads_per_row),
         ("matvec_norm_head_pick_f32", small, None)
@@ -626,7 +627,7 @@ fn helpers_and_variants_cover_every_dtype() {
             (dp_head.as_str(), [396, 1, 1], None)
         );
         assert_eq!(
-            head_pick_plan(dt, 1024, head, true, 132, 32)
+            head_pick_plan(dt, 1024, head, true, 132, 32, false)
                 .unwrap()
                 .pick
                 .name,
@@ -634,9 +635,16 @@ fn helpers_and_variants_cover_every_dtype() {
         );
         // Without integer dot products a block format keeps matvec_norm's full grid.
         assert!(matvec_norm_head_plan(dt, 1024, head, false, 132, 32).is_none());
-        assert!(
-            head_pick_plan(dt, 1024, matvec_groups_dt(dt, 64, 1024, None), false, 0, 32).is_none()
-        );
+        assert!(head_pick_plan(
+            dt,
+            1024,
+            matvec_groups_dt(dt, 64, 1024, None),
+            false,
+            0,
+            32,
+            true
+        )
+        .is_none());
         assert!(matvec_norm_head_plan(dt, 1024, head, true, 0, 32).is_none());
         assert!(matvec_norm_head_plan(dt, 2560, head4, true, 132, 32).is_none());
         // The quantized handoff's producer: workgroups of whole 32-row blocks. qwen3-4b's

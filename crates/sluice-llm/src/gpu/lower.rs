@@ -1185,7 +1185,7 @@ impl GpuModel {
     fn head_pick(&self, shape: Shape) -> Option<k::HeadPlan> {
         let o = &self.options;
         let greedy = o.sampling.is_none_or(|s| s.is_greedy());
-        if !(o.fuse_pick && o.fuse_norm && greedy) || shape.paged() {
+        if o.fuse_pick == Some(false) || !(o.fuse_norm && greedy) || shape.paged() {
             return None;
         }
         let m = self.head();
@@ -1198,6 +1198,7 @@ impl GpuModel {
             info.int_dot,
             info.compute_units,
             info.subgroup_size,
+            o.fuse_pick == Some(true),
         )?;
         let groups = plan.groups[0].checked_mul(plan.groups[1])?;
         let words = self.scratch.argmax_scratch.size() / 4;

@@ -74,11 +74,14 @@ pub struct GpuOptions {
     /// appends first.
     pub fuse_attention: bool,
     /// Fold the greedy pick (argmax, the token into the ring, the position advanced) into
-    /// the LM head where the head has its norm folded in and runs on a resident grid (or,
-    /// where the device does not report its multiprocessors, on a full grid of at most
-    /// `sluice_kernels::HEAD_PICK_FULL_GRID_MAX` workgroups): one dispatch and one barrier
-    /// less per greedy single-sequence step. Default true.
-    pub fuse_pick: bool,
+    /// the LM head, one dispatch and one barrier less per greedy single-sequence step, where
+    /// the head has its norm folded in and runs on a resident grid (`None`, the default:
+    /// devices that report their multiprocessors; 0.6B heads on the H100 gained 7-9 µs);
+    /// `Some(true)`: also on a full grid of at most `sluice_kernels::HEAD_PICK_FULL_GRID_MAX`
+    /// workgroups (small vocabularies; lavapipe, whose workgroup barriers are dear, ran such
+    /// a head + pick slower than head then argmax, so only tests ask for it there);
+    /// `Some(false)`: never.
+    pub fuse_pick: Option<bool>,
     /// Integer-dot decode of block formats: the fused gate/up also writes its output
     /// quantized to int8 blocks of 32 (bit for bit what down's kernel made of it), so down
     /// skips quantizing its input, and the fused attention does the same for o where that
@@ -120,7 +123,7 @@ impl Default for GpuOptions {
             batch_attention_split: None,
             fuse_norm: true,
             fuse_attention: true,
-            fuse_pick: true,
+            fuse_pick: None,
             q8_handoff: true,
             matvec_threads_per_row: None,
             prefill_chunk: 512,

@@ -546,6 +546,16 @@ pub struct HeadPlan {
     pub pick: &'static KernelDesc,
 }
 
+impl HeadPlan {
+    /// Puts the plan's threads per row (float heads) into `push`, unless the caller asked
+    /// for its own (`asked`, already in `push`).
+    pub fn set_threads_per_row(&self, push: &mut MatvecPush, asked: Option<u32>) {
+        if let (Some(t), None) = (self.threads_per_row, asked) {
+            push.threads_per_row = t;
+        }
+    }
+}
+
 /// The plan of a single-token `matvec_norm` (the LM head) of `cols` columns whose full
 /// grid is `groups`, when it runs on a resident grid: `matvec_norm_head` for `dtype` (its
 /// integer-dot variant when `int_dot`) on [`matvec_resident_grid`]'s grid,

@@ -1,3 +1,4 @@
+//! include: matvec_out
 // The matvec family (matvec, matvec_norm, matvec_silu, matvec_silu_norm) shares this body;
 // each kernel file declares its bindings and the constants NORM, SILU and BATCHED, plus
 // `fn w_b8(i)` (second matrix, SILU) and `fn norm4(i)` (norm weight, NORM).
@@ -76,15 +77,7 @@ fn rows_block(first: u32, tpr: u32, xo: u32, yo: u32, li: u32, sg: u32, sgi: u32
             if (NORM) {
                 inv = inverseSqrt(sum.z / f32(pc.cols) + pc.eps);
             }
-            let g = sum.x * inv;
-            var out = g;
-            if (SILU) {
-                out = g / (1.0 + exp(-g)) * (sum.y * inv);
-            } else if (pc.accumulate != 0u) {
-                out = y.d[r] + g;
-            }
-            y.d[r] = out;
-            pick_row(out, rr);
+            row_write(sum.xy, inv, r, rr);
         }
     }
 }

@@ -1,3 +1,4 @@
+//! include: matvec_out
 // The matvec family's body for block formats on integer dot products (the `*_dp` dtype
 // variants; same bindings, push constants, work split and epilogues as
 // include/matvec_q_body.wgsl, which stays the path for devices without
@@ -233,16 +234,7 @@ fn rows_block(first: u32, again: bool, xo: u32, yo: u32, li: u32, sg: u32, sgi: 
                 }
                 inv = inverseSqrt(sq / f32(pc.cols) + pc.eps);
             }
-            let gv = sum.x * inv;
-            if (SILU) {
-                out = gv / (1.0 + exp(-gv)) * (sum.y * inv);
-            } else if (pc.accumulate != 0u) {
-                out = y.d[o] + gv;
-            } else {
-                out = gv;
-            }
-            y.d[o] = out;
-            pick_row(out, rr);
+            out = row_write(sum, inv, o, rr);
         }
     }
     if (pc.q8_at != 0u) {

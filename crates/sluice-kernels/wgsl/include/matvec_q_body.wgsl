@@ -1,3 +1,4 @@
+//! include: matvec_out
 // The matvec family's body for block formats (replaces include/matvec_body.wgsl for the
 // q* variants; same bindings, push constants and epilogues). The dtype snippet defines
 // QBLOCK, QUNIT (elements per work unit: 32 or 64), q_xv4 (where unit u's k-th x vec4
@@ -150,14 +151,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
             if (NORM) {
                 inv = inverseSqrt(sq / f32(pc.cols) + pc.eps);
             }
-            let gv = sum.x * inv;
-            if (SILU) {
-                y.d[o] = gv / (1.0 + exp(-gv)) * (sum.y * inv);
-            } else if (pc.accumulate != 0u) {
-                y.d[o] = y.d[o] + gv;
-            } else {
-                y.d[o] = gv;
-            }
+            row_write(sum, inv, o, rr);
         }
     }
 }

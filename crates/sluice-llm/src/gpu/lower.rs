@@ -318,10 +318,7 @@ impl GpuModel {
             let (cu, sg) = (info.compute_units, info.subgroup_size);
             if let Some(plan) = k::matvec_norm_head_plan(dt, m.cols, groups, int_dot, cu, sg) {
                 (desc, groups) = (plan.kernel, plan.groups);
-                // The plan's threads per row unless the options ask for their own.
-                if let (Some(t), None) = (plan.threads_per_row, tpr) {
-                    push.threads_per_row = t;
-                }
+                plan.set_threads_per_row(&mut push, tpr);
             }
         }
         if let Q8Io::Produce(at, _) = q8 {
@@ -1220,10 +1217,7 @@ impl GpuModel {
     ) -> sluice::Result<()> {
         let tpr = self.options.matvec_threads_per_row;
         let mut push = m.push(false, self.config.rms_eps, tpr);
-        // The plan's threads per row unless the options ask for their own (as `matvec`).
-        if let (Some(t), None) = (plan.threads_per_row, tpr) {
-            push.threads_per_row = t;
-        }
+        plan.set_threads_per_row(&mut push, tpr);
         push.pick_steps = shape.tokens();
         enc.dispatch(
             &self.device.pipeline(plan.pick)?,

@@ -21,7 +21,12 @@
 //! over workgroups for matrices of few rows; matvec_batch_cmt and its row-owning twin
 //! matvec_batch_cmr) against matvec_batch_cm, in a chain, each checked against CPU dot
 //! products. A third argument keeps only the formats it names (`cmt q4_k,f16`), a fourth
-//! only the token counts it names (`cmt q4_k 32`; default 1, 8, 32, 64).
+//! only the token counts it names (`cmt q4_k 32`; default 1, 8, 32, 64), a fifth the
+//! K-split targets to sweep (`cmt q4_k 32 264,396`: workgroups the split aims for; default
+//! each shape's own).
+//!
+//! With `occ`: how many workgroups of 128 invocations with 0-48 KB of shared memory and
+//! few registers run at once (`occupancy_probe_s*`, 20 per multiprocessor dispatched).
 //!
 //! With `i8mm`: the batched matvec on int8 matrix units (`matvec_batch_i8mm`, Q4_K) against
 //! the integer-dot one (`matvec_batch_dp`) and the staged f16 matrix-unit one the model
@@ -95,6 +100,10 @@ fn main() {
         batch_bench(&d, reps);
         return;
     }
+    if std::env::args().nth(2).as_deref() == Some("occ") {
+        occ_bench(&d);
+        return;
+    }
     if std::env::args().nth(2).as_deref() == Some("i8mm") {
         i8mm_bench(&d, reps);
         return;
@@ -105,7 +114,12 @@ fn main() {
                 .map(|t| t.parse().expect("token counts: comma-separated integers"))
                 .collect()
         });
-        cmt_bench(&d, reps, std::env::args().nth(3), &tokens);
+        let targets: Vec<Option<u32>> = std::env::args().nth(5).map_or(vec![None], |l| {
+            l.split(',')
+                .map(|t| Some(t.parse().expect("split targets: comma-separated integers")))
+                .collect()
+        });
+        cmt_bench(&d, reps, std::env::args().nth(3), &tokens, &targets);
         return;
     }
     let shapes: &[(&str, u32, u32)] = &[
@@ -780,7 +794,13 @@ fn weight_copies(
 /// (gate and up: two matrices). `only`: comma-separated dtype names (default all);
 /// `token_counts`: the token counts timed (the fourth argument, e.g. `32` or `8,64`;
 /// default 1, 8, 32, 64).
-fn cmt_bench(d: &Device, reps: u32, only: Option<String>, token_counts: &[u32]) {
+fn cmt_bench(
+    d: &Device,
+    reps: u32,
+    only: Option<String>,
+    token_counts: &[u32],
+    targets: &[Option<u32>],
+) {
     let shapes: &[(&str, u32, u32)] = &[
         ("4b qkv", 6144, 2560),
         ("4b o", 2560, 4096),
@@ -920,8 +940,12 @@ fn cmt_bench(d: &Device, reps: u32, only: Option<String>, token_counts: &[u32]) 
                 chain!("cm", old, g, Vec::<sluice::BufferSlice>::new(), push);
                 // The staged kernels, both shapes (the model runs the one
                 // matvec_batch_cmt_layout picks).
-                for shape in [StagedShape::KSteps, StagedShape::Rows] {
-                    let lay = matvec_batch_staged_layout(shape, rows, cols, tokens, gated);
+                for (shape, target) in [StagedShape::KSteps, StagedShape::Rows]
+                    .into_iter()
+                    .flat_map(|s| targets.iter().map(move |&t| (s, t)))
+                {
+                    let lay =
+                        matvec_batch_staged_layout_aiming(shape, rows, cols, tokens, gated, target);
                     let k = d.pipeline(lay.kernel(dt, gated).unwrap()).unwrap();
                     let (part, tick) = staged_scratch(d, &lay);
                     let push = push.staged(&lay);
@@ -929,11 +953,51 @@ fn cmt_bench(d: &Device, reps: u32, only: Option<String>, token_counts: &[u32]) 
                         StagedShape::KSteps => "cmt",
                         StagedShape::Rows => "cmr",
                     };
-                    let label = format!("{name} k{}", lay.ksplit);
+                    let label = format!(
+                        "{name} k{} g{}",
+                        lay.ksplit,
+                        lay.groups.iter().product::<u32>()
+                    );
                     chain!(label, k, lay.groups, [part.slice(..), tick.slice(..)], push);
                 }
                 println!("{line}");
             }
+        }
+    }
+}
+
+/// See the module docs (`occ`).
+fn occ_bench(d: &Device) {
+    let occ = buffer(d, "occ", 16, ResourceClass::TokenScratch);
+    for (bytes, desc) in OCCUPANCY_PROBES {
+        let name = format!("{} KB", bytes / 1024);
+        let k = match d.pipeline(desc) {
+            Ok(k) => k,
+            Err(e) => {
+                println!("probe {name:<6} refused: {e}");
+                continue;
+            }
+        };
+        for iters in [2000u32, 20000] {
+            occ.write(0, &[0u32; 4]).unwrap();
+            let groups = 132 * 20;
+            let t = std::time::Instant::now();
+            let mut enc = d.encoder().unwrap();
+            enc.dispatch(
+                &k,
+                [groups, 1, 1],
+                &[occ.slice(..)],
+                &OccupancyPush { iters, pad: 0 },
+            )
+            .unwrap();
+            enc.submit().unwrap().wait().unwrap();
+            let got = occ.read::<u32>(0, 4).unwrap();
+            println!(
+                "probe {name:<6} 128 inv  iters {iters:>5}: {groups} groups, at most {} at once ({:.2}/SM of 132), {:.0} us",
+                got[1],
+                got[1] as f64 / 132.0,
+                t.elapsed().as_secs_f64() * 1e6
+            );
         }
     }
 }

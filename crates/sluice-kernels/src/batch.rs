@@ -583,8 +583,11 @@ const CMT_PART: u64 = 2048;
 /// (measured on the H100: splitting K of a 4096 x 1024 matrix, 128 row groups, four ways
 /// was slower; of the 2560- and 1024-row ones, 80 and 32 row groups, faster).
 const CMT_SPLIT_BELOW: u32 = 128;
-/// Workgroups a split aims for (four per multiprocessor of a 132-SM GPU).
-const CMT_SPLIT_TARGET: u32 = 528;
+/// Workgroups a split aims for: one wave of a 132-SM GPU, where the driver keeps one of
+/// these workgroups per multiprocessor (34 KB of shared memory, ~190 registers per
+/// invocation; BENCHMARKS.md, thirty-seventh session: 528, four waves until then, ran
+/// qwen3-0.6b's f16 o and down 12.6 / 14.6 µs at 32 tokens against 10.1 / 12.1).
+const CMT_SPLIT_TARGET: u32 = 128;
 /// Push constants of `decode16h_probe_<q4_k|q5_k|q6_k>`, test probes of the f16 decoders
 /// with which [`matvec_batch_cmr`] stages K-quant weights (a kernel for devices with
 /// matrix units; the probes run anywhere). Dispatch `[ceil(rows * cols / 1024), 1, 1]`;
@@ -626,9 +629,11 @@ const CMR_SPLIT_TARGET: u32 = 264;
 /// projection (10.5 M weights) is faster on [`matvec_batch_cmt`] (f16 at 32 / 64 tokens
 /// 33.6 / 42.5 µs vs 36.8 / 53.4, Q4_K 37.9 / 45.9 vs 36.9 / 53.9), its 6144 x 2560 qkv
 /// (15.7 M) on the row-owning kernel (f16 42.3 vs 45.4 at 32), hence 12 Mi for f16: the
-/// 4B f16 engine +2.6% at 32 rows, +6.8% at 64. Block formats differ
+/// 4B f16 engine +2.6% at 32 rows, +6.8% at 64. Thirty-seventh session, after the
+/// twenty-eighth's split sums: the o projection f16 26.2 / 31.3 µs row-owning vs 32.8 /
+/// 41.1, the 0.6B's 4 Mi qkv still 14.0 vs 12.3, hence 8 Mi. Block formats differ
 /// ([`CMR_MIN_WEIGHTS_BLOCKS`], [`cmr_min_weights`]).
-pub const CMR_MIN_WEIGHTS: u64 = 12 << 20;
+pub const CMR_MIN_WEIGHTS: u64 = 8 << 20;
 /// [`CMR_MIN_WEIGHTS`] for block formats. 2^23 until the twenty-eighth session, when the
 /// split sums of [`matvec_batch_cmr`] got cheaper: Q4_K at 32 tokens (H100,
 /// `kernel_bench 30 cmt q4_k 32`) qwen3-0.6b's 4096 x 1024 qkv 13.1 µs (12.5 with its
@@ -636,20 +641,22 @@ pub const CMR_MIN_WEIGHTS: u64 = 12 << 20;
 /// 2048 o 11.6 vs 12.7, its 1024 x 3072 down 13.2 vs 17.7; the 0.6B Q4_K_M engine's step
 /// p50 -13% at 8 rows, -6% at 32, +2% at 64 (BENCHMARKS.md).
 pub const CMR_MIN_WEIGHTS_BLOCKS: u64 = 1 << 21;
-/// [`CMR_MIN_WEIGHTS`] for gated block-format gate/ups (both matrices counted): qwen3-0.6b's
-/// 3072 x 1024 pair (6.3 M) runs row-owning, its Q4_K_M engine +12-16% at 32 rows, +9-10%
-/// at 64, +4-9% at 8 (H100, eleventh session). The f16 pair stays on
-/// `matvec_batch_cm_silu` (row-owning: -1.1% at 32 rows, -1.4% at 64).
-pub const CMR_MIN_WEIGHTS_GATED_BLOCKS: u64 = 1 << 22;
+/// [`CMR_MIN_WEIGHTS`] for gated gate/ups (both matrices counted): qwen3-0.6b's 3072 x
+/// 1024 pair (6.3 M) runs row-owning, its Q4_K_M engine +12-16% at 32 rows, +9-10% at 64,
+/// +4-9% at 8 (H100, eleventh session). The f16 pair stayed on `matvec_batch_cm_silu`
+/// until the thirty-seventh session (row-owning then -1.1% at 32 rows, -1.4% at 64; since
+/// the twenty-eighth session's split sums, 17.8 vs 21.1 µs at 32 tokens, 21.3 vs 26.0 at
+/// 64: BENCHMARKS.md).
+pub const CMR_MIN_WEIGHTS_GATED: u64 = 1 << 22;
 
 /// Weights from which `dtype` matrices (`gated`: a gate/up pair, both counted) run the
 /// row-owning staged matvec ([`CMR_MIN_WEIGHTS`], [`CMR_MIN_WEIGHTS_BLOCKS`],
-/// [`CMR_MIN_WEIGHTS_GATED_BLOCKS`]).
+/// [`CMR_MIN_WEIGHTS_GATED`]).
 pub fn cmr_min_weights(dtype: WeightDtype, gated: bool) -> u64 {
     match (dtype.is_quantized(), gated) {
-        (true, true) => CMR_MIN_WEIGHTS_GATED_BLOCKS,
+        (_, true) => CMR_MIN_WEIGHTS_GATED,
         (true, false) => CMR_MIN_WEIGHTS_BLOCKS,
-        (false, _) => CMR_MIN_WEIGHTS,
+        (false, false) => CMR_MIN_WEIGHTS,
     }
 }
 
@@ -744,7 +751,7 @@ pub fn matvec_batch_cmt_layout(
 /// The layout of `shape` for a `rows` x `cols` matrix of any format (`gated`: the gate/up
 /// pair, `rows` each) and `tokens`, 64 tokens per workgroup. [`StagedShape::KSteps`]: 32
 /// rows (gated: 16) per workgroup; a matrix of fewer than 128 row groups splits its K
-/// chunks (128 columns) into runs of at least two until the dispatch has about 528
+/// chunks (128 columns) into runs of at least two until the dispatch has about 128
 /// workgroups. [`StagedShape::Rows`]: 64 rows (gated: 32), chunks of 32 columns, split
 /// until about 264 workgroups. The split depends on the shape only (batch invariance).
 pub fn matvec_batch_staged_layout(
@@ -754,7 +761,20 @@ pub fn matvec_batch_staged_layout(
     tokens: u32,
     gated: bool,
 ) -> MatvecBatchCmtLayout {
-    let (per, chunk, part, split_below, target) = match shape {
+    matvec_batch_staged_layout_aiming(shape, rows, cols, tokens, gated, None)
+}
+
+/// [`matvec_batch_staged_layout`] with the K split aiming at `target` workgroups instead of
+/// the shape's own (`None`): for benchmarks that sweep it.
+pub fn matvec_batch_staged_layout_aiming(
+    shape: StagedShape,
+    rows: u32,
+    cols: u32,
+    tokens: u32,
+    gated: bool,
+    target: Option<u32>,
+) -> MatvecBatchCmtLayout {
+    let (per, chunk, part, split_below, own_target) = match shape {
         StagedShape::KSteps => (
             if gated { CMT_ROWS_GATED } else { CMT_ROWS },
             CMT_CHUNK,
@@ -770,6 +790,7 @@ pub fn matvec_batch_staged_layout(
             CMR_SPLIT_TARGET,
         ),
     };
+    let target = target.unwrap_or(own_target);
     let row_groups = rows.div_ceil(per).max(1);
     let chunks = cols.div_ceil(chunk).max(1);
     let want = if row_groups >= split_below {

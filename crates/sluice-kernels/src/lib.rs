@@ -51,6 +51,36 @@ pub struct PrefetchPush {
 }
 const _: () = assert!(std::mem::size_of::<PrefetchPush>() == PREFETCH.push_constant_bytes as usize);
 
+/// Push constants of the occupancy probes ([`OCCUPANCY_PROBES`]): `iters` rounds of spinning
+/// over the workgroup's shared memory between counting in and out.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct OccupancyPush {
+    /// Spin rounds per workgroup (lavapipe ends shader loops after 65535).
+    pub iters: u32,
+    /// Unused (keeps the block 8 bytes).
+    pub pad: u32,
+}
+const _: () = assert!(
+    std::mem::size_of::<OccupancyPush>() == OCCUPANCY_PROBE_S0.push_constant_bytes as usize
+);
+
+/// Kernels that count how many of their workgroups run at once (128 invocations, few
+/// registers, the given bytes of shared memory): binding 0 holds three u32s, zero before
+/// the dispatch; after it word 0 is back to zero and word 1 holds the most workgroups seen
+/// between entry and exit at once. On the H100 (BENCHMARKS.md, thirty-seventh session) the
+/// driver keeps about 57 KB of shared memory per multiprocessor: 6, 3, 2 and 1 workgroups
+/// of 8, 14, 24 and 32 KB per multiprocessor, 16 without shared memory.
+pub const OCCUPANCY_PROBES: [(u32, &KernelDesc); 7] = [
+    (16, &OCCUPANCY_PROBE_S0),
+    (8192, &OCCUPANCY_PROBE_S8),
+    (14352, &OCCUPANCY_PROBE_S14),
+    (16384, &OCCUPANCY_PROBE_S16),
+    (24576, &OCCUPANCY_PROBE_S24),
+    (32768, &OCCUPANCY_PROBE_S32),
+    (49152, &OCCUPANCY_PROBE_S48),
+];
+
 /// CPU reference of [`SPIN_U32`] for one element.
 pub fn spin_u32_cpu(mut x: u32, iters: u32) -> u32 {
     for k in 0..iters {

@@ -990,46 +990,47 @@ fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
 
 #[test]
 fn matvec_batch_cmt_layout_splits_k_only_for_few_row_groups() {
-    // Qwen3-0.6B: qkv keeps K whole (128 row groups), o and down split it.
+    // Qwen3-0.6B: qkv keeps K whole (128 row groups), o and down split it into about one
+    // wave of 128 workgroups (the H100 keeps one of these per multiprocessor).
     let qkv = matvec_batch_cmt_layout(WeightDtype::F16, 4096, 1024, 32, false);
     assert_eq!(
         (qkv.ksplit, qkv.groups, qkv.part_floats),
         (1, [128, 1, 1], 0)
     );
     let o = matvec_batch_cmt_layout(WeightDtype::F16, 1024, 2048, 32, false);
-    assert_eq!((o.ksplit, o.kchunks, o.groups), (8, 2, [32, 8, 1]));
-    assert_eq!(o.part_floats, 32 * 8 * 2048);
+    assert_eq!((o.ksplit, o.kchunks, o.groups), (4, 4, [32, 4, 1]));
+    assert_eq!(o.part_floats, 32 * 4 * 2048);
     let down = matvec_batch_cmt_layout(WeightDtype::F16, 1024, 3072, 70, false);
     assert_eq!(
         (down.ksplit, down.groups, down.tickets),
-        (12, [32, 24, 1], 64)
+        (4, [32, 8, 1], 64)
     );
     // The split depends on the shape, never on the tokens (batch invariance).
     for t in [1, 8, 64, 65, 512] {
         assert_eq!(
             matvec_batch_cmt_layout(WeightDtype::F16, 1024, 3072, t, false).ksplit,
-            12
+            4
         );
         assert_eq!(
             matvec_batch_cmt_layout(WeightDtype::F16, 1024, 3072, t, false).kchunks,
-            2
+            6
         );
     }
     assert_eq!(qkv.shape, StagedShape::KSteps);
-    // From 12 Mi f16 weights (2^21 of block formats, 2^22 of a block-format gate/up pair)
-    // the row-owning kernel, 64 rows per workgroup: the LM head, K whole; qwen3-4b's down
-    // (2560 x 9728), split to ~264 workgroups, and its qkv (6144 x 2560); its o projection
-    // (2560 x 4096, 10.5 M) only in a block format; qwen3-0.6b's gate/up pair (6.3 M), qkv
-    // (4096 x 1024, 4.2 M) and o (1024 x 2048, 2 M) only in a block format; a 1024 x 1024
-    // block-format matrix never.
+    // From 8 Mi f16 weights (2^21 of block formats, 2^22 of a gate/up pair) the row-owning
+    // kernel, 64 rows per workgroup: the LM head, K whole; qwen3-4b's down (2560 x 9728),
+    // split to ~264 workgroups, its qkv (6144 x 2560) and o (2560 x 4096, 10.5 M);
+    // qwen3-0.6b's gate/up pair (6.3 M); its qkv (4096 x 1024, 4.2 M) and o (1024 x 2048,
+    // 2 M) only in a block format; a 1024 x 1024 block-format matrix never.
     use StagedShape::{KSteps, Rows};
     let (f16, q4k) = (WeightDtype::F16, WeightDtype::Q4K);
     for (dt, rows, cols, gated, want) in [
         (q4k, 2560, 4096, false, Rows),
-        (f16, 2560, 4096, false, KSteps),
+        (f16, 2560, 4096, false, Rows),
         (f16, 6144, 2560, false, Rows),
         (q4k, 3072, 1024, true, Rows),
-        (f16, 3072, 1024, true, KSteps),
+        (f16, 3072, 1024, true, Rows),
+        (f16, 1536, 576, true, KSteps),
         (q4k, 4096, 1024, false, Rows),
         (f16, 4096, 1024, false, KSteps),
         (q4k, 1024, 2048, false, Rows),
@@ -1054,9 +1055,15 @@ fn matvec_batch_cmt_layout_splits_k_only_for_few_row_groups() {
         (gate4b.shape, gate4b.ksplit, gate4b.groups),
         (StagedShape::Rows, 1, [304, 1, 1])
     );
-    // Gated: 16 rows of each matrix per workgroup (0.6B gate/up: 192 groups, K whole).
-    let gate = matvec_batch_cmt_layout(WeightDtype::F16, 3072, 1024, 64, true);
+    // Gated: 16 rows of each matrix per workgroup of matvec_batch_cmt (a 3072-row pair: 192
+    // groups, K whole), 32 of matvec_batch_cmr (96 groups, K split three ways).
+    let gate = matvec_batch_staged_layout(KSteps, 3072, 1024, 64, true);
     assert_eq!((gate.ksplit, gate.groups), (1, [192, 1, 1]));
+    let gate = matvec_batch_cmt_layout(WeightDtype::F16, 3072, 1024, 64, true);
+    assert_eq!(
+        (gate.shape, gate.ksplit, gate.groups),
+        (Rows, 3, [96, 3, 1])
+    );
     assert!(matvec_batch_cmt_fits(f16, 1024, 3072));
     assert!(!matvec_batch_cmt_fits(f16, 1000, 3072));
     assert!(!matvec_batch_cmt_fits(f16, 1024, 200));

@@ -418,9 +418,9 @@ impl GpuModel {
             };
             // Operands staged through shared memory, K split over workgroups for matrices
             // of few rows (matvec_batch_cmt, or matvec_batch_cmr for large matrices): every
-            // projection but the small f16 gate/ups, which measured no faster staged than
-            // on matvec_batch_cm_silu (-2% to +3% on the engine; BENCHMARKS.md, fifth
-            // session; the row-owning kernel wins on the large ones, tenth session).
+            // projection but the f16 gate/ups under `cmr_min_weights`, which measured no
+            // faster on matvec_batch_cmt than on matvec_batch_cm_silu (-2% to +3% on the
+            // engine; BENCHMARKS.md, fifth session).
             let lay = k::matvec_batch_cmt_layout(m.dtype, m.rows, cols, t.n, gated);
             // This run's scratch region (sized for any shape), as much as the shape uses.
             let part_bytes = (lay.part_floats * 4).max(4);

@@ -1,0 +1,3 @@
+//! include: occupancy_probe
+// include/occupancy_probe.wgsl with 16 bytes of shared memory.
+const PAD: u32 = 4u;

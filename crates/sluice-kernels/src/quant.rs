@@ -226,14 +226,18 @@ fn nearest(v: f32) -> i32 {
     t + (f >= 0.5) as i32 - (f <= -0.5) as i32
 }
 
-/// `nearest(x).clamp(lo, hi) as f32` for integers `lo <= 0 <= hi` of magnitude below 2^23:
-/// `x` clamped first (rounding inside [lo, hi] stays there; NaN gives 0 as `nearest` does),
-/// then rounded by its exact truncation and fraction. Branch-free, so the scale searches'
-/// loops over a sub-block vectorize (they were 80% of a K-quant's quantization).
-fn level(x: f32, lo: f32, hi: f32) -> f32 {
-    let c = if x.is_nan() { 0.0 } else { x.max(lo).min(hi) };
-    // SAFETY: c is finite and within [lo, hi], integers of magnitude below 2^23, so the
-    // truncation fits an i32 (no saturation case for the conversion to handle).
+/// `nearest(x).clamp(lo, hi) as f32` for `lo <= 0 <= hi`: `x` clamped first (rounding
+/// inside [lo, hi] stays there; NaN gives 0 as `nearest` does), then rounded by its exact
+/// truncation and fraction. Branch-free, so the scale searches' loops over a sub-block
+/// vectorize (they were 80% of a K-quant's quantization).
+fn level(x: f32, lo: i8, hi: i8) -> f32 {
+    let c = if x.is_nan() {
+        0.0
+    } else {
+        x.max(lo as f32).min(hi as f32)
+    };
+    // SAFETY: c is finite and within [-128, 127] (bounds of type i8), so its truncation
+    // fits an i32: the conversion has no out-of-range case.
     let t = unsafe { c.to_int_unchecked::<i32>() } as f32;
     let f = c - t;
     t + if f >= 0.5 {
@@ -313,7 +317,7 @@ fn quant_k45(five: bool, x: &[f32], out: &mut Vec<u8>) {
     let mut scales = [0f32; 8];
     let mut mins = [0f32; 8];
     for j in 0..8 {
-        (scales[j], mins[j]) = scale_min_search(&x[32 * j..32 * j + 32], levels as i32);
+        (scales[j], mins[j]) = scale_min_search(&x[32 * j..32 * j + 32], levels as i8);
     }
     let max_scale = scales.iter().copied().fold(0f32, f32::max);
     let max_min = mins.iter().copied().fold(0f32, f32::max);
@@ -380,7 +384,7 @@ fn quant_k45(five: bool, x: &[f32], out: &mut Vec<u8>) {
 /// levels: min/max start, then 21 candidate inverse scales around `nmax / (max - min)`,
 /// each refined by least squares for (scale, min) given its levels; the smallest squared
 /// error wins. (llama.cpp's `make_qkx2_quants` with uniform weights.)
-fn scale_min_search(x: &[f32], nmax: i32) -> (f32, f32) {
+fn scale_min_search(x: &[f32], nmax: i8) -> (f32, f32) {
     let mn = x.iter().copied().fold(0f32, f32::min);
     let mx = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     if mx <= mn {
@@ -389,7 +393,7 @@ fn scale_min_search(x: &[f32], nmax: i32) -> (f32, f32) {
     let err = |scale: f32, min: f32, iscale: f32| -> f64 {
         x.iter()
             .map(|&v| {
-                let l = level(iscale * (v - min), 0.0, nmax as f32);
+                let l = level(iscale * (v - min), 0, nmax);
                 ((scale * l + min - v) as f64).powi(2)
             })
             .sum()
@@ -402,7 +406,7 @@ fn scale_min_search(x: &[f32], nmax: i32) -> (f32, f32) {
         let iscale = (-1.0 + 0.1 * step as f32 + nmax as f32) / (mx - mn);
         let (mut sl, mut sl2, mut sxl, mut sx) = (0f32, 0f32, 0f32, 0f32);
         for &v in x {
-            let l = level(iscale * (v - mn), 0.0, nmax as f32);
+            let l = level(iscale * (v - mn), 0, nmax);
             sl += l;
             sl2 += l * l;
             sxl += v * l;
@@ -433,7 +437,7 @@ fn scale_min_search(x: &[f32], nmax: i32) -> (f32, f32) {
 /// Scale of a symmetric sub-block for levels `-nmax..nmax-1`: 19 candidates around
 /// `max / -nmax`, each refined by least squares; the smallest squared error wins
 /// (llama.cpp's `make_qx_quants` with uniform weights). Sign as ggml: `x ~ scale * q`.
-fn scale_search(x: &[f32], nmax: i32) -> f32 {
+fn scale_search(x: &[f32], nmax: i8) -> f32 {
     let max = x
         .iter()
         .fold(0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
@@ -443,7 +447,7 @@ fn scale_search(x: &[f32], nmax: i32) -> f32 {
     let err = |scale: f32| -> f64 {
         x.iter()
             .map(|&v| {
-                let l = level(v / scale, -nmax as f32, (nmax - 1) as f32);
+                let l = level(v / scale, -nmax, nmax - 1);
                 ((scale * l - v) as f64).powi(2)
             })
             .sum()
@@ -454,7 +458,7 @@ fn scale_search(x: &[f32], nmax: i32) -> f32 {
         let iscale = -(nmax as f32 + 0.1 * step as f32) / max;
         let (mut sxl, mut sl2) = (0f32, 0f32);
         for &v in x {
-            let l = level(iscale * v, -nmax as f32, (nmax - 1) as f32);
+            let l = level(iscale * v, -nmax, nmax - 1);
             sxl += v * l;
             sl2 += l * l;
         }
@@ -788,21 +792,21 @@ mod tests {
             s ^= s << 5;
             s
         };
-        for (lo, hi) in [(0, 15), (0, 31), (0, 63), (-32, 31), (-128, 127)] {
+        for (lo, hi) in [(0i8, 15i8), (0, 31), (0, 63), (-32, 31), (-128, 127)] {
             let mut xs = vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0];
-            for k in lo - 3..hi + 3 {
+            for k in lo as i32 - 3..hi as i32 + 3 {
                 let h = k as f32 + 0.5;
                 xs.extend([k as f32, h, h.next_up(), h.next_down(), -h]);
             }
             for _ in 0..200_000 {
                 // Uniform over the range and a little past it, and any bit pattern.
                 let u = (next() >> 8) as f32 / (1u32 << 24) as f32;
-                xs.push(lo as f32 - 2.0 + u * (hi - lo + 4) as f32);
+                xs.push(lo as f32 - 2.0 + u * (hi as i32 - lo as i32 + 4) as f32);
                 xs.push(f32::from_bits(next()));
             }
             for x in xs {
-                let want = nearest(x).clamp(lo, hi) as f32;
-                let got = level(x, lo as f32, hi as f32);
+                let want = nearest(x).clamp(lo as i32, hi as i32) as f32;
+                let got = level(x, lo, hi);
                 assert_eq!(got.to_bits(), want.to_bits(), "{x:e} in [{lo}, {hi}]");
             }
         }

@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release -p sluice-kernels --example quant_speed`
 
-use sluice_kernels::{quant::quantize, WeightDtype};
+use sluice_kernels::quant::{quantize, QUANT_DTYPES};
 
 fn main() {
     let (rows, cols) = (4096usize, 1024usize);
@@ -15,16 +15,7 @@ fn main() {
             ((seed >> 9) as f32 / 8388608.0 - 0.5) * 0.1
         })
         .collect();
-    for dt in [
-        WeightDtype::Q8_0,
-        WeightDtype::Q4_0,
-        WeightDtype::Q4_1,
-        WeightDtype::Q5_0,
-        WeightDtype::Q5_1,
-        WeightDtype::Q4K,
-        WeightDtype::Q5K,
-        WeightDtype::Q6K,
-    ] {
+    for dt in QUANT_DTYPES {
         let t = std::time::Instant::now();
         let q = quantize(dt, rows, cols, &data);
         let s = t.elapsed().as_secs_f64();

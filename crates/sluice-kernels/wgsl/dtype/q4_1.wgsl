@@ -9,8 +9,7 @@ const QUNIT: u32 = 32u;
 
 fn q_xv4(u: u32, k: u32) -> u32 { return u * 8u + k; }
 
-// A unit's raw words (q_load) and its dot with its x values (q_raw_dot): q_dot in two
-// halves, so a loop can issue the next unit's loads before this one's arithmetic.
+// A unit's raw words and their dot with x: q_dot's halves (include/quant_common.wgsl).
 struct QU { q: vec4<u32>, dm: vec4<u32> }
 
 fn q_load(sel: bool, rb: u32, nb: u32, u: u32) -> QU {
@@ -29,14 +28,7 @@ fn q_raw_dot(r: QU, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) ->
     return s * dm.x + dot(sx, vec4<f32>(1.0)) * dm.y;
 }
 
-fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
-    return q_raw_dot(q_load(sel, rb, nb, u), nb, u, xs);
-}
-
 // Elements 8 * c8 .. + 7 of the row (nibbles as Q4_0).
-fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
-    return q_decode8(q_fetch8(sel, rb, nb, c8), nb, c8);
-}
 fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
     return q16_fetch8(sel, rb, nb, c8, 4u);
 }

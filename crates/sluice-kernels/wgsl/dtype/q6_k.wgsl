@@ -27,8 +27,7 @@ fn bits2(w: u32, shift: u32) -> vec4<u32> {
     return ((vec4<u32>(w) >> (vec4<u32>(0u, 8u, 16u, 24u) + shift)) & vec4<u32>(3u)) << vec4<u32>(4u);
 }
 
-// A unit's raw words (q_load) and its dot with its x values (q_raw_dot): q_dot in two
-// halves, so a loop can issue the next unit's loads before this one's arithmetic.
+// A unit's raw words and their dot with x: q_dot's halves (include/quant_common.wgsl).
 struct QU { a: vec4<u32>, b: vec4<u32>, q: vec4<u32>, sc: vec4<u32>, d: vec4<u32> }
 
 fn q_load(sel: bool, rb: u32, nb: u32, u: u32) -> QU {
@@ -62,14 +61,7 @@ fn q_raw_dot(r: QU, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) ->
     return dot(d * sc, g);
 }
 
-fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
-    return q_raw_dot(q_load(sel, rb, nb, u), nb, u, xs);
-}
-
 // Elements 8 * c8 .. + 7 of the row: 8 l of one group g of one half (one scale).
-fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
-    return q_decode8(q_fetch8(sel, rb, nb, c8), nb, c8);
-}
 fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
     return q_fetch8_next(sel, rb, nb, c8, qraw_zero(), false);
 }

@@ -9,8 +9,7 @@ const QUNIT: u32 = 32u;
 
 fn q_xv4(u: u32, k: u32) -> u32 { return u * 8u + k; }
 
-// A unit's raw words (q_load) and its dot with its x values (q_raw_dot): q_dot in two
-// halves, so a loop can issue the next unit's loads before this one's arithmetic.
+// A unit's raw words and their dot with x: q_dot's halves (include/quant_common.wgsl).
 struct QU { a: vec4<u32>, b: vec4<u32>, d: vec4<u32> }
 
 fn q_load(sel: bool, rb: u32, nb: u32, u: u32) -> QU {
@@ -26,14 +25,7 @@ fn q_raw_dot(r: QU, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) ->
     return s * vhalf(r.d, nb * 32u + 2u * u);
 }
 
-fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
-    return q_raw_dot(q_load(sel, rb, nb, u), nb, u, xs);
-}
-
 // Elements 8 * c8 .. + 7 of the row (one block's quarter).
-fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
-    return q_decode8(q_fetch8(sel, rb, nb, c8), nb, c8);
-}
 fn q_fetch8(sel: bool, rb: u32, nb: u32, c8: u32) -> QRaw {
     let b = c8 / 4u;
     var r = qraw_zero();

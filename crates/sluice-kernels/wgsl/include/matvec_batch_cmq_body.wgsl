@@ -1,7 +1,7 @@
 // The cooperative-matrix batched matvec for block-format weights (matvec_batch_cmq and
 // matvec_batch_cmq_silu, one variant per format): what include/matvec_batch_cm_body.wgsl
 // computes for f16 weights, y[t][r] = W[r] . xh_t for the rows of a batched step, with
-// each weight tile decoded from its blocks (the dtype snippet's `q_chunk8`) into shared
+// each weight tile decoded from its blocks (`q_chunk8`, include/quant_common.wgsl) into shared
 // memory as f16 before the matrix units read it. The activations come as f16 from
 // act_f16 (RMSNorm applied there). Each kernel file declares its bindings, SILU and
 // `fn wb_raw(i)` (vec4 i of the second matrix), WSB_LEN and TT (tokens per workgroup, 64).

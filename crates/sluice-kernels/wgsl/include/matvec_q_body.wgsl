@@ -2,7 +2,8 @@
 // The matvec family's body for block formats (replaces include/matvec_body.wgsl for the
 // q* variants; same bindings, push constants and epilogues). The dtype snippet defines
 // QBLOCK, QUNIT (elements per work unit: 32 or 64), q_xv4 (where unit u's k-th x vec4
-// lies) and q_dot (unit u of a row dotted with its x values, decoded in registers).
+// lies), q_load and q_raw_dot, whose composition q_dot (include/quant_common.wgsl) dots
+// unit u of a row with its x values, decoded in registers.
 //
 // Push fields: `stride8` is the row stride of the GPU layout in vec4s (16 bytes; see
 // quant.rs); `cols` is a multiple of QBLOCK; x holds exactly `cols` floats per token.

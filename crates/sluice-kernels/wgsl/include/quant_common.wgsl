@@ -4,16 +4,28 @@
 //
 // GPU layout (crates/sluice-kernels/src/quant.rs, docs/decisions/0002-quant-layout.md):
 // each row starts at vec4 `row * stride4` and holds the blocks' fields split into
-// sections (quants first), `nb` blocks per row. Every snippet defines
-// `q_chunk8(sel, rb, nb, c8) -> W8`: elements 8 * c8 .. + 7 of the row at vec4 `rb`
-// decoded to f32 (8 elements never straddle a block or a scale), in two halves that a
-// kernel may call apart to have the loads in flight during other work: `q_fetch8(sel,
-// rb, nb, c8) -> QRaw` (the vec4s those elements need) and `q_decode8(raw, nb, c8) -> W8`.
+// sections (quants first), `nb` blocks per row. `q_chunk8(sel, rb, nb, c8) -> W8` (below):
+// elements 8 * c8 .. + 7 of the row at vec4 `rb` decoded to f32 (8 elements never straddle
+// a block or a scale), in two halves every snippet defines and a kernel may call apart to
+// have the loads in flight during other work: `q_fetch8(sel, rb, nb, c8) -> QRaw` (the
+// vec4s those elements need) and `q_decode8(raw, nb, c8) -> W8`.
 // The raw of an even c8 also holds everything c8 + 1 needs (16 consecutive elements sit
 // in one quant vec4 and one set of scales in every format): the staged batched matvec
 // decodes the K-quants' 16 from one fetch straight to f16 (include/h16_<format>.wgsl).
 
 struct W8 { a: vec4<f32>, b: vec4<f32> }
+
+// Elements 8 * c8 .. + 7 of the row decoded (the snippet's q_fetch8 then q_decode8).
+fn q_chunk8(sel: bool, rb: u32, nb: u32, c8: u32) -> W8 {
+    return q_decode8(q_fetch8(sel, rb, nb, c8), nb, c8);
+}
+
+// Unit u of the row dotted with its x values: the snippet's `q_load` (the unit's raw
+// words, a struct QU) then `q_raw_dot`, two halves so that a loop can issue the next
+// unit's loads before this one's arithmetic (include/persistent_matvec_q.wgsl).
+fn q_dot(sel: bool, rb: u32, nb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 16>>) -> f32 {
+    return q_raw_dot(q_load(sel, rb, nb, u), nb, u, xs);
+}
 
 // Unused by the block formats (the float kernels' chunk decoder); kept so kernel files
 // can name it for every variant.

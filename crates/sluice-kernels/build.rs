@@ -370,7 +370,7 @@ fn compile(source: &str, spv_out: &Path) -> Result<Reflected, String> {
         spv::write_vec(&module, &info, &options, Some(&pipeline)).map_err(|e| e.to_string())?;
     let words = half_pair_fixup(words)?;
     let words = if caps.contains(Capabilities::COOPERATIVE_MATRIX) {
-        int8_matrix_fixup(vulkan_memory_model_fixup(words))?
+        coop_element_fixup(int8_matrix_fixup(vulkan_memory_model_fixup(words))?)?
     } else {
         words
     };
@@ -820,4 +820,140 @@ fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
             vec![OP_RETURN_VALUE, q],
         ])
     })
+}
+
+/// Element access on cooperative matrices, which naga's WGSL lacks: a function of type
+/// (matrix, u32) -> its component type gets the body "element i of this invocation's
+/// share" (`m[i]` in GLSL_KHR_cooperative_matrix), (matrix, u32, component) -> matrix the
+/// body "the matrix with element i replaced", and (matrix) -> u32 the body
+/// OpCooperativeMatrixLengthKHR (how many elements each invocation holds). Which
+/// (row, column) element i of an invocation is, the implementation decides
+/// (`coop_element_probe` and tests/coop_element.rs find out). The index is a switch over
+/// COOP_ELEMENTS cases, each an OpCompositeExtract / OpCompositeInsert with a literal
+/// index, so a call with a constant index (after the driver inlines it) is a register
+/// move; an index past them reads an undefined value or changes nothing. A module
+/// without such a function is returned unchanged.
+fn coop_element_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
+    use std::collections::HashMap;
+    const OP_UNDEF: u32 = 1;
+    const OP_TYPE_COOP: u32 = 4456;
+    const OP_COOP_LENGTH: u32 = 4460;
+    const OP_COMPOSITE_EXTRACT: u32 = 81;
+    const OP_COMPOSITE_INSERT: u32 = 82;
+    const OP_SELECTION_MERGE: u32 = 247;
+    const OP_SWITCH: u32 = 251;
+    const OP_UNREACHABLE: u32 = 255;
+    // Elements per invocation the switch covers (16 x 16 tiles on 32 invocations: 8).
+    const COOP_ELEMENTS: u32 = 8;
+    enum Kind {
+        Get,
+        Set,
+        Len,
+    }
+
+    let insts = instructions(&words)?;
+    let mut component: HashMap<u32, u32> = HashMap::new(); // matrix type -> component
+    let mut u32_ty = None;
+    for inst in &insts {
+        match inst[0] & 0xffff {
+            OP_TYPE_COOP => {
+                component.insert(inst[1], inst[2]);
+            }
+            OP_TYPE_INT if inst[2] == 32 && inst[3] == 0 => u32_ty = Some(inst[1]),
+            _ => {}
+        }
+    }
+    // Marker function types: (function type, kind, matrix type).
+    let mut markers: Vec<(u32, Kind, u32)> = Vec::new();
+    for inst in &insts {
+        if inst[0] & 0xffff != OP_TYPE_FUNCTION || inst.len() < 4 {
+            continue;
+        }
+        let (id, ret, params) = (inst[1], inst[2], &inst[3..]);
+        let Some(&comp) = component.get(&params[0]) else {
+            continue;
+        };
+        let is_u32 = |t: u32| Some(t) == u32_ty;
+        match params {
+            [m, i] if ret == comp && is_u32(*i) => markers.push((id, Kind::Get, *m)),
+            [m, i, v] if ret == *m && is_u32(*i) && *v == comp => markers.push((id, Kind::Set, *m)),
+            [m] if is_u32(ret) => markers.push((id, Kind::Len, *m)),
+            _ => {}
+        }
+    }
+    let u32_ty = u32_ty.unwrap_or(0);
+    // New ids, and the instructions of a block (each without its count).
+    type Ids<'a> = &'a mut dyn FnMut() -> u32;
+    type Block = Vec<Vec<u32>>;
+    // `selection merge; switch i { k: case(k) ... default: default() }`, every branch
+    // returning (the merge block unreachable).
+    fn switch(
+        i: u32,
+        id: Ids<'_>,
+        case: &dyn Fn(u32, Ids<'_>) -> Block,
+        default: &dyn Fn(Ids<'_>) -> Block,
+    ) -> Block {
+        let merge = id();
+        let dflt = id();
+        let labels: Vec<u32> = (0..COOP_ELEMENTS).map(|_| id()).collect();
+        let mut sw = vec![OP_SWITCH, i, dflt];
+        for (k, l) in labels.iter().enumerate() {
+            sw.extend([k as u32, *l]);
+        }
+        let mut body = vec![vec![OP_SELECTION_MERGE, merge, 0], sw];
+        for (k, l) in labels.iter().enumerate() {
+            body.push(vec![OP_LABEL, *l]);
+            body.extend(case(k as u32, id));
+        }
+        body.push(vec![OP_LABEL, dflt]);
+        body.extend(default(id));
+        body.push(vec![OP_LABEL, merge]);
+        body.push(vec![OP_UNREACHABLE]);
+        body
+    }
+    let mut out = words;
+    for (fn_ty, kind, m) in markers {
+        let comp = component[&m];
+        out = replace_function_bodies(out, &[fn_ty], |_, params, bound| {
+            let mut id = || {
+                *bound += 1;
+                *bound - 1
+            };
+            Ok(match (&kind, params) {
+                (Kind::Get, &[mat, i]) => switch(
+                    i,
+                    &mut id,
+                    &|slot, id| {
+                        let v = id();
+                        vec![
+                            vec![OP_COMPOSITE_EXTRACT, comp, v, mat, slot],
+                            vec![OP_RETURN_VALUE, v],
+                        ]
+                    },
+                    &|id| {
+                        let u = id();
+                        vec![vec![OP_UNDEF, comp, u], vec![OP_RETURN_VALUE, u]]
+                    },
+                ),
+                (Kind::Set, &[mat, i, val]) => switch(
+                    i,
+                    &mut id,
+                    &|slot, id| {
+                        let r = id();
+                        vec![
+                            vec![OP_COMPOSITE_INSERT, m, r, val, mat, slot],
+                            vec![OP_RETURN_VALUE, r],
+                        ]
+                    },
+                    &|_| vec![vec![OP_RETURN_VALUE, mat]],
+                ),
+                (Kind::Len, &[_]) => {
+                    let n = id();
+                    vec![vec![OP_COOP_LENGTH, u32_ty, n, m], vec![OP_RETURN_VALUE, n]]
+                }
+                _ => return Err("a matrix element function with unexpected parameters".into()),
+            })
+        })?;
+    }
+    Ok(out)
 }

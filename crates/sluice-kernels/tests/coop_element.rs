@@ -1,0 +1,88 @@
+//! Element access on cooperative matrices (build.rs `coop_element_fixup`), where the device
+//! has f16 matrix units (the H100): `coop_element_probe` reads which element of a 16 x 16
+//! matrix each invocation of a subgroup holds, for uses A and B (f16) and the f32
+//! accumulator, and builds a use-B matrix element by element in registers; the test
+//! checks that every element is held exactly once per use, that the built matrix
+//! multiplies exactly as the values it was given (identity times it), and prints the
+//! mapping (run with `--nocapture`). Elsewhere (lavapipe, CI) the kernel must be refused
+//! by name before any pipeline exists.
+
+use sluice::{Device, Error, ResourceClass};
+use sluice_kernels::COOP_ELEMENT_PROBE;
+
+mod common;
+use common::*;
+
+#[test]
+fn coop_matrix_elements_map_one_to_one_and_build_in_registers() {
+    let d = Device::new(sluice::Options::default()).expect("a Vulkan device");
+    if !d.info().coopmat_f16_16x16 {
+        match d.pipeline(&COOP_ELEMENT_PROBE) {
+            Err(Error::MissingFeature { missing, .. }) => {
+                assert!(missing.contains(COOP_ELEMENT_PROBE.name), "{missing}")
+            }
+            Err(e) => panic!("expected MissingFeature, got {e}"),
+            Ok(_) => panic!("{}: the probe must be refused", d.info().name),
+        }
+        eprintln!(
+            "{}: no cooperative matrices; the refusal is checked",
+            d.info().name
+        );
+        return;
+    }
+    let k = d.pipeline(&COOP_ELEMENT_PROBE).unwrap();
+    // I (16 r + c) then V: distinct values exact in f16 (multiples of 1/8, |v| < 64).
+    let mut src: Vec<f32> = (0..256).map(|e| e as f32).collect();
+    src.extend((0..256).map(|e| ((e * 37 % 256) as f32 - 128.0) / 8.0));
+    let sb = f32_buffer(&d, "src", &src, ResourceClass::ReadOnlyWeight);
+    let ob = f32_buffer(
+        &d,
+        "out",
+        &vec![f32::NAN; 1056],
+        ResourceClass::TokenScratch,
+    );
+    let mut enc = d.encoder().unwrap();
+    enc.dispatch(&k, [1, 1, 1], &[sb.slice(..), ob.slice(..)], &())
+        .unwrap();
+    enc.submit().unwrap().wait().unwrap();
+    let out = ob.read::<f32>(0, 1056).unwrap();
+    for (u, name) in ["A (f16)", "B (f16)", "C (f32)"].iter().enumerate() {
+        let len = out[768 + u];
+        assert_eq!(len, 8.0, "{name}: elements per invocation");
+        let mut seen = vec![0u32; 256];
+        let mut lines = Vec::new();
+        for lane in 0..32 {
+            let els: Vec<usize> = (0..8)
+                .map(|i| out[u * 256 + lane * 8 + i])
+                .map(|v| {
+                    assert!((0.0..256.0).contains(&v) && v.fract() == 0.0, "{name}: {v}");
+                    v as usize
+                })
+                .collect();
+            for &e in &els {
+                seen[e] += 1;
+            }
+            if lane < 8 {
+                let rc: Vec<String> = els
+                    .iter()
+                    .map(|e| format!("{},{}", e / 16, e % 16))
+                    .collect();
+                lines.push(format!("  lane {lane:>2}: {}", rc.join(" ")));
+            }
+        }
+        assert!(
+            seen.iter().all(|&n| n == 1),
+            "{name}: not one to one: {seen:?}"
+        );
+        eprintln!(
+            "{name}: element i of lane l at (row, col), lanes 0-7:\n{}",
+            lines.join("\n")
+        );
+    }
+    let want = &src[256..];
+    let got = &out[800..1056];
+    assert_eq!(
+        got, want,
+        "identity times the matrix built element by element"
+    );
+}

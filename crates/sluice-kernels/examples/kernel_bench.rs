@@ -960,6 +960,17 @@ fn cmt_bench(
                     );
                     chain!(label, k, lay.groups, [part.slice(..), tick.slice(..)], push);
                 }
+                // The weights' operands built in registers (f16, plain, 32 tokens per
+                // workgroup, no K split; the engine runs it for LM heads).
+                if dt == WeightDtype::F16 && !gated {
+                    let k = d.pipeline(&MATVEC_BATCH_CMD_F16).unwrap();
+                    let (g, gx) = matvec_batch_cmd_groups(rows, tokens);
+                    let p = MatvecBatchCmPush {
+                        row_groups_x: gx,
+                        ..push
+                    };
+                    chain!("cmd", k, g, Vec::<sluice::BufferSlice>::new(), p);
+                }
                 println!("{line}");
             }
         }

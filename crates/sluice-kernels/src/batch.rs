@@ -500,6 +500,51 @@ pub fn matvec_batch_cm_groups(dtype: WeightDtype, rows: u32, tokens: u32) -> ([u
     )
 }
 
+/// Rows per workgroup of [`MATVEC_BATCH_CMD_F16`] (the batched f16 matvec with the weights'
+/// matrix-unit operands built in registers: wgsl/matvec_batch_cmd_f16.wgsl, decision 0014).
+pub const MATVEC_BATCH_CMD_ROWS: u32 = 64;
+/// Tokens per workgroup of [`MATVEC_BATCH_CMD_F16`].
+pub const MATVEC_BATCH_CMD_TOKENS: u32 = 32;
+/// Fewest rows [`matvec_batch_cmd_fits`] takes: 64-row groups enough for about two waves of
+/// the H100 without a K split (the kernel has none), i.e. the LM heads.
+pub const MATVEC_BATCH_CMD_MIN_ROWS: u32 = 16384;
+
+/// Dispatch size and `row_groups_x` (here: row groups along y, then z past 65535) of
+/// [`MATVEC_BATCH_CMD_F16`], push constants as [`MatvecBatchCmPush`]: token groups of
+/// [`MATVEC_BATCH_CMD_TOKENS`] along x, so a row group's token groups run side by side and
+/// read its weights once from DRAM.
+pub fn matvec_batch_cmd_groups(rows: u32, tokens: u32) -> ([u32; 3], u32) {
+    let groups = rows.div_ceil(MATVEC_BATCH_CMD_ROWS).max(1);
+    let gy = groups.min(65535);
+    (
+        [
+            tokens.div_ceil(MATVEC_BATCH_CMD_TOKENS).max(1),
+            gy,
+            groups.div_ceil(gy),
+        ],
+        gy,
+    )
+}
+
+/// Whether the batched engine runs a `rows` x `cols` matrix of `dtype` on
+/// [`MATVEC_BATCH_CMD_F16`]: f16, not gated, y stored or added to, at least
+/// [`MATVEC_BATCH_CMD_MIN_ROWS`] rows (no K split) and cols a multiple of 16. The choice
+/// depends on the shape alone, never on the tokens (batch invariance).
+pub fn matvec_batch_cmd_fits(
+    dtype: WeightDtype,
+    rows: u32,
+    cols: u32,
+    gated: bool,
+    y_mode: u32,
+) -> bool {
+    dtype == WeightDtype::F16
+        && !gated
+        && (y_mode == Y_STORE || y_mode == Y_ADD)
+        && rows >= MATVEC_BATCH_CMD_MIN_ROWS
+        && cols >= 16
+        && cols.is_multiple_of(16)
+}
+
 /// Push constants of the staged cooperative-matrix batched matvec ([`matvec_batch_cmt`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]

@@ -1221,3 +1221,133 @@ fn check_batch_cm(
     }
     failures
 }
+
+/// `matvec_batch_cmd_f16` (the weights' matrix-unit operands built in registers, K permuted
+/// per 32-column chunk; wgsl/matvec_batch_cmd_f16.wgsl) against CPU
+/// dot products of the f16-rounded operands (NMSE <= 1e-5), stored and added: a partial
+/// last row group (2080 = 32.5 groups of 64), a partial last staged block and chunk (1040 =
+/// 8 blocks of 128 + 16 columns), one and two token groups (33 tokens), strides past the
+/// rows. On the matrix units only; elsewhere the kernel is refused.
+#[test]
+fn matvec_batch_cmd_f16_matches_reference() {
+    let f16 = WeightDtype::F16;
+    assert!(matvec_batch_cmd_fits(f16, 151936, 1024, false, Y_STORE));
+    assert!(!matvec_batch_cmd_fits(f16, 9728, 2560, false, Y_STORE));
+    assert!(!matvec_batch_cmd_fits(f16, 151936, 1024, true, Y_STORE));
+    assert!(!matvec_batch_cmd_fits(
+        WeightDtype::Q6K,
+        151936,
+        1024,
+        false,
+        Y_STORE
+    ));
+    let Some(d) = coopmat_device() else {
+        assert!(d_refuses(&MATVEC_BATCH_CMD_F16));
+        return;
+    };
+    let k = d.pipeline(&MATVEC_BATCH_CMD_F16).unwrap();
+    let mut rng = Rng::new(131);
+    let mut failures = Vec::new();
+    for (rows, cols, tokens, y_mode) in [
+        (64u32, 128u32, 1u32, Y_STORE),
+        (2080, 96, 3, Y_ADD),
+        (96, 1040, 17, Y_STORE),
+        (48, 4096, 33, Y_ADD),
+    ] {
+        let (r, c, n) = (rows as usize, cols as usize, tokens as usize);
+        let x_stride = cols + 8;
+        let y_stride = rows + 5;
+        let w = rng.vec(r * c, 1.0);
+        let x: Vec<f32> = rng
+            .vec(n * x_stride as usize, 2.0)
+            .iter()
+            .map(|&v| round_to(f16, v))
+            .collect();
+        let y0 = rng.vec(n * y_stride as usize, 1.0);
+        let wbuf = weight_buffer(&d, f16, r, c, &w);
+        let words: Vec<u32> = x
+            .chunks(2)
+            .map(|p| {
+                u32::from(half::f16::from_f32(p[0]).to_bits())
+                    | u32::from(half::f16::from_f32(p[1]).to_bits()) << 16
+            })
+            .collect();
+        let xbuf = u32_buffer(&d, "xh", &words, ResourceClass::TokenScratch);
+        let ybuf = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
+        let (groups, gx) = matvec_batch_cmd_groups(rows, tokens);
+        let p = MatvecBatchCmPush {
+            rows,
+            cols,
+            w_stride: matvec_batch_cm_w_stride(f16, cols),
+            tokens,
+            x_stride,
+            y_stride,
+            y_mode,
+            row_groups_x: gx,
+        };
+        let mut enc = d.encoder().unwrap();
+        enc.dispatch(
+            &k,
+            groups,
+            &[wbuf.slice(..), xbuf.slice(..), ybuf.slice(..)],
+            &p,
+        )
+        .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let got = ybuf.read::<f32>(0, y0.len()).unwrap();
+        let mut want = y0.clone();
+        for t in 0..n {
+            for row in 0..r {
+                let dot: f32 = (0..c)
+                    .map(|i| round_to(f16, w[row * c + i]) * x[t * x_stride as usize + i])
+                    .sum();
+                let o = t * y_stride as usize + row;
+                want[o] = if y_mode == Y_ADD { y0[o] + dot } else { dot };
+            }
+        }
+        // The last token alone: bit for bit its row of the batch (batch invariance).
+        let last = n - 1;
+        let xs = x_stride as usize;
+        let ys = y_stride as usize;
+        let xb1 = u32_buffer(
+            &d,
+            "xh1",
+            &words[last * xs / 2..(last + 1) * xs / 2],
+            ResourceClass::TokenScratch,
+        );
+        let yb1 = f32_buffer(
+            &d,
+            "y1",
+            &y0[last * ys..(last + 1) * ys],
+            ResourceClass::TokenScratch,
+        );
+        let (g1, gx1) = matvec_batch_cmd_groups(rows, 1);
+        let p1 = MatvecBatchCmPush {
+            tokens: 1,
+            row_groups_x: gx1,
+            ..p
+        };
+        let mut enc = d.encoder().unwrap();
+        enc.dispatch(&k, g1, &[wbuf.slice(..), xb1.slice(..), yb1.slice(..)], &p1)
+            .unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        let alone = yb1.read::<f32>(0, ys).unwrap();
+        if bits(&alone) != bits(&got[last * ys..(last + 1) * ys]) {
+            failures.push(format!(
+                "{rows}x{cols}: token {last} alone differs from its batch row"
+            ));
+        }
+        let e = nmse(&got, &want);
+        println!("matvec_batch_cmd_f16 {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}");
+        if e > 1e-5 {
+            failures.push(format!("{rows}x{cols} tokens {tokens}: NMSE {e:e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Whether a device without matrix units refuses `kernel` by name.
+fn d_refuses(kernel: &sluice::KernelDesc) -> bool {
+    let d = Device::new(sluice::Options::default()).expect("a Vulkan device");
+    matches!(d.pipeline(kernel), Err(sluice::Error::MissingFeature { missing, .. }) if missing.contains(kernel.name))
+}

@@ -416,6 +416,17 @@ impl GpuModel {
                 y_mode,
                 ..push
             };
+            // f16 LM heads: the weights' operands built in registers (decision 0014).
+            if k::matvec_batch_cmd_fits(m.dtype, m.rows, cols, gated, y_mode) {
+                let (groups, gy) = k::matvec_batch_cmd_groups(m.rows, t.n);
+                let push = k::MatvecBatchCmPush {
+                    row_groups_x: gy,
+                    ..push
+                };
+                let pipeline = self.device.pipeline(&k::MATVEC_BATCH_CMD_F16)?;
+                enc.dispatch(&pipeline, groups, &bindings, &push)?;
+                continue;
+            }
             // Operands staged through shared memory, K split over workgroups for matrices
             // of few rows (matvec_batch_cmt, or matvec_batch_cmr for large matrices): every
             // projection but the f16 gate/ups under `cmr_min_weights`, which measured no

@@ -415,6 +415,7 @@ const OP_FUNCTION_PARAMETER: u32 = 55;
 const OP_FUNCTION_END: u32 = 56;
 const OP_LABEL: u32 = 248;
 const OP_RETURN_VALUE: u32 = 254;
+const OP_TYPE_COOP: u32 = 4456;
 
 /// Gives every function whose type (OpTypeFunction id) is in `fn_types` a new body: its
 /// first label, then the instructions `body(result type, parameters, bound)` returns
@@ -660,7 +661,6 @@ fn vulkan_memory_model_fixup(words: Vec<u32>) -> Vec<u32> {
 fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
     use std::collections::HashMap;
     const OP_CAPABILITY: u32 = 17;
-    const OP_TYPE_COOP: u32 = 4456;
     const OP_COOP_MUL_ADD: u32 = 4459;
     const OP_IADD: u32 = 128;
     const OP_FADD: u32 = 129;
@@ -836,7 +836,6 @@ fn int8_matrix_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
 fn coop_element_fixup(words: Vec<u32>) -> Result<Vec<u32>, String> {
     use std::collections::HashMap;
     const OP_UNDEF: u32 = 1;
-    const OP_TYPE_COOP: u32 = 4456;
     const OP_COOP_LENGTH: u32 = 4460;
     const OP_COMPOSITE_EXTRACT: u32 = 81;
     const OP_COMPOSITE_INSERT: u32 = 82;

@@ -527,7 +527,7 @@ pub fn matvec_batch_cmd_groups(rows: u32, tokens: u32) -> ([u32; 3], u32) {
 }
 
 /// Whether the batched engine runs a `rows` x `cols` matrix of `dtype` on
-/// [`MATVEC_BATCH_CMD_F16`]: f16, not gated, y stored or added to, at least
+/// [`MATVEC_BATCH_CMD_F16`] (on a device that passed [`cmd_layout_self_test`]): f16, not gated, y stored or added to, at least
 /// [`MATVEC_BATCH_CMD_MIN_ROWS`] rows (no K split) and cols a multiple of 16. The choice
 /// depends on the shape alone, never on the tokens (batch invariance).
 pub fn matvec_batch_cmd_fits(
@@ -543,6 +543,54 @@ pub fn matvec_batch_cmd_fits(
         && rows >= MATVEC_BATCH_CMD_MIN_ROWS
         && cols >= 16
         && cols.is_multiple_of(16)
+}
+
+/// Where [`MATVEC_BATCH_CMD_F16`] expects element `i` of invocation `l` of a 16 x 16 f16
+/// use-B matrix loaded row-major (stride 16): (row, column). The H100's layout (the PTX
+/// m16n8k16 fragments, tests/coop_element.rs); another device may hold them elsewhere.
+pub fn cmd_b_element(l: u32, i: u32) -> (u32, u32) {
+    (l / 4 + 8 * (i / 4), 2 * (l % 4) + i % 2 + 8 * ((i / 2) % 2))
+}
+
+/// Whether this device may run [`MATVEC_BATCH_CMD_F16`]: f16 matrix units with subgroups
+/// of 32 whose use-B elements sit where [`cmd_b_element`] says, and a matrix built element
+/// by element multiplies as one loaded (`coop_element_probe`, one dispatch). False
+/// elsewhere (no matrix units, another layout, the probe refused), so a device with
+/// another layout keeps the staged kernels instead of computing wrong sums.
+pub fn cmd_layout_self_test(device: &sluice::Device) -> sluice::Result<bool> {
+    use sluice::ResourceClass;
+    let info = device.info();
+    if !info.coopmat_f16_16x16 || info.subgroup_size != 32 {
+        return Ok(false);
+    }
+    let Ok(k) = device.pipeline(&crate::COOP_ELEMENT_PROBE) else {
+        return Ok(false);
+    };
+    // I (16 r + c) then V (values exact in f16), as tests/coop_element.rs.
+    let mut src: Vec<f32> = (0..256).map(|e| e as f32).collect();
+    src.extend((0..256).map(|e| ((e * 37 % 256) as f32 - 128.0) / 8.0));
+    let bytes: Vec<u8> = src.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let sb = device.create_buffer(
+        "cmd_probe.src",
+        bytes.len() as u64,
+        ResourceClass::ReadOnlyWeight,
+    )?;
+    sb.write_bytes(0, &bytes)?;
+    let ob = device.create_buffer("cmd_probe.out", 1056 * 4, ResourceClass::TokenScratch)?;
+    let mut enc = device.encoder()?;
+    enc.dispatch(&k, [1, 1, 1], &[sb.slice(..), ob.slice(..)], &())?;
+    enc.submit()?.wait()?;
+    let out = ob.read::<f32>(0, 1056)?;
+    if out[769] != 8.0 {
+        return Ok(false);
+    }
+    let map_ok = (0..32u32).all(|l| {
+        (0..8u32).all(|i| {
+            let (r, c) = cmd_b_element(l, i);
+            out[256 + (l * 8 + i) as usize] == (16 * r + c) as f32
+        })
+    });
+    Ok(map_ok && out[800..1056] == src[256..])
 }
 
 /// Push constants of the staged cooperative-matrix batched matvec ([`matvec_batch_cmt`]).

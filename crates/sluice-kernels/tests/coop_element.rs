@@ -8,7 +8,7 @@
 //! by name before any pipeline exists.
 
 use sluice::{Device, Error, ResourceClass};
-use sluice_kernels::COOP_ELEMENT_PROBE;
+use sluice_kernels::{cmd_b_element, cmd_layout_self_test, COOP_ELEMENT_PROBE};
 
 mod common;
 use common::*;
@@ -28,6 +28,7 @@ fn coop_matrix_elements_map_one_to_one_and_build_in_registers() {
             "{}: no cooperative matrices; the refusal is checked",
             d.info().name
         );
+        assert!(!cmd_layout_self_test(&d).unwrap());
         return;
     }
     let k = d.pipeline(&COOP_ELEMENT_PROBE).unwrap();
@@ -85,4 +86,14 @@ fn coop_matrix_elements_map_one_to_one_and_build_in_registers() {
         got, want,
         "identity times the matrix built element by element"
     );
+    // The batched f16 head's kernel runs only where the map is the one it assumes.
+    let b_map_known = (0..32u32).all(|l| {
+        (0..8u32).all(|i| {
+            let (r, c) = cmd_b_element(l, i);
+            out[256 + (l * 8 + i) as usize] == (16 * r + c) as f32
+        })
+    });
+    let runs_cmd = cmd_layout_self_test(&d).unwrap();
+    eprintln!("the use-B map is matvec_batch_cmd_f16's: {b_map_known}; its self-test: {runs_cmd}");
+    assert_eq!(runs_cmd, b_map_known);
 }

@@ -417,7 +417,7 @@ impl GpuModel {
                 ..push
             };
             // f16 LM heads: the weights' operands built in registers (decision 0014).
-            if k::matvec_batch_cmd_fits(m.dtype, m.rows, cols, gated, y_mode) {
+            if self.cmd_layout && k::matvec_batch_cmd_fits(m.dtype, m.rows, cols, gated, y_mode) {
                 let (groups, gy) = k::matvec_batch_cmd_groups(m.rows, t.n);
                 let push = k::MatvecBatchCmPush {
                     row_groups_x: gy,

@@ -236,6 +236,9 @@ pub struct GpuModel {
     /// Prefill matmuls run on cooperative matrices (checked against the tiled kernel once
     /// at load).
     coopmat: bool,
+    /// Batched f16 LM heads build their matrix-unit operands in registers (decision 0014;
+    /// the device's element layout checked once at load).
+    cmd_layout: bool,
     sizes: layout::Sizes,
     embed: Matrix,
     layers: Vec<Layer>,

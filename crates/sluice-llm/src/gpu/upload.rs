@@ -397,6 +397,7 @@ impl GpuModel {
                 device, c, &options, &layers,
             )?),
         };
+        let cmd_layout = paged.is_some() && coopmat && k::cmd_layout_self_test(device)?;
         device.synchronize()?;
         Ok(GpuModel {
             persistent,
@@ -406,6 +407,7 @@ impl GpuModel {
             options,
             kernels,
             coopmat,
+            cmd_layout,
             sizes,
             embed,
             layers,

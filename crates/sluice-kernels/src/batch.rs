@@ -552,35 +552,45 @@ pub fn cmd_b_element(l: u32, i: u32) -> (u32, u32) {
     (l / 4 + 8 * (i / 4), 2 * (l % 4) + i % 2 + 8 * ((i / 2) % 2))
 }
 
-/// Whether this device may run [`MATVEC_BATCH_CMD_F16`]: f16 matrix units with subgroups
-/// of 32 whose use-B elements sit where [`cmd_b_element`] says, and a matrix built element
-/// by element multiplies as one loaded (`coop_element_probe`, one dispatch). False
-/// elsewhere (no matrix units, another layout, the probe refused), so a device with
-/// another layout keeps the staged kernels instead of computing wrong sums.
-pub fn cmd_layout_self_test(device: &sluice::Device) -> sluice::Result<bool> {
+/// One dispatch of `coop_element_probe` (wgsl/coop_element_probe.wgsl): its input (the index
+/// matrix I, element (r, c) = 16 r + c, then values V exact in f16) and its 1056 output
+/// floats (each use's element map, the element counts at 768.., the identity times V built
+/// element by element at 800..). Needs f16 matrix units (elsewhere the pipeline is refused).
+pub fn coop_element_probe_run(device: &sluice::Device) -> sluice::Result<(Vec<f32>, Vec<f32>)> {
     use sluice::ResourceClass;
-    let info = device.info();
-    if !info.coopmat_f16_16x16 || info.subgroup_size != 32 {
-        return Ok(false);
-    }
-    let Ok(k) = device.pipeline(&crate::COOP_ELEMENT_PROBE) else {
-        return Ok(false);
-    };
-    // I (16 r + c) then V (values exact in f16), as tests/coop_element.rs.
+    let k = device.pipeline(&crate::COOP_ELEMENT_PROBE)?;
     let mut src: Vec<f32> = (0..256).map(|e| e as f32).collect();
     src.extend((0..256).map(|e| ((e * 37 % 256) as f32 - 128.0) / 8.0));
     let bytes: Vec<u8> = src.iter().flat_map(|v| v.to_le_bytes()).collect();
     let sb = device.create_buffer(
-        "cmd_probe.src",
+        "coop_probe.src",
         bytes.len() as u64,
         ResourceClass::ReadOnlyWeight,
     )?;
     sb.write_bytes(0, &bytes)?;
-    let ob = device.create_buffer("cmd_probe.out", 1056 * 4, ResourceClass::TokenScratch)?;
+    let ob = device.create_buffer("coop_probe.out", 1056 * 4, ResourceClass::TokenScratch)?;
+    ob.write(0, &[f32::NAN; 1056])?;
     let mut enc = device.encoder()?;
     enc.dispatch(&k, [1, 1, 1], &[sb.slice(..), ob.slice(..)], &())?;
     enc.submit()?.wait()?;
     let out = ob.read::<f32>(0, 1056)?;
+    Ok((src, out))
+}
+
+/// Whether this device may run [`MATVEC_BATCH_CMD_F16`]: f16 matrix units with subgroups
+/// of 32 whose use-B elements sit where [`cmd_b_element`] says, and a matrix built element
+/// by element multiplies as one loaded ([`coop_element_probe_run`]). False elsewhere (no
+/// matrix units, another layout, the probe refused), so a device with another layout keeps
+/// the staged kernels instead of computing wrong sums.
+pub fn cmd_layout_self_test(device: &sluice::Device) -> sluice::Result<bool> {
+    let info = device.info();
+    if !info.coopmat_f16_16x16
+        || info.subgroup_size != 32
+        || device.pipeline(&crate::COOP_ELEMENT_PROBE).is_err()
+    {
+        return Ok(false);
+    }
+    let (src, out) = coop_element_probe_run(device)?;
     if out[769] != 8.0 {
         return Ok(false);
     }

@@ -7,11 +7,10 @@
 //! mapping (run with `--nocapture`). Elsewhere (lavapipe, CI) the kernel must be refused
 //! by name before any pipeline exists.
 
-use sluice::{Device, Error, ResourceClass};
-use sluice_kernels::{cmd_b_element, cmd_layout_self_test, COOP_ELEMENT_PROBE};
-
-mod common;
-use common::*;
+use sluice::{Device, Error};
+use sluice_kernels::{
+    cmd_b_element, cmd_layout_self_test, coop_element_probe_run, COOP_ELEMENT_PROBE,
+};
 
 #[test]
 fn coop_matrix_elements_map_one_to_one_and_build_in_registers() {
@@ -31,22 +30,8 @@ fn coop_matrix_elements_map_one_to_one_and_build_in_registers() {
         assert!(!cmd_layout_self_test(&d).unwrap());
         return;
     }
-    let k = d.pipeline(&COOP_ELEMENT_PROBE).unwrap();
     // I (16 r + c) then V: distinct values exact in f16 (multiples of 1/8, |v| < 64).
-    let mut src: Vec<f32> = (0..256).map(|e| e as f32).collect();
-    src.extend((0..256).map(|e| ((e * 37 % 256) as f32 - 128.0) / 8.0));
-    let sb = f32_buffer(&d, "src", &src, ResourceClass::ReadOnlyWeight);
-    let ob = f32_buffer(
-        &d,
-        "out",
-        &vec![f32::NAN; 1056],
-        ResourceClass::TokenScratch,
-    );
-    let mut enc = d.encoder().unwrap();
-    enc.dispatch(&k, [1, 1, 1], &[sb.slice(..), ob.slice(..)], &())
-        .unwrap();
-    enc.submit().unwrap().wait().unwrap();
-    let out = ob.read::<f32>(0, 1056).unwrap();
+    let (src, out) = coop_element_probe_run(&d).unwrap();
     for (u, name) in ["A (f16)", "B (f16)", "C (f32)"].iter().enumerate() {
         let len = out[768 + u];
         assert_eq!(len, 8.0, "{name}: elements per invocation");

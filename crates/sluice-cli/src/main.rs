@@ -51,6 +51,10 @@ struct Common {
     /// Do not use integer dot products (the block-format matvecs decode to f32 instead)
     #[arg(long, global = true)]
     no_int_dot: bool,
+    /// Do not build the weights' matrix-unit operands in registers (the batched engine's
+    /// matvecs stage them through shared memory instead)
+    #[arg(long, global = true)]
+    no_register_operands: bool,
     /// More log output on stderr (-v info, -vv debug: runtime decisions, -vvv trace)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -140,6 +144,7 @@ fn options(c: &Common) -> Options {
         },
         no_coopmat: c.no_coopmat,
         no_int_dot: c.no_int_dot,
+        no_register_operands: c.no_register_operands,
         ..Options::default()
     }
 }

@@ -581,10 +581,12 @@ pub fn coop_element_probe_run(device: &sluice::Device) -> sluice::Result<(Vec<f3
 /// of 32 whose use-B elements sit where [`cmd_b_element`] says, and a matrix built element
 /// by element multiplies as one loaded ([`coop_element_probe_run`]). False elsewhere (no
 /// matrix units, another layout, the probe refused), so a device with another layout keeps
-/// the staged kernels instead of computing wrong sums.
+/// the staged kernels instead of computing wrong sums. False without running the probe
+/// where `Options::no_register_operands` is set.
 pub fn cmd_layout_self_test(device: &sluice::Device) -> sluice::Result<bool> {
     let info = device.info();
-    if !info.coopmat_f16_16x16
+    if device.options().no_register_operands
+        || !info.coopmat_f16_16x16
         || info.subgroup_size != 32
         || device.pipeline(&crate::COOP_ELEMENT_PROBE).is_err()
     {
@@ -772,6 +774,14 @@ pub enum StagedShape {
     /// [`matvec_batch_cmr`]: 64 rows per workgroup (gated: 32 of each matrix), each of its
     /// four subgroups owning 16 rows over 32-column chunks.
     Rows,
+    /// [`matvec_batch_cmdq`]: 64 rows per workgroup (gated: 32 of each matrix) and 32
+    /// tokens, the weights' matrix-unit operands built in registers, K split in blocks
+    /// (only where [`cmd_layout_self_test`] passes; decision 0014).
+    Registers,
+    /// [`StagedShape::Registers`] with 64 tokens per workgroup ([`matvec_batch_cmdq64`]):
+    /// the same K split, so the same sums bit for bit (the engine takes it above 32
+    /// tokens).
+    Registers64,
 }
 
 /// The staged cooperative-matrix batched matvec for `dtype` weights (`silu`: the gated
@@ -800,6 +810,71 @@ pub fn matvec_batch_cmr(dtype: WeightDtype, silu: bool) -> Option<&'static Kerne
     crate::variant(stem, dtype.name())
 }
 
+/// The batched block-format matvec with the weights' matrix-unit operands built in
+/// registers (`matvec_batch_cmd_q4_k[_silu]`, `matvec_batch_cmd_q6_k`;
+/// wgsl/include/matvec_batch_cmdq_body.wgsl): bindings and push constants as
+/// [`matvec_batch_cmr`], layout from [`matvec_batch_staged_layout`] with
+/// [`StagedShape::Registers`]. None for other formats and gated Q6_K. Only where
+/// [`cmd_layout_self_test`] passes.
+pub fn matvec_batch_cmdq(dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
+    match (dtype, silu) {
+        (WeightDtype::Q4K, false) => Some(&crate::MATVEC_BATCH_CMD_Q4_K),
+        (WeightDtype::Q4K, true) => Some(&crate::MATVEC_BATCH_CMD_Q4_K_SILU),
+        (WeightDtype::Q6K, false) => Some(&crate::MATVEC_BATCH_CMD_Q6_K),
+        _ => None,
+    }
+}
+
+/// [`matvec_batch_cmdq`] with 64 tokens per workgroup (`matvec_batch_cmd64_*`; the
+/// weights decoded once for four token tiles): layout from [`matvec_batch_staged_layout`]
+/// with [`StagedShape::Registers64`].
+pub fn matvec_batch_cmdq64(dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
+    match (dtype, silu) {
+        (WeightDtype::Q4K, false) => Some(&crate::MATVEC_BATCH_CMD64_Q4_K),
+        (WeightDtype::Q4K, true) => Some(&crate::MATVEC_BATCH_CMD64_Q4_K_SILU),
+        (WeightDtype::Q6K, false) => Some(&crate::MATVEC_BATCH_CMD64_Q6_K),
+        _ => None,
+    }
+}
+
+/// The shape the batched engine runs a [`matvec_batch_cmdq_fits`] matrix in at `tokens`:
+/// [`StagedShape::Registers`] up to 32 tokens, [`StagedShape::Registers64`] above (one
+/// token group of 64 decodes the weights once where two of 32 decode them twice; both
+/// give the same sums, so a row's result does not depend on the batch).
+pub fn cmdq_shape(tokens: u32) -> StagedShape {
+    if tokens > CMDQ_TOKENS {
+        StagedShape::Registers64
+    } else {
+        StagedShape::Registers
+    }
+}
+
+/// Whether the batched engine runs a `rows` x `cols` `dtype` matrix (`gated`: a gate/up
+/// pair) on [`matvec_batch_cmdq`] (on a device that passed [`cmd_layout_self_test`]): a
+/// kernel for the format, rows a multiple of 16, whole blocks. The choice depends on the
+/// shape and format alone (batch invariance).
+pub fn matvec_batch_cmdq_fits(dtype: WeightDtype, rows: u32, cols: u32, gated: bool) -> bool {
+    matvec_batch_cmdq(dtype, gated).is_some()
+        && rows > 0
+        && rows.is_multiple_of(16)
+        && cols > 0
+        && cols.is_multiple_of(256)
+}
+
+/// Rows per workgroup of [`matvec_batch_cmdq`] (gated: half of each matrix).
+const CMDQ_ROWS: u32 = 64;
+/// Tokens per workgroup of [`matvec_batch_cmdq`].
+const CMDQ_TOKENS: u32 = 32;
+/// Columns per K unit of [`matvec_batch_cmdq`]: a block (Q4_K, Q6_K).
+const CMDQ_CHUNK: u32 = 256;
+/// Floats of one workgroup's partial sums of [`matvec_batch_cmdq`] (64 rows x 32 tokens).
+const CMDQ_PART: u64 = 2048;
+/// Workgroups a split of [`matvec_batch_cmdq`] aims for: two per multiprocessor of a
+/// 132-SM GPU (of the four its 13 KB of shared memory allow). H100, qwen3-4b's Q4_K
+/// matrices at 32 tokens (BENCHMARKS.md, thirty-ninth session): aiming at 264 rather than
+/// 528, qkv 17.9 -> 16.4 µs, gate/up 34.8 -> 31.1, down 23.9 -> 21.1, o 13.5 -> 13.9.
+const CMDQ_SPLIT_TARGET: u32 = 264;
+
 /// Work layout of the staged batched matvec for one matrix shape and token count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MatvecBatchCmtLayout {
@@ -826,6 +901,8 @@ impl MatvecBatchCmtLayout {
         match self.shape {
             StagedShape::KSteps => matvec_batch_cmt(dtype, silu),
             StagedShape::Rows => matvec_batch_cmr(dtype, silu),
+            StagedShape::Registers => matvec_batch_cmdq(dtype, silu),
+            StagedShape::Registers64 => matvec_batch_cmdq64(dtype, silu),
         }
     }
 }
@@ -877,13 +954,14 @@ pub fn matvec_batch_staged_layout_aiming(
     gated: bool,
     target: Option<u32>,
 ) -> MatvecBatchCmtLayout {
-    let (per, chunk, part, split_below, own_target) = match shape {
+    let (per, chunk, part, split_below, own_target, per_tokens) = match shape {
         StagedShape::KSteps => (
             if gated { CMT_ROWS_GATED } else { CMT_ROWS },
             CMT_CHUNK,
             CMT_PART,
             CMT_SPLIT_BELOW,
             CMT_SPLIT_TARGET,
+            MATVEC_BATCH_CMT_TOKENS,
         ),
         StagedShape::Rows => (
             if gated { CMR_ROWS / 2 } else { CMR_ROWS },
@@ -891,7 +969,19 @@ pub fn matvec_batch_staged_layout_aiming(
             CMR_PART,
             CMR_SPLIT_TARGET,
             CMR_SPLIT_TARGET,
+            MATVEC_BATCH_CMT_TOKENS,
         ),
+        StagedShape::Registers | StagedShape::Registers64 => {
+            let wide = shape == StagedShape::Registers64;
+            (
+                if gated { CMDQ_ROWS / 2 } else { CMDQ_ROWS },
+                CMDQ_CHUNK,
+                if wide { 2 * CMDQ_PART } else { CMDQ_PART },
+                target.unwrap_or(CMDQ_SPLIT_TARGET),
+                CMDQ_SPLIT_TARGET,
+                if wide { 2 * CMDQ_TOKENS } else { CMDQ_TOKENS },
+            )
+        }
     };
     let target = target.unwrap_or(own_target);
     let row_groups = rows.div_ceil(per).max(1);
@@ -905,7 +995,7 @@ pub fn matvec_batch_staged_layout_aiming(
     };
     let kchunks = chunks.div_ceil(want);
     let ksplit = chunks.div_ceil(kchunks);
-    let token_groups = tokens.div_ceil(MATVEC_BATCH_CMT_TOKENS).max(1);
+    let token_groups = tokens.div_ceil(per_tokens).max(1);
     let gx = row_groups.min(65535);
     let cells = row_groups as u64 * token_groups as u64;
     MatvecBatchCmtLayout {

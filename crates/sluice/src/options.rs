@@ -52,6 +52,10 @@ pub struct Options {
     /// Do not enable integer dot products (shaderIntegerDotProduct) even where the device
     /// has them: the block-format matvecs run on their f32 decoders. Default false.
     pub no_int_dot: bool,
+    /// Do not build the weights' matrix-unit operands in registers (the batched matvecs of
+    /// decision 0014) even where the device's layout self-test passes: the kernels that
+    /// stage them through shared memory run instead. Default false.
+    pub no_register_operands: bool,
     /// Ask the driver for every pipeline's compile statistics (registers, instructions,
     /// spills: VK_KHR_pipeline_executable_properties) so that
     /// [`crate::Device::kernel_statistics`] can report them. Default false: capturing
@@ -71,6 +75,7 @@ impl Default for Options {
             wait_timeout: Duration::from_secs(60),
             no_coopmat: false,
             no_int_dot: false,
+            no_register_operands: false,
             kernel_statistics: false,
         }
     }

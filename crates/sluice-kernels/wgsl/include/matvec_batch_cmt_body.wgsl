@@ -1,3 +1,4 @@
+//! include: matvec_batch_stage_put
 // The cooperative-matrix batched matvec with both operands staged through shared memory
 // (matvec_batch_cmt_<dtype>, f16 and every block format; `_silu`: the gated gate/up):
 // y[t][r] = W[r] . xh_t for the rows of a batched decode step or a prompt

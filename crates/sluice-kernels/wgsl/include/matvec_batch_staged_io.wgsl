@@ -1,6 +1,6 @@
-// What the staged cooperative-matrix batched matvecs share (include/matvec_batch_cmt_body.wgsl,
-// _cmr_body.wgsl): the push constants, the weight vec4s of either matrix, the staging
-// stores to `stage` (declared by the body), the activation and y accesses and the K
+// What the cooperative-matrix batched matvecs with a K split share
+// (include/matvec_batch_cmt_body.wgsl, _cmr_body.wgsl, _cmdq_body.wgsl): the push
+// constants, the weight vec4s of either matrix, the activation and y accesses and the K
 // split's ticket. Needs `w`, `wb_raw`, `xv`, `y`, `tick` and `pc` from the kernel file.
 struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, y_mode: u32, row_groups_x: u32, ksplit: u32, kchunks: u32 }
 
@@ -12,20 +12,6 @@ fn wraw(sel: bool, i: u32) -> vec4<u32> {
         return wb_raw(i);
     }
     return w.d[i];
-}
-
-// Stores 8 halves at half o (a multiple of 8) of the stage: two 8-byte stores (eight
-// 2-byte ones measured slower, BENCHMARKS.md, twelfth session).
-fn put8(o: u32, a: vec4<f16>, b: vec4<f16>) {
-    stage[o / 4u] = a;
-    stage[o / 4u + 1u] = b;
-}
-
-// Stores the 8 halves packed in v (f16 pairs) at half o of the stage.
-fn put(o: u32, v: vec4<u32>) {
-    let a = vec4<f16>(vec2<f16>(unpack2x16float(v.x)), vec2<f16>(unpack2x16float(v.y)));
-    let b = vec4<f16>(vec2<f16>(unpack2x16float(v.z)), vec2<f16>(unpack2x16float(v.w)));
-    put8(o, a, b);
 }
 
 // Activation row `t` (a padded token), 8 halves from column c; zeros past cols.

@@ -432,7 +432,14 @@ impl GpuModel {
             // projection but the f16 gate/ups under `cmr_min_weights`, which measured no
             // faster on matvec_batch_cmt than on matvec_batch_cm_silu (-2% to +3% on the
             // engine; BENCHMARKS.md, fifth session).
-            let lay = k::matvec_batch_cmt_layout(m.dtype, m.rows, cols, t.n, gated);
+            // Q4_K and Q6_K: the weights' operands built in registers, K split as the staged
+            // kernels (decision 0014).
+            let lay = if self.cmd_layout && k::matvec_batch_cmdq_fits(m.dtype, m.rows, cols, gated)
+            {
+                k::matvec_batch_staged_layout(k::cmdq_shape(t.n), m.rows, cols, t.n, gated)
+            } else {
+                k::matvec_batch_cmt_layout(m.dtype, m.rows, cols, t.n, gated)
+            };
             // This run's scratch region (sized for any shape), as much as the shape uses.
             let part_bytes = (lay.part_floats * 4).max(4);
             let scratch = self.batch_cmt_run(p.run, part_bytes, lay.tickets * 4);
@@ -452,11 +459,26 @@ impl GpuModel {
                     .ok_or_else(|| no_kernel("staged"))?;
                 bindings.extend([part, tick]);
                 let pipeline = self.device.pipeline(desc)?;
+                log::trace!(
+                    "batched {}x{cols} {} at {} tokens: {} {:?}",
+                    m.rows,
+                    m.dtype.name(),
+                    t.n,
+                    desc.name,
+                    lay.groups
+                );
                 enc.dispatch(&pipeline, lay.groups, &bindings, &push.staged(&lay))?;
                 continue;
             }
             let desc = k::matvec_batch_cm(m.dtype, gated, m.rows)
                 .ok_or_else(|| no_kernel("cooperative-matrix"))?;
+            log::trace!(
+                "batched {}x{cols} {} at {} tokens: {}",
+                m.rows,
+                m.dtype.name(),
+                t.n,
+                desc.name
+            );
             enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push)?;
         }
         Ok(())

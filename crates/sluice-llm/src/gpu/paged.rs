@@ -603,8 +603,13 @@ fn cmt_scratch(c: &ModelConfig, rows: usize) -> Result<(u64, u64), LlmError> {
             u32::try_from(r).map_err(|_| too_big())?,
             u32::try_from(k).map_err(|_| too_big())?,
         );
-        // Either staged kernel may run a shape (the choice depends on the format).
-        for shape in [k::StagedShape::KSteps, k::StagedShape::Rows] {
+        // Any of the split kernels may run a shape (the choice depends on the format).
+        for shape in [
+            k::StagedShape::KSteps,
+            k::StagedShape::Rows,
+            k::StagedShape::Registers,
+            k::StagedShape::Registers64,
+        ] {
             let lay = k::matvec_batch_staged_layout(shape, r, k, rows, gated);
             need = (need.0.max(lay.part_floats), need.1.max(lay.tickets));
         }

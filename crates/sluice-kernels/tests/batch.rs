@@ -1360,15 +1360,16 @@ fn matvec_batch_cmd_f16_matches_reference() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// `matvec_batch_cmd_q4_k[_silu]` and `matvec_batch_cmd_q6_k` (the weights' matrix-unit
-/// operands built in registers; wgsl/include/matvec_batch_cmdq_body.wgsl) through the
-/// staged kernels' check (Q6_K: the variants without a gate): every variant against the CPU reference on the dequantized weights rounded to f16 (NMSE
-/// <= 1e-5), gated f16 pairs bit for bit act_f16's, tokens alone bit-identical to their
-/// batch rows, with 32 and 64 tokens per workgroup (the two bit for bit the same). Shapes:
-/// partial last row groups (96 rows: 1.5 groups of 64; 48 gated: 1.5 of 32), one block per
-/// row, K split (1280 = 5 blocks, 4096 = 16: 8 splits), one to three token groups of 32
-/// (70 tokens). On the matrix units where `cmd_layout_self_test`
-/// passes; a device without matrix units refuses the kernels by name.
+/// `matvec_batch_cmd[64]_q4_k[_silu]` and `matvec_batch_cmd[64]_q6_k` (the weights'
+/// matrix-unit operands built in registers; wgsl/include/matvec_batch_cmdq_body.wgsl)
+/// through the staged kernels' check (Q6_K: the variants without a gate): every variant
+/// against the CPU reference on the dequantized weights rounded to f16 (NMSE <= 1e-5),
+/// gated f16 pairs bit for bit act_f16's, tokens alone bit-identical to their batch rows,
+/// with 32 and 64 tokens per workgroup (the two bit for bit the same). Shapes: partial last
+/// row groups (96 rows: 1.5 groups of 64; 48 gated: 1.5 of 32), one block per row, K split
+/// (1280 = 5 blocks, 4096 = 16: 8 splits), one to three token groups of 32 (70 tokens). On
+/// the matrix units where `cmd_layout_self_test` passes; a device without matrix units
+/// refuses the kernels by name.
 #[test]
 fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
     let (q, q6) = (WeightDtype::Q4K, WeightDtype::Q6K);

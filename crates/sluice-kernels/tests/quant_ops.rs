@@ -380,7 +380,7 @@ fn quant_embed_matches_dequantized_rows() {
     }
 }
 
-/// Runs a decode probe (`decode16h_probe_*`: one invocation per 16
+/// Runs a decode probe (`decode16h_probe_*`, `cmdq_reader_probe_*`: one invocation per 16
 /// weights of the `rows` x `cols` matrix `m`) and reads `floats` of its output.
 fn run_decode_probe(
     d: &Device,
@@ -449,6 +449,40 @@ fn decode16h_is_the_dequantization_in_f16() {
             "{}: no OpBitcast to vec2<f16> (build.rs half_pair_fixup)",
             k.name
         );
+    }
+}
+
+/// The readers of the register-built matrix-unit operands (`matvec_batch_cmd_q4_k` /
+/// `_q6_k`, kernels that need matrix units) through `cmdq_reader_probe_*`: for every token
+/// column, the weight the kernel pairs with it (its stage place by `x_pos`, the fragment
+/// element there by `cmd_b_element`'s map, that invocation's load and scales) is the CPU
+/// dequantization of that column, within 2^-9 of its 32-weight sub-block's largest
+/// magnitude (scales rounded to f16 first), NMSE <= 1e-6. A wrong K permutation puts
+/// another column's weight there.
+#[test]
+fn cmdq_readers_pair_each_column_with_its_weight() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(37);
+    for (dt, k) in [
+        (WeightDtype::Q4K, &CMDQ_READER_PROBE_Q4_K),
+        (WeightDtype::Q6K, &CMDQ_READER_PROBE_Q6_K),
+    ] {
+        let (rows, cols) = (5usize, 1280usize);
+        let m = qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 1.0));
+        let got = run_decode_probe(&d, k, dt, &m, rows, cols, rows * cols);
+        for (i, (&g, &w)) in got.iter().zip(&m.deq).enumerate() {
+            let sub = &m.deq[i / 32 * 32..i / 32 * 32 + 32];
+            let big = sub.iter().fold(0f32, |a, v| a.max(v.abs()));
+            assert!(
+                (g - w).abs() <= big / 512.0,
+                "{}: row {} column {}: {g} vs the CPU's {w} (sub-block max {big})",
+                k.name,
+                i / cols,
+                i % cols
+            );
+        }
+        assert_close(k.name, &got, &m.deq, NMSE_MAX);
     }
 }
 

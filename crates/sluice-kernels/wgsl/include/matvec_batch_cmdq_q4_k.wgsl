@@ -1,3 +1,5 @@
+//! include: quant_k_fields
+//! include: h16_k_quads
 // The Q4_K reader of include/matvec_batch_cmdq_body.wgsl. GPU layout (decision 0002): a
 // row's nibbles (128 bytes per block: chunk c of 64 elements = bytes 32 c .. 32 c + 31,
 // low nibble element 64 c + l, high 64 c + 32 + l), then d|dmin|scales (16 bytes per
@@ -22,36 +24,16 @@ fn wm_load(sel: bool, base: u32, nb: u32, b: u32) -> WM {
 }
 
 // (a, mn) as f16 of invocation t's low-nibble sub-block of half block hb in xy (chunk c =
-// 2 hb + t / 2: sub-block 2 c), its high-nibble one in zw (2 c + 1): a weight is a q - mn
-// (the 6-bit fields as include/quant_k.wgsl's k_scale_min2).
+// 2 hb + t / 2: sub-block 2 c), its high-nibble one in zw (2 c + 1): a weight is a q - mn.
 fn wm_am(mm: WM, hb: u32, t: u32) -> vec4<f16> {
-    let m = mm.m;
-    let c = 2u * hb + t / 2u;
-    let sh = 16u * (c & 1u);
-    let y = (m.y >> sh) & 0xFFFFu;
-    let z = (m.z >> sh) & 0xFFFFu;
-    let w = (m.w >> sh) & 0xFFFFu;
-    let hi = c >= 2u;
-    let sc = select(y & 0x3F3Fu, (w & 0x0F0Fu) | ((y >> 2u) & 0x3030u), hi);
-    let mn = select(z & 0x3F3Fu, ((w >> 4u) & 0x0F0Fu) | ((z >> 2u) & 0x3030u), hi);
-    let dm = unpack2x16float(m.x);
-    let v = vec4<f32>(vec4<u32>(sc & 255u, mn & 255u, sc >> 8u, mn >> 8u));
+    let dm = unpack2x16float(mm.m.x);
+    let v = vec4<f32>(k_scale_min_fields(mm.m, 2u * hb + t / 2u));
     return vec4<f16>(v * vec4<f32>(dm.x, dm.y, dm.x, dm.y));
 }
 
-// The weights of bytes 0..3 of word k (nibbles h) with am = (a, mn): nibbles at bits 0
-// and 16 OR-ed into 0x6400 (1024.0, ulp 1) give 1024 + q exactly.
+// The weights of bytes 0..3 of word k (nibbles h) with am = (a, mn), in byte order.
 fn wq_w4(q: WQ, k: u32, h: u32, t: u32, am: vec2<f16>) -> vec4<f16> {
-    let v = q.l[k];
-    let sh = 4u * h;
-    let bias = vec2<f16>(1024.0h);
-    let p = h2_bits(0x64006400u | ((v >> sh) & 0x000F000Fu)) - bias; // bytes 0, 2
-    let r = h2_bits(0x64006400u | ((v >> (sh + 8u)) & 0x000F000Fu)) - bias; // bytes 1, 3
-    let a = vec2<f16>(am.x);
-    let mn = vec2<f16>(am.y);
-    let wp = fma(a, p, -mn);
-    let wr = fma(a, r, -mn);
-    return vec4<f16>(wp.x, wr.x, wp.y, wr.y);
+    return q4_h4(q.l[k], 4u * h, vec2<f16>(am.x), vec2<f16>(am.y)).xzyw;
 }
 
 // Where the stage holds column 8 m of a half block (halves from the token's row start):

@@ -1,3 +1,4 @@
+//! include: h16_k_quads
 // The Q6_K reader of include/matvec_batch_cmdq_body.wgsl. GPU layout (decision 0002,
 // dtype/q6_k.wgsl): a row's ql|qh (192 bytes per block: ql bytes 0..127, qh 128..191),
 // then the i8 scales (16 bytes per block), then d (f16 per block). Element 128 n + 32 g + l
@@ -35,22 +36,9 @@ fn wm_am(m: WM, hb: u32, t: u32) -> vec4<f16> {
 }
 
 // The weights of bytes 0..3 of word k (nibbles h; the high bits of g = 2 h + t / 2) with
-// am = (d sc, 0): the nibble and the two high bits OR-ed into 0x6400 give 1024 + q, minus
-// 1056 leaves q - 32 exactly (as include/h16_q6_k.wgsl).
+// am = (d sc, 0), in byte order.
 fn wq_w4(q: WQ, k: u32, h: u32, t: u32, am: vec2<f16>) -> vec4<f16> {
-    let v = q.l[k];
-    let hv = q.h[k];
-    let sh = 4u * h;
-    let hs = 4u * h + 2u * (t / 2u);
-    let bias = vec2<f16>(1056.0h);
-    let p = h2_bits(0x64006400u | ((v >> sh) & 0x000F000Fu)
-        | (((hv >> hs) & 0x00030003u) << 4u)) - bias; // bytes 0, 2
-    let r = h2_bits(0x64006400u | ((v >> (sh + 8u)) & 0x000F000Fu)
-        | (((hv >> (hs + 8u)) & 0x00030003u) << 4u)) - bias; // bytes 1, 3
-    let a = vec2<f16>(am.x);
-    let wp = a * p;
-    let wr = a * r;
-    return vec4<f16>(wp.x, wr.x, wp.y, wr.y);
+    return q6_h4(q.l[k], q.h[k], 4u * h, 4u * h + 2u * (t / 2u), vec2<f16>(am.x)).xzyw;
 }
 
 // Where the stage holds column 8 m of a half block (halves from the token's row start):

@@ -10,8 +10,7 @@ use sluice_llm::batch::BatchRunner;
 use sluice_llm::config::ModelConfig;
 use sluice_llm::decode::Mode;
 use sluice_llm::gpu::{
-    BatchRow, PagedOptions, BLOCK_MATRIX_UNITS_MIN_SEQUENCES, BLOCK_ROWS_LARGE_LAYER_WEIGHTS,
-    BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES,
+    BatchRow, PagedOptions, BLOCK_ROWS_LARGE_LAYER_WEIGHTS, BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES,
 };
 use sluice_llm::load::{open_model, LoadOptions, Loaded};
 use sluice_llm::reference::CpuModel;
@@ -301,14 +300,12 @@ fn pool_and_slot_limits_are_errors() {
 
 /// A block-format model (llama.cpp's Q4_K_M mixture: q4_k and q6_k matrices) on the
 /// batched step, in engines of 4 sequence slots (decode rows on the integer-dot batched
-/// matvec where the device has integer dot products, else the single-token kernels), 32
-/// (prompt chunks on the matrix units where the device has them:
-/// `BLOCK_MATRIX_UNITS_MIN_SEQUENCES`) and 64 (decode rows too:
-/// `BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES`): a sequence's logits are bit-identical alone and
-/// among others, and its logits
-/// follow the single-sequence decoder on the same weights (bound 5e-2 as for the int-dot
-/// kernels in e2e.rs: x quantized to int8 per 32 amplifies the f32 differences of the two
-/// attention kernels), greedy tokens on at least 7 of 9.
+/// matvec where the device has integer dot products, else the single-token kernels; prompt
+/// chunks on the matrix units where the device has them) and 32 (decode rows too:
+/// `BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES`): a sequence's logits are bit-identical alone
+/// and among others, and its logits follow the single-sequence decoder on the same weights
+/// (bound 5e-2 as for the int-dot kernels in e2e.rs: x quantized to int8 per 32 amplifies
+/// the f32 differences of the two attention kernels), greedy tokens on at least 7 of 9.
 #[test]
 fn a_quantized_sequence_decodes_alone_batched_and_like_the_decoder() {
     use sluice_llm::decode::Decoder;
@@ -341,11 +338,7 @@ fn a_quantized_sequence_decodes_alone_batched_and_like_the_decoder() {
     // The single-sequence decoder on the same quantized weights (contiguous KV cache).
     let single = quant(None);
     let decoder = Decoder::new(&single.model, Mode::Replay, GraphOptions::default()).unwrap();
-    for sequences in [
-        4,
-        BLOCK_MATRIX_UNITS_MIN_SEQUENCES,
-        BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES,
-    ] {
+    for sequences in [4, BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES] {
         let int_dot = d.info().int_dot;
         let loaded = quant(Some(sequences));
         quantized_batch_check(&loaded, &cfg, &single, &decoder, sequences, int_dot);
@@ -363,9 +356,8 @@ fn quantized_batch_check(
 ) {
     assert_eq!(loaded.dtype, "q4_k+q6_k");
     // Which linear ops of the decode rows run on the matrix units: none in small engines
-    // (integer dot products), the LM head from BLOCK_MATRIX_UNITS_MIN_SEQUENCES slots,
-    // every op from BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES (this model's layers are small);
-    // none without matrix units.
+    // (integer dot products), every op from BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES slots
+    // (this model's layers are small); none without matrix units.
     let (m, linear) = (&loaded.model, 4 * cfg.layers + 1);
     assert!(cfg.layer_projection_weights() < BLOCK_ROWS_LARGE_LAYER_WEIGHTS);
     assert_eq!(
@@ -375,10 +367,16 @@ fn quantized_batch_check(
     let want = match sequences {
         _ if !m.uses_coopmat() => 0,
         s if s >= BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES => linear,
-        s if s >= BLOCK_MATRIX_UNITS_MIN_SEQUENCES => 1,
         _ => 0,
     };
     assert_eq!(m.batch_matrix_unit_ops(), want, "{sequences} slots");
+    // Prompt chunks: every op on the matrix units in every engine that has them.
+    let chunk = if m.uses_coopmat() { linear } else { 0 };
+    assert_eq!(
+        m.chunk_matrix_unit_ops(),
+        chunk,
+        "{sequences} slots, chunks"
+    );
     // Where o and down run on integer dot products, the attention and the gate/up hand
     // them int8 blocks.
     let handoffs = if int_dot && want < linear {

@@ -590,22 +590,17 @@ impl GpuModel {
 
     /// The kernels linear op `l` of a paged `shape` runs on. Decode rows of block-format
     /// weights on integer dot products where the device has them (and the engine is not
-    /// one that runs them on the matrix units, see `PagedOptions`; the LM head of an engine
-    /// that runs prompt chunks there runs there too): each weight unit loaded once for
-    /// every row (gated: gate and up of one format). Else the matrix units where the
-    /// weights fit (block formats: prompt chunks of engines of many sequences, see
-    /// `PagedOptions`).
+    /// one that runs them on the matrix units, see `PagedOptions`): each weight unit loaded
+    /// once for every row (gated: gate and up of one format). Else the matrix units where
+    /// the weights fit (block formats: prompt chunks, and the decode rows of those
+    /// engines).
     fn batch_path(&self, l: &Linear, shape: Shape) -> BatchPath {
         if !shape.paged() {
             return BatchPath::Other;
         }
         let parts = self.matrices(l.weight);
         let up = l.up.map(|u| self.matrices(u)[0].0);
-        let paged = self.paged_options();
-        let head = l.weight == Weight::Head;
-        let rows_cm = self.batch_xh().is_some()
-            && (self.block_rows_on_matrix_units()
-                || paged.is_some_and(|o| head && o.block_formats_on_matrix_units()));
+        let rows_cm = self.batch_xh().is_some() && self.block_rows_on_matrix_units();
         let decode_rows = matches!(shape, Shape::Batch(_));
         if decode_rows && !rows_cm && self.batch_dp_scratch().is_some() {
             let ok = |m: &Matrix| k::matvec_batch_dp(m.dtype, false).is_some();
@@ -616,7 +611,7 @@ impl GpuModel {
             }
         }
         if self.batch_xh().is_some() {
-            let block_cm = paged.is_some_and(|o| o.block_formats_on_matrix_units());
+            let block_cm = !decode_rows || rows_cm;
             let fits = |m: &Matrix| {
                 k::matvec_batch_cm_fits(m.dtype, m.rows, m.cols)
                     && (!m.dtype.is_quantized() || block_cm)
@@ -758,10 +753,19 @@ impl GpuModel {
     /// matrix units; the others take integer dot products or the matvec family (see
     /// `batch_path`). 0 without a paged engine.
     pub fn batch_matrix_unit_ops(&self) -> usize {
+        self.matrix_unit_ops(Shape::Batch(1))
+    }
+
+    /// [`Self::batch_matrix_unit_ops`] for a prompt chunk of the paged engine.
+    pub fn chunk_matrix_unit_ops(&self) -> usize {
+        self.matrix_unit_ops(Shape::BatchPrefill(1))
+    }
+
+    /// Linear ops of a paged `shape` that run on the matrix units.
+    fn matrix_unit_ops(&self, shape: Shape) -> usize {
         if self.paged_options().is_none() {
             return 0;
         }
-        let shape = Shape::Batch(1);
         layer::forward(self.layers.len())
             .iter()
             .filter(|op| match op {

@@ -26,9 +26,9 @@ pub use layout::Matrix;
 pub use lower::Shape;
 pub(crate) use paged::power_buckets;
 pub use paged::{
-    BatchRow, PagedOptions, BATCH_ROW_GROUP_MAX, BLOCK_MATRIX_UNITS_MIN_SEQUENCES,
-    BLOCK_ROWS_LARGE_LAYER_WEIGHTS, BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES,
-    BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES_LARGE, DEFAULT_KV_BLOCK,
+    BatchRow, PagedOptions, BATCH_ROW_GROUP_MAX, BLOCK_ROWS_LARGE_LAYER_WEIGHTS,
+    BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES, BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES_LARGE,
+    DEFAULT_KV_BLOCK,
 };
 pub use persistent::{Lowering, PersistentInfo};
 

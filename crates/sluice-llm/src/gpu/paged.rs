@@ -50,37 +50,30 @@ impl Default for PagedOptions {
 /// ([`GpuModel::batch_row_group`]): the matrix-unit kernels' tokens per workgroup.
 pub const BATCH_ROW_GROUP_MAX: usize = k::MATVEC_BATCH_CMT_TOKENS as usize;
 
-/// Sequence slots from which a paged engine runs block-format weights of its prompt
-/// chunks, and the LM head of its decode rows, on the matrix units (where the device has
-/// them; f16 weights always do).
+/// Sequence slots from which a paged engine runs the decode rows of block-format weights
+/// (every projection and the LM head) on the matrix units; smaller engines run them on
+/// integer dot products (`sluice_kernels::matvec_batch_dp`, where the device has them),
+/// except engines of [`BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES_LARGE`] slots or more of
+/// models with large layers ([`BLOCK_ROWS_LARGE_LAYER_WEIGHTS`]). Prompt chunks run on the
+/// matrix units in every engine (where the device has them).
 ///
 /// Fixed per engine, never per step, so a sequence's tokens do not depend on how many
-/// others run with it (batch invariance). Measured on the H100 (BENCHMARKS.md,
-/// "2026-11-24"): the matrix-unit kernel decodes every weight tile into shared memory per
-/// workgroup, which costs more than the integer-dot `*_tokens` matvecs for a few rows
-/// (4B Q4_K_M: 43 vs 259 t/s alone) and less for many (1560 vs 728 t/s at 64 rows). The LM
-/// head alone (151936 rows: the integer-dot head is ~10% of a 32-row step) pays from here:
-/// 32-slot engines, 0.6B Q4_K_M +8% at 32 rows, 4B Q8_0 +5% (seventeenth session).
-pub const BLOCK_MATRIX_UNITS_MIN_SEQUENCES: usize = 32;
-
-/// Sequence slots from which a paged engine also runs the decode rows of block-format
-/// weights on the matrix units; smaller engines run them on integer dot products
-/// (`sluice_kernels::matvec_batch_dp`, where the device has them), except engines of
-/// [`BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES_LARGE`] slots or more of models with large
-/// layers ([`BLOCK_ROWS_LARGE_LAYER_WEIGHTS`]). Measured on the H100 (BENCHMARKS.md, sixth
-/// session), 4B Q4_K_M in one engine of 64 slots, tok/s at 1 / 8 / 32 / 64 rows: integer
-/// dots 230 / 1203 / 1947 / 2190, matrix units 64 / 505 / 1703 / 2830: the matrix units
-/// won only when nearly every slot of a large engine ran.
-pub const BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES: usize = 64;
+/// others run with it (batch invariance). The matrix-unit kernels cost about as much for
+/// one row as for 32 (each workgroup decodes its weights once for 32 tokens), the
+/// integer-dot ones grow row by row. Measured on an H200 (BENCHMARKS.md, fortieth
+/// session), qwen3-0.6b Q4_K_M, tok/s at 1 / 8 / 16 / 32 rows, integer dots (32-slot
+/// engine) vs matrix units (64-slot engine): 569 / 3786 / 6662 / 9504 vs 485 / 3759 / 7069
+/// / 11658 (+23% with every slot busy, level at a quarter, -15% alone).
+pub const BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES: usize = 32;
 
 /// Sequence slots from which a paged engine of a model with large layers runs its decode
 /// rows of block-format weights on the matrix units ([`PagedOptions::block_rows_on_matrix_units`]).
-/// Measured on an H200 (BENCHMARKS.md, twenty-second session), Q4_K_M, tok/s at 1 / 8 / 16
-/// / 32 rows, integer dots (32-slot engine) vs matrix units (64-slot engine): qwen3-4b 178
-/// / 1292 / 1866 / 2305 vs 115 / 921 / 1815 / 3002 (+30% with every slot busy, -3% with
-/// half); qwen3-0.6b 411 / 3422 / 6061 / 9126 vs 222 / 2555 / 5321 / 9303 (+2%, -12%),
-/// which keeps integer dots below 64 slots.
-pub const BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES_LARGE: usize = 32;
+/// Measured on an H200 (BENCHMARKS.md, fortieth session), qwen3-4b Q4_K_M, tok/s at 1 / 8
+/// / 16 rows, integer dots (16-slot engine) vs matrix units (32-slot engine): 277 / 1358 /
+/// 1877 vs 203 / 1698 / 3194: the step on the matrix units is nearly flat (4.7-5.0 ms),
+/// the integer-dot one grows by ~0.33 ms a row from 3.6 ms, so the matrix units win from
+/// about 5 busy slots (+25% at 8, +70% at 16, -27% alone).
+pub const BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES_LARGE: usize = 8;
 
 /// Projection weights per decoder layer ([`ModelConfig::layer_projection_weights`]) from
 /// which a model counts as large for [`BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES_LARGE`]:
@@ -88,13 +81,6 @@ pub const BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES_LARGE: usize = 32;
 pub const BLOCK_ROWS_LARGE_LAYER_WEIGHTS: u64 = 1 << 25;
 
 impl PagedOptions {
-    /// Whether prompt chunks (and the LM head of decode rows) run block-format weights on
-    /// the matrix units (where the device has them): [`BLOCK_MATRIX_UNITS_MIN_SEQUENCES`]
-    /// slots or more.
-    pub fn block_formats_on_matrix_units(&self) -> bool {
-        self.sequences >= BLOCK_MATRIX_UNITS_MIN_SEQUENCES
-    }
-
     /// Whether decode rows of a model with `layer_weights` projection weights per layer
     /// run block-format weights on the matrix units (where the device has them) rather
     /// than on integer dot products: [`BLOCK_ROWS_MATRIX_UNITS_MIN_SEQUENCES`] slots or
@@ -1147,11 +1133,12 @@ mod tests {
         assert_eq!(s, 1024 * 4096 + 2048 * 1024 + 3 * 1024 * 3072);
         assert!(s < BLOCK_ROWS_LARGE_LAYER_WEIGHTS && l >= BLOCK_ROWS_LARGE_LAYER_WEIGHTS);
         for (slots, small_cm, large_cm) in [
-            (8, false, false),
-            (16, false, false),
-            (31, false, false),
-            (32, false, true),
-            (63, false, true),
+            (1, false, false),
+            (7, false, false),
+            (8, false, true),
+            (16, false, true),
+            (31, false, true),
+            (32, true, true),
             (64, true, true),
         ] {
             let e = engine(slots);

@@ -20,7 +20,7 @@
 //! With `cmt`: the staged batched matvecs (operands staged through shared memory, K split
 //! over workgroups for matrices of few rows; matvec_batch_cmt and its row-owning twin
 //! matvec_batch_cmr; for Q4_K and Q6_K also matvec_batch_cmd_<format>, the weights'
-//! operands built in registers, and above 32 tokens its 64-token form cmd64) against
+//! operands built in registers) against
 //! matvec_batch_cm, in a chain, each checked against CPU dot products. A third argument
 //! keeps only the formats it names (`cmt q4_k,f16`), a fourth only the token counts it
 //! names (`cmt q4_k 32`; default 1, 8, 32, 64), a fifth the K-split targets to sweep
@@ -940,13 +940,10 @@ fn cmt_bench(
                 let (push, g) = MatvecBatchCmPush::new(dt, rows, cols, tokens);
                 chain!("cm", old, g, Vec::<sluice::BufferSlice>::new(), push);
                 // The split kernels, every shape the format has (the model runs the one
-                // matvec_batch_cmt_layout picks, or for Q4_K / Q6_K cmdq_shape's).
+                // matvec_batch_cmt_layout picks, or for Q4_K / Q6_K the register-built one).
                 let mut shapes = vec![StagedShape::KSteps, StagedShape::Rows];
                 if matvec_batch_cmdq(dt, gated).is_some() {
                     shapes.push(StagedShape::Registers);
-                    if tokens > 32 {
-                        shapes.push(StagedShape::Registers64);
-                    }
                 }
                 for (shape, target) in shapes
                     .into_iter()
@@ -961,7 +958,6 @@ fn cmt_bench(
                         StagedShape::KSteps => "cmt",
                         StagedShape::Rows => "cmr",
                         StagedShape::Registers => "cmd",
-                        StagedShape::Registers64 => "cmd64",
                     };
                     let label = format!(
                         "{name} k{} g{}",
@@ -1133,7 +1129,6 @@ fn i8mm_bench(d: &Device, reps: u32) {
                 StagedShape::KSteps => "cmt",
                 StagedShape::Rows => "cmr",
                 StagedShape::Registers => "cmd",
-                StagedShape::Registers64 => "cmd64",
             };
             report(label, us);
             println!("{line}");

@@ -776,12 +776,11 @@ pub enum StagedShape {
     Rows,
     /// [`matvec_batch_cmdq`]: 64 rows per workgroup (gated: 32 of each matrix) and 32
     /// tokens, the weights' matrix-unit operands built in registers, K split in blocks
-    /// (only where [`cmd_layout_self_test`] passes; decision 0014).
+    /// (only where [`cmd_layout_self_test`] passes; decision 0014). More tokens run as
+    /// more token groups: in the engine two workgroups of 32 ran a 64-row step 18-26%
+    /// faster than one of 64 that decoded the weights once (H200, BENCHMARKS.md, fortieth
+    /// session).
     Registers,
-    /// [`StagedShape::Registers`] with 64 tokens per workgroup ([`matvec_batch_cmdq64`]):
-    /// the same K split, so the same sums bit for bit (the engine takes it above 32
-    /// tokens).
-    Registers64,
 }
 
 /// The staged cooperative-matrix batched matvec for `dtype` weights (`silu`: the gated
@@ -822,30 +821,6 @@ pub fn matvec_batch_cmdq(dtype: WeightDtype, silu: bool) -> Option<&'static Kern
         (WeightDtype::Q4K, true) => Some(&crate::MATVEC_BATCH_CMD_Q4_K_SILU),
         (WeightDtype::Q6K, false) => Some(&crate::MATVEC_BATCH_CMD_Q6_K),
         _ => None,
-    }
-}
-
-/// [`matvec_batch_cmdq`] with 64 tokens per workgroup (`matvec_batch_cmd64_*`; the
-/// weights decoded once for four token tiles): layout from [`matvec_batch_staged_layout`]
-/// with [`StagedShape::Registers64`].
-pub fn matvec_batch_cmdq64(dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
-    match (dtype, silu) {
-        (WeightDtype::Q4K, false) => Some(&crate::MATVEC_BATCH_CMD64_Q4_K),
-        (WeightDtype::Q4K, true) => Some(&crate::MATVEC_BATCH_CMD64_Q4_K_SILU),
-        (WeightDtype::Q6K, false) => Some(&crate::MATVEC_BATCH_CMD64_Q6_K),
-        _ => None,
-    }
-}
-
-/// The shape the batched engine runs a [`matvec_batch_cmdq_fits`] matrix in at `tokens`:
-/// [`StagedShape::Registers`] up to 32 tokens, [`StagedShape::Registers64`] above (one
-/// token group of 64 decodes the weights once where two of 32 decode them twice; both
-/// give the same sums, so a row's result does not depend on the batch).
-pub fn cmdq_shape(tokens: u32) -> StagedShape {
-    if tokens > CMDQ_TOKENS {
-        StagedShape::Registers64
-    } else {
-        StagedShape::Registers
     }
 }
 
@@ -902,7 +877,6 @@ impl MatvecBatchCmtLayout {
             StagedShape::KSteps => matvec_batch_cmt(dtype, silu),
             StagedShape::Rows => matvec_batch_cmr(dtype, silu),
             StagedShape::Registers => matvec_batch_cmdq(dtype, silu),
-            StagedShape::Registers64 => matvec_batch_cmdq64(dtype, silu),
         }
     }
 }
@@ -971,17 +945,14 @@ pub fn matvec_batch_staged_layout_aiming(
             CMR_SPLIT_TARGET,
             MATVEC_BATCH_CMT_TOKENS,
         ),
-        StagedShape::Registers | StagedShape::Registers64 => {
-            let wide = shape == StagedShape::Registers64;
-            (
-                if gated { CMDQ_ROWS / 2 } else { CMDQ_ROWS },
-                CMDQ_CHUNK,
-                if wide { 2 * CMDQ_PART } else { CMDQ_PART },
-                target.unwrap_or(CMDQ_SPLIT_TARGET),
-                CMDQ_SPLIT_TARGET,
-                if wide { 2 * CMDQ_TOKENS } else { CMDQ_TOKENS },
-            )
-        }
+        StagedShape::Registers => (
+            if gated { CMDQ_ROWS / 2 } else { CMDQ_ROWS },
+            CMDQ_CHUNK,
+            CMDQ_PART,
+            target.unwrap_or(CMDQ_SPLIT_TARGET),
+            CMDQ_SPLIT_TARGET,
+            CMDQ_TOKENS,
+        ),
     };
     let target = target.unwrap_or(own_target);
     let row_groups = rows.div_ceil(per).max(1);

@@ -1173,7 +1173,6 @@ fn check_batch_cm_of(
                     Some(StagedShape::KSteps) => "cmt",
                     Some(StagedShape::Rows) => "cmr",
                     Some(StagedShape::Registers) => "cmd",
-                    Some(StagedShape::Registers64) => "cmd64",
                 },
                 dt.name()
             );
@@ -1360,12 +1359,12 @@ fn matvec_batch_cmd_f16_matches_reference() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// `matvec_batch_cmd[64]_q4_k[_silu]` and `matvec_batch_cmd[64]_q6_k` (the weights'
+/// `matvec_batch_cmd_q4_k[_silu]` and `matvec_batch_cmd_q6_k` (the weights'
 /// matrix-unit operands built in registers; wgsl/include/matvec_batch_cmdq_body.wgsl)
 /// through the staged kernels' check (Q6_K: the variants without a gate): every variant
 /// against the CPU reference on the dequantized weights rounded to f16 (NMSE <= 1e-5),
-/// gated f16 pairs bit for bit act_f16's, tokens alone bit-identical to their batch rows,
-/// with 32 and 64 tokens per workgroup (the two bit for bit the same). Shapes: partial last
+/// gated f16 pairs bit for bit act_f16's, tokens alone bit-identical to their batch rows.
+/// Shapes: partial last
 /// row groups (96 rows: 1.5 groups of 64; 48 gated: 1.5 of 32), one block per row, K split
 /// (1280 = 5 blocks, 4096 = 16: 8 splits), one to three token groups of 32 (70 tokens). On
 /// the matrix units where `cmd_layout_self_test` passes; a device without matrix units
@@ -1393,7 +1392,6 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
         assert!(d_refuses(&MATVEC_BATCH_CMD_Q4_K));
         assert!(d_refuses(&MATVEC_BATCH_CMD_Q4_K_SILU));
         assert!(d_refuses(&MATVEC_BATCH_CMD_Q6_K));
-        assert!(d_refuses(&MATVEC_BATCH_CMD64_Q4_K_SILU));
         return;
     };
     if !cmd_layout_self_test(&d).unwrap() {
@@ -1410,77 +1408,9 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
     ];
     let plain = [MatmulVariant::Plain, MatmulVariant::Norm];
     let mut failures = Vec::new();
-    for (i, shape) in [StagedShape::Registers, StagedShape::Registers64]
-        .into_iter()
-        .enumerate()
-    {
-        let seed = 141 + 2 * i as u64;
-        failures.extend(check_batch_cm(&d, Some(shape), q, &shapes, seed));
-        failures.extend(check_batch_cm_of(
-            &d,
-            Some(shape),
-            q6,
-            &plain,
-            &shapes,
-            seed + 1,
-        ));
-    }
-    // The engine's switch from 32 to 64 tokens per workgroup (cmdq_shape) keeps every sum
-    // bit for bit.
-    assert_eq!(cmdq_shape(32), StagedShape::Registers);
-    assert_eq!(cmdq_shape(33), StagedShape::Registers64);
-    let mut rng = Rng::new(145);
-    for (dt, variant) in [
-        (q, MatmulVariant::Plain),
-        (q, MatmulVariant::SiluNorm),
-        (q6, MatmulVariant::Norm),
-    ] {
-        let (rows, cols, tokens) = (48u32, 4096u32, 70u32);
-        let (r, c) = (rows as usize, cols as usize);
-        let p = MatmulPush {
-            rows,
-            cols,
-            stride8: stride8(cols),
-            tokens,
-            x_stride: cols,
-            y_stride: rows,
-            accumulate: 0,
-            eps: 1e-5,
-        };
-        let (w, wb) = (rng.vec(r * c, 1.0), rng.vec(r * c, 1.0));
-        let (wbuf, wbbuf) = (
-            weight_buffer(&d, dt, r, c, &w),
-            weight_buffer(&d, dt, r, c, &wb),
-        );
-        let nbuf = f32_buffer(
-            &d,
-            "norm_w",
-            &rng.vec(c, 1.5),
-            ResourceClass::ReadOnlyWeight,
-        );
-        let x = rng.vec(tokens as usize * c, 2.0);
-        let y0 = vec![0.0; tokens as usize * r];
-        let run = |shape| {
-            run_matvec_batch_cm(
-                &d,
-                Some(shape),
-                dt,
-                variant,
-                &p,
-                &wbuf,
-                &wbbuf,
-                &x,
-                &nbuf,
-                &y0,
-            )
-        };
-        if !same_bits(&run(StagedShape::Registers), &run(StagedShape::Registers64)) {
-            failures.push(format!(
-                "{} {variant:?}: 32 and 64 tokens per workgroup differ",
-                dt.name()
-            ));
-        }
-    }
+    let shape = Some(StagedShape::Registers);
+    failures.extend(check_batch_cm(&d, shape, q, &shapes, 141));
+    failures.extend(check_batch_cm_of(&d, shape, q6, &plain, &shapes, 142));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

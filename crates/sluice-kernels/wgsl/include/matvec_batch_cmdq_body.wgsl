@@ -1,11 +1,11 @@
 //! include: matvec_batch_split_out
 //! include: half_bits
 // The batched block-format matvecs with the weights' matrix-unit operands built in
-// registers (matvec_batch_cmd[64]_<q4_k|q6_k>[_silu]; decision 0014): y[t, r] = (Y_ADD
+// registers (matvec_batch_cmd_<q4_k|q6_k>[_silu]; decision 0014): y[t, r] = (Y_ADD
 // ? y[t, r] : 0) + W[r] . xh[t] (gated: silu(Wg[r] . xh[t]) * (Wu[r] . xh[t])),
 // bindings, push constants, K split, tickets and epilogue as matvec_batch_cmr
 // (include/matvec_batch_split_out.wgsl), `kchunks` counting blocks (256 columns). The
-// kernel file declares the bindings, NTT (2; cmd64: 4), SG and SILU and includes the
+// kernel file declares the bindings, NTT (2), SG and SILU and includes the
 // format's reader (include/matvec_batch_cmdq_<format>.wgsl: `WQ`, `WM`, `wq_load`,
 // `wm_load`, `wm_am`, `wq_w4`, `x_pos`). A workgroup takes BR = 16 SG rows (gated: BR / 2 of each matrix),
 // each subgroup 16 of them, and TT = 16 NTT tokens; the weights go from memory straight

@@ -436,7 +436,7 @@ impl GpuModel {
             // kernels (decision 0014).
             let lay = if self.cmd_layout && k::matvec_batch_cmdq_fits(m.dtype, m.rows, cols, gated)
             {
-                k::matvec_batch_staged_layout(k::cmdq_shape(t.n), m.rows, cols, t.n, gated)
+                k::matvec_batch_staged_layout(k::StagedShape::Registers, m.rows, cols, t.n, gated)
             } else {
                 k::matvec_batch_cmt_layout(m.dtype, m.rows, cols, t.n, gated)
             };

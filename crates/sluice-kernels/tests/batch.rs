@@ -1364,9 +1364,9 @@ fn matvec_batch_cmd_f16_matches_reference() {
 /// through the staged kernels' check (Q6_K: the variants without a gate): every variant
 /// against the CPU reference on the dequantized weights rounded to f16 (NMSE <= 1e-5),
 /// gated f16 pairs bit for bit act_f16's, tokens alone bit-identical to their batch rows.
-/// Shapes: partial last
-/// row groups (96 rows: 1.5 groups of 64; 48 gated: 1.5 of 32), one block per row, K split
-/// (1280 = 5 blocks, 4096 = 16: 8 splits), one to three token groups of 32 (70 tokens). On
+/// Shapes: partial last row groups (96 rows: 1.5 groups of 64; 48 gated: 1.5 of 32), one
+/// block per row, K split (1280 = 5 blocks, 4096 = 16: 8 splits), one to three token
+/// groups of 32 (33, 64 and 70 tokens: more tokens run as more groups). On
 /// the matrix units where `cmd_layout_self_test` passes; a device without matrix units
 /// refuses the kernels by name.
 #[test]

@@ -42,7 +42,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 4352, value_parser = clap::value_parser!(u64).range(16..=1_048_576))]
     pub context: u64,
     /// Sequences decoded together (continuous batching over a paged KV cache); 1: the
-    /// single-sequence decoder, requests one after another
+    /// single-sequence decoder, requests one after another (the fastest single stream;
+    /// block-format models run batched decode rows on the matrix units from 8 for large
+    /// layers and 32 for others, faster with many streams, slower for one)
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub max_sequences: u64,
     /// Prompt tokens a batched step carries besides the running sequences' next tokens (one

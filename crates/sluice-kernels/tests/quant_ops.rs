@@ -414,6 +414,23 @@ fn run_decode_probe(
     )
 }
 
+/// A probe's f16-decoded weights `got` against the CPU dequantization `deq` (rows of
+/// `cols`): every weight within 2^-9 of its 32-weight sub-block's largest magnitude (the
+/// scales rounded to f16 first), and NMSE <= 1e-6.
+fn assert_f16_decode(label: &str, got: &[f32], deq: &[f32], cols: usize) {
+    for (i, (&g, &w)) in got.iter().zip(deq).enumerate() {
+        let sub = &deq[i / 32 * 32..i / 32 * 32 + 32];
+        let big = sub.iter().fold(0f32, |a, v| a.max(v.abs()));
+        assert!(
+            (g - w).abs() <= big / 512.0,
+            "{label}: row {} column {}: {g} vs the CPU's {w} (sub-block max {big})",
+            i / cols,
+            i % cols
+        );
+    }
+    assert_close(label, got, deq, NMSE_MAX);
+}
+
 /// The f16 K-quant decoders (Q4_K, Q5_K, Q6_K) of the row-owning staged batched matvec
 /// (a kernel that needs matrix units) through `decode16h_probe`: every weight within 2^-9
 /// of its 32-weight sub-block's largest magnitude of the CPU dequantization (scales and
@@ -432,18 +449,7 @@ fn decode16h_is_the_dequantization_in_f16() {
         let (rows, cols) = (5usize, 1280usize);
         let m = qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 1.0));
         let got = run_decode_probe(&d, k, dt, &m, rows, cols, rows * cols);
-        for (i, (&g, &w)) in got.iter().zip(&m.deq).enumerate() {
-            let sub = &m.deq[i / 32 * 32..i / 32 * 32 + 32];
-            let big = sub.iter().fold(0f32, |a, v| a.max(v.abs()));
-            assert!(
-                (g - w).abs() <= big / 512.0,
-                "decode16h {}: row {} column {}: {g} vs the CPU's {w} (sub-block max {big})",
-                dt.name(),
-                i / cols,
-                i % cols
-            );
-        }
-        assert_close(&format!("decode16h {}", dt.name()), &got, &m.deq, NMSE_MAX);
+        assert_f16_decode(&format!("decode16h {}", dt.name()), &got, &m.deq, cols);
         assert!(
             has_half_pair_bitcast(k.spirv),
             "{}: no OpBitcast to vec2<f16> (build.rs half_pair_fixup)",
@@ -471,18 +477,7 @@ fn cmdq_readers_pair_each_column_with_its_weight() {
         let (rows, cols) = (5usize, 1280usize);
         let m = qmat(&d, dt, rows, cols, &rng.vec(rows * cols, 1.0));
         let got = run_decode_probe(&d, k, dt, &m, rows, cols, rows * cols);
-        for (i, (&g, &w)) in got.iter().zip(&m.deq).enumerate() {
-            let sub = &m.deq[i / 32 * 32..i / 32 * 32 + 32];
-            let big = sub.iter().fold(0f32, |a, v| a.max(v.abs()));
-            assert!(
-                (g - w).abs() <= big / 512.0,
-                "{}: row {} column {}: {g} vs the CPU's {w} (sub-block max {big})",
-                k.name,
-                i / cols,
-                i % cols
-            );
-        }
-        assert_close(k.name, &got, &m.deq, NMSE_MAX);
+        assert_f16_decode(k.name, &got, &m.deq, cols);
     }
 }
 

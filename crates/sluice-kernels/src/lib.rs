@@ -523,10 +523,10 @@ pub const MATVEC_DP_GROUPS_PER_CU: u32 = 3;
 pub const MATVEC_FLOAT_GROUPS_PER_CU: u32 = 6;
 
 /// Longest rows [`matvec_resident_grid`] shrinks a grid for: the 0.6B's 1024-column LM
-/// head gained (Q8_0, Q6_K, f16); the 4B's 2560-column Q6_K one ran no faster on it
-/// (Q4_K_M 362.8 vs 362.0 tok/s on the H100, both builds with the row loop in every
-/// matvec kernel).
-pub const MATVEC_RESIDENT_MAX_COLS: u32 = 1024;
+/// head gained (Q8_0, Q6_K, f16); so did the 4B's 2560-column ones on the H200 (f16
+/// 317.6 -> 318.8 tok/s, the greedy pick folded in; Q4_K_M's Q6_K head with the f16 loads
+/// below, 394.1 -> 396.4), where the H100 had run its Q6_K head no faster on it.
+pub const MATVEC_RESIDENT_MAX_COLS: u32 = 4096;
 
 /// The grid of a single-token matvec of `cols` columns whose full grid `groups` (one
 /// workgroup per block of rows, [`matvec_groups_dt`]) exceeds `per_cu` workgroups on each

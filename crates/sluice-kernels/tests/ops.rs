@@ -316,11 +316,13 @@ fn fused_norm_matvecs_match_norm_then_matvec() {
             assert_close(&format!("matvec_norm {dtype:?} {rows}x{cols}"), &got, &want);
             // The LM head's kernel on a grid smaller than the matrix (matvec_resident_grid):
             // 2 workgroups over the blocks of 4 rows (the family's 64 threads per row) or
-            // of 8 (the head plan's 32, or the subgroup), each taking every other.
+            // of 8 (the head plan's 32, or the subgroup), each taking every other; a row
+            // per subgroup (tpr = the subgroup size) writes its row without shared memory.
             let few = [2, 1, 1];
             assert!(groups[0] > 2, "{groups:?}");
-            let head_tpr = MATVEC_HEAD_FLOAT_THREADS_PER_ROW.max(d.info().subgroup_size);
-            for tpr in [0, head_tpr] {
+            let sg = d.info().subgroup_size;
+            let head_tpr = MATVEC_HEAD_FLOAT_THREADS_PER_ROW.max(sg);
+            for tpr in [0, head_tpr, sg] {
                 let yb = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
                 let mut enc = d.encoder().unwrap();
                 let head = matvec_kernel("matvec_norm_head", dtype, false).unwrap();

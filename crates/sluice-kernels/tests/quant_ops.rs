@@ -629,9 +629,9 @@ fn helpers_and_variants_cover_every_dtype() {
         }
         assert_eq!(quant_matvec_plan(dt, 151936, 2560), (16, 4));
         assert_eq!(quant_matvec_plan(dt, 1024, 2048).1, 1);
-        // The LM head's grid: the 0.6B's on 3 workgroups per multiprocessor of 132; the
-        // 4B's longer rows, a device without a multiprocessor count, token-batched grids
-        // and grids under 4 x 396 keep theirs.
+        // The LM head's grid: the 0.6B's and the 4B's on 3 workgroups per multiprocessor
+        // of 132; rows past MATVEC_RESIDENT_MAX_COLS, a device without a multiprocessor
+        // count, token-batched grids and grids under 4 x 396 keep theirs.
         assert!(matvec_kernel("matvec_norm_head", dt, true).is_some());
         assert!(matvec_kernel("matvec_norm_head", dt, false).is_none());
         let head = matvec_groups_dt(dt, 151936, 1024, None);
@@ -639,7 +639,9 @@ fn helpers_and_variants_cover_every_dtype() {
         assert_eq!(matvec_resident_grid(head, 1024, 132, 3), [396, 1, 1]);
         assert_eq!(matvec_resident_grid(head, 1024, 0, 3), head);
         let head4 = matvec_groups_dt(dt, 151936, 2560, None);
-        assert_eq!(matvec_resident_grid(head4, 2560, 132, 3), head4);
+        assert_eq!(matvec_resident_grid(head4, 2560, 132, 3), [396, 1, 1]);
+        let head8 = matvec_groups_dt(dt, 151936, 8192, None);
+        assert_eq!(matvec_resident_grid(head8, 8192, 132, 3), head8);
         assert_eq!(
             matvec_resident_grid([4000, 1, 2], 1024, 132, 3),
             [4000, 1, 2]
@@ -675,7 +677,13 @@ fn helpers_and_variants_cover_every_dtype() {
         )
         .is_none());
         assert!(matvec_norm_head_plan(dt, 1024, head, true, 0, 32).is_none());
-        assert!(matvec_norm_head_plan(dt, 2560, head4, true, 132, 32).is_none());
+        assert_eq!(
+            matvec_norm_head_plan(dt, 2560, head4, true, 132, 32)
+                .unwrap()
+                .groups,
+            [396, 1, 1]
+        );
+        assert!(matvec_norm_head_plan(dt, 8192, head8, true, 132, 32).is_none());
         // The quantized handoff's producer: workgroups of whole 32-row blocks. qwen3-4b's
         // gate/up keeps its default plan (32 x 4); qwen3-0.6b's (32 x 1, 8 rows) moves to
         // 32 x 4 only for Q8_0 / Q4_0 / Q4_1; never rows off a block.
@@ -911,51 +919,65 @@ fn quant_dp_variants_match_int_reference() {
             let want: Vec<f32> = gn.iter().zip(&y0).map(|(a, b)| a + b).collect();
             assert_close(&what("matvec_norm_dp", ""), &got, &want, NMSE_DP);
             // The LM head's kernel on fewer workgroups than blocks of rows
-            // (matvec_resident_grid): each takes every n-th block of 4 rows; x quantized
+            // (matvec_resident_grid): each takes every n-th block of rows; x quantized
             // once per workgroup (one tile), or again per block (cols past a tile, where
-            // the norm's sum must still count x once).
-            let tpr = Some(quant_tpr_field(64, 1));
-            let full = matvec_groups_dt(dt, r32, c32, tpr);
-            let n = if full[0] > 3 { 3 } else { 1 };
-            assert!(full[0] > n);
-            let yb = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
-            let got = run_one(
-                &d,
-                kern("matvec_norm_head"),
-                [n, 1, 1],
-                &[g.buf.slice(..), xb.slice(..), nb.slice(..), yb.slice(..)],
-                &matvec_push(dt, r32, c32, true, eps, tpr),
-                &yb,
-                rows,
-            );
-            assert_close(
-                &what("matvec_norm_head_dp", &format!("{n} workgroups")),
-                &got,
-                &want,
-                NMSE_DP,
-            );
-            // The same head with the greedy pick folded in: the same logits bit for bit,
-            // and the pick of them (common::PickBuffers).
-            let yp = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
-            let p = PickBuffers::new(&d, n);
-            let mut bindings = vec![g.buf.slice(..), xb.slice(..), nb.slice(..), yp.slice(..)];
-            bindings.extend(p.slices());
-            let push = MatvecPush {
-                pick_steps: 2,
-                ..matvec_push(dt, r32, c32, true, eps, tpr)
-            };
-            let logits = run_one(
-                &d,
-                kern("matvec_norm_head_pick"),
-                [n, 1, 1],
-                &bindings,
-                &push,
-                &yp,
-                rows,
-            );
-            let head = what("matvec_norm_head_pick_dp", &format!("{n} workgroups"));
-            assert_eq!(bits(&logits), bits(&got), "{head}: logits");
-            p.check(&head, &logits, 2);
+            // the norm's sum must still count x once). Groups of 64 lanes reduce through
+            // shared memory; groups inside one subgroup (the subgroup's lanes, or 4)
+            // write their rows themselves (one tile; blocks of 4 x 32 rows or more are
+            // the whole matrix here, one block per workgroup).
+            let sg = d.info().subgroup_size;
+            for (i, tpr) in [
+                quant_tpr_field(64, 1),
+                quant_tpr_field(sg, 1),
+                quant_tpr_field(sg, 4),
+                quant_tpr_field(4, 2),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let tpr = Some(tpr);
+                let full = matvec_groups_dt(dt, r32, c32, tpr);
+                let n = full[0].saturating_sub(1).clamp(1, 3);
+                // The 64-lane plan loops over blocks at every shape, a row per subgroup
+                // at the one-tile shape (37 rows).
+                if i == 0 || (i == 1 && c32 <= 8192) {
+                    assert!(full[0] > n, "{full:?}");
+                }
+                let blocks = format!("{n} workgroups, tpr {tpr:?}");
+                let yb = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
+                let got = run_one(
+                    &d,
+                    kern("matvec_norm_head"),
+                    [n, 1, 1],
+                    &[g.buf.slice(..), xb.slice(..), nb.slice(..), yb.slice(..)],
+                    &matvec_push(dt, r32, c32, true, eps, tpr),
+                    &yb,
+                    rows,
+                );
+                assert_close(&what("matvec_norm_head_dp", &blocks), &got, &want, NMSE_DP);
+                // The same head with the greedy pick folded in: the same logits bit for
+                // bit, and the pick of them (common::PickBuffers).
+                let yp = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
+                let p = PickBuffers::new(&d, n);
+                let mut bindings = vec![g.buf.slice(..), xb.slice(..), nb.slice(..), yp.slice(..)];
+                bindings.extend(p.slices());
+                let push = MatvecPush {
+                    pick_steps: 2,
+                    ..matvec_push(dt, r32, c32, true, eps, tpr)
+                };
+                let logits = run_one(
+                    &d,
+                    kern("matvec_norm_head_pick"),
+                    [n, 1, 1],
+                    &bindings,
+                    &push,
+                    &yp,
+                    rows,
+                );
+                let head = what("matvec_norm_head_pick_dp", &blocks);
+                assert_eq!(bits(&logits), bits(&got), "{head}: logits");
+                p.check(&head, &logits, 2);
+            }
             let yb = f32_buffer(&d, "y", &nan, ResourceClass::TokenScratch);
             let got = run_one(
                 &d,

@@ -6,7 +6,11 @@
 // y[r] = epilogue(W[r] . x'), x' = x * norm_w (NORM) with inv = 1/sqrt(mean(x^2) + eps)
 // computed from the same pass over x (every row's threads read all of x once, so the sum
 // of squares costs no extra memory traffic). Rows are handled by TPR threads each (64; the
-// host uses the same rule; push field tpr overrides it), 16-byte loads for weights and x, subgroup sums, one shared-memory step.
+// host uses the same rule; push field tpr overrides it), 16-byte loads for weights and x,
+// four chunks per thread in flight (the same sums in the same order as one at a time;
+// Qwen3-4B f16 decode 318.8 -> 320.5 tok/s on the H200 against two, eight lost 0.6%),
+// subgroup sums, one shared-memory step — none where a row is one subgroup (tpr = the
+// subgroup size: the float LM head's plan on NVIDIA; 4B f16 +0.9%, 0.6B +0.4%).
 // x (and norm_w) must be bound with stride8 * 8 floats, zero beyond cols. A dispatch with
 // several workgroups in z handles several tokens (prefill): token t reads x from vec4
 // t * x_stride4 and writes y from float t * y_stride.
@@ -51,15 +55,28 @@ fn rows_block(first: u32, tpr: u32, xo: u32, yo: u32, li: u32, sg: u32, sgi: u32
     if (row < pc.rows) {
         let base = row * pc.stride8;
         var c = lane;
-        for (; c + tpr < pc.stride8; c += 2u * tpr) {
+        for (; c + 3u * tpr < pc.stride8; c += 4u * tpr) {
             step(base, c, xo, &acc);
             step(base, c + tpr, xo, &acc);
+            step(base, c + 2u * tpr, xo, &acc);
+            step(base, c + 3u * tpr, xo, &acc);
         }
-        if (c < pc.stride8) {
+        for (; c < pc.stride8; c += tpr) {
             step(base, c, xo, &acc);
         }
     }
     let s = subgroupAdd(acc);
+    if (tpr == sg) {
+        // A row per subgroup: its sums are whole here, no shared-memory step.
+        if (sgi == 0u && row < pc.rows) {
+            var inv = 1.0;
+            if (NORM) {
+                inv = inverseSqrt(s.z / f32(pc.cols) + pc.eps);
+            }
+            row_write(s.xy, inv, yo + row, row);
+        }
+        return;
+    }
     if (sgi == 0u) {
         red[li / sg] = s;
     }
@@ -104,8 +121,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         let nblk = (pc.rows + rows_per_wg - 1u) / rows_per_wg;
         for (var blk = lin; blk < nblk; blk += nwg.x * nwg.y) {
             rows_block(blk * rows_per_wg, tpr, xo, yo, li, sg, sgi);
-            // This block's readers of `red` are done before the next block writes it.
-            workgroupBarrier();
+            // This block's readers of `red` are done before the next block writes it
+            // (blocks of a row per subgroup use no `red`).
+            if (tpr != sg) {
+                workgroupBarrier();
+            }
         }
     } else {
         rows_block(lin * rows_per_wg, tpr, xo, yo, li, sg, sgi);

@@ -524,8 +524,8 @@ pub const MATVEC_FLOAT_GROUPS_PER_CU: u32 = 6;
 
 /// Longest rows [`matvec_resident_grid`] shrinks a grid for: the 0.6B's 1024-column LM
 /// head gained (Q8_0, Q6_K, f16); so did the 4B's 2560-column ones on the H200 (f16
-/// 317.6 -> 318.8 tok/s, the greedy pick folded in; Q4_K_M's Q6_K head with the f16 loads
-/// below, 394.1 -> 396.4), where the H100 had run its Q6_K head no faster on it.
+/// 317.6 -> 318.8 tok/s, the greedy pick folded in; Q4_K_M, whose head is Q6_K, 394.1 ->
+/// 396.4), where the H100 had run its Q6_K head no faster on it.
 pub const MATVEC_RESIDENT_MAX_COLS: u32 = 4096;
 
 /// The grid of a single-token matvec of `cols` columns whose full grid `groups` (one

@@ -506,28 +506,55 @@ const PROFILE_WARM_UP_SECS: f64 = 0.5;
 
 pub(crate) fn progress(quiet: bool) -> impl FnMut(u64, u64) {
     use std::io::IsTerminal;
-    let mut last = 0u64;
     let start = Instant::now();
     // A live bar on a terminal; in logs only the final line.
-    let live = std::io::stderr().is_terminal();
+    let mut bar = LoadBar::new(std::io::stderr().is_terminal());
     move |done, total| {
-        if quiet || total == 0 || (!live && done < total) {
+        if quiet {
             return;
         }
-        let pct = done * 100 / total;
-        if pct >= last + 5 || done == total {
-            last = pct;
-            eprint!(
-                "\rloading weights: {:>3}% ({:.2} / {:.2} GB, {:.1} s)",
-                pct,
-                done as f64 / 1e9,
-                total as f64 / 1e9,
-                start.elapsed().as_secs_f64()
-            );
-            if done == total {
-                eprintln!();
-            }
+        if let Some(line) = bar.update(done, total, start.elapsed().as_secs_f64()) {
+            eprint!("{line}");
         }
+    }
+}
+
+/// The "loading weights" line: on a terminal redrawn every 5% (`live`), in a log written
+/// once; the 100% line once, ending the line, however often the loader reports it.
+struct LoadBar {
+    live: bool,
+    last: Option<u64>,
+    finished: bool,
+}
+
+impl LoadBar {
+    fn new(live: bool) -> LoadBar {
+        LoadBar {
+            live,
+            last: None,
+            finished: false,
+        }
+    }
+
+    /// What to print for `done` of `total` bytes after `secs` seconds, if anything.
+    fn update(&mut self, done: u64, total: u64, secs: f64) -> Option<String> {
+        if total == 0 || self.finished || (!self.live && done < total) {
+            return None;
+        }
+        let pct = done.min(total) * 100 / total;
+        if self.last.is_some_and(|l| pct < l + 5) && done < total {
+            return None;
+        }
+        self.last = Some(pct);
+        self.finished = done >= total;
+        Some(format!(
+            "\rloading weights: {:>3}% ({:.2} / {:.2} GB, {:.1} s){}",
+            pct,
+            done.min(total) as f64 / 1e9,
+            total as f64 / 1e9,
+            secs,
+            if self.finished { "\n" } else { "" }
+        ))
     }
 }
 
@@ -963,4 +990,28 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
         out.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LoadBar;
+
+    #[test]
+    fn load_bar_ends_once_and_logs_only_the_end() {
+        // In a log: nothing until the end, then one line, whatever the loader reports after.
+        let mut log = LoadBar::new(false);
+        assert_eq!(log.update(10, 100, 0.1), None);
+        let end = log.update(100, 100, 2.0).unwrap();
+        assert_eq!(end, "\rloading weights: 100% (0.00 / 0.00 GB, 2.0 s)\n");
+        assert_eq!(log.update(100, 100, 2.5), None);
+        assert_eq!(log.update(120, 100, 3.0), None);
+        // On a terminal: every 5%, then the end once.
+        let mut live = LoadBar::new(true);
+        let shown: Vec<u64> = (0..=100)
+            .filter(|&d| live.update(d, 100, 0.0).is_some())
+            .collect();
+        assert_eq!(shown, (0..=100).step_by(5).collect::<Vec<u64>>());
+        assert_eq!(live.update(100, 100, 0.0), None);
+        assert_eq!(LoadBar::new(true).update(5, 0, 0.0), None);
+    }
 }

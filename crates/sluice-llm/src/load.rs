@@ -17,9 +17,7 @@ use crate::quant_mix::{self, QuantRequest};
 use crate::safetensors::{DType, ModelFiles};
 use crate::tokenizer::Tokenizer;
 use crate::weights::TensorSpec;
-use crate::weights::{
-    check_model_files, expected_tensors, synthetic_tensor_bytes, DEFAULT_SEED, EMBED,
-};
+use crate::weights::{check_model_files, expected_tensors, synthetic_tensor_bytes, DEFAULT_SEED};
 
 /// How to open a model.
 #[derive(Clone, Debug)]
@@ -176,17 +174,35 @@ pub fn weight_dtype(d: DType) -> WeightDtype {
 
 /// Bytes of the weights of `config` in `dtype` on the GPU, or an error when that
 /// overflows.
-fn weight_estimate(config: &ModelConfig, dtype: WeightDtype) -> Result<u64, LlmError> {
-    let fallback = WeightDtype::F16; // what rows that fit no block become (see target_dtype)
-    crate::gpu::weight_bytes(config, dtype)
-        .or_else(|| crate::gpu::weight_bytes(config, fallback))
-        .ok_or_else(|| {
-            LlmError::InvalidArgument(format!(
-                "the weights of a model with {} layers, hidden {}, intermediate {} and vocabulary {} \
-                 overflow 64-bit byte counts",
-                config.layers, config.hidden, config.intermediate, config.vocab
-            ))
-        })
+/// GPU bytes of the weights as they will be uploaded: each matrix in the format
+/// [`target_dtype`] gives it (`stored(name)`: its format as stored; `request`: `--dtype`),
+/// 1-D tensors as f32. For the memory check before any upload and the progress bar's total.
+fn planned_weight_bytes(
+    config: &ModelConfig,
+    request: Option<&QuantRequest>,
+    mut stored: impl FnMut(&str) -> Result<WeightDtype, LlmError>,
+) -> Result<u64, LlmError> {
+    let overflow = || {
+        LlmError::InvalidArgument(format!(
+            "the weights of a model with {} layers, hidden {}, intermediate {} and vocabulary {} \
+             overflow 64-bit byte counts",
+            config.layers, config.hidden, config.intermediate, config.vocab
+        ))
+    };
+    let mut total = 0u64;
+    for (name, shape) in crate::layer::tensors(config) {
+        let bytes = match shape[..] {
+            [rows, cols] => {
+                let dt = target_dtype(request, config, &name, rows, cols, stored(&name)?);
+                layout::matrix_bytes(dt, rows, cols)
+            }
+            _ => (shape.iter().product::<usize>() as u64).checked_mul(4),
+        };
+        total = bytes
+            .and_then(|b| total.checked_add(b))
+            .ok_or_else(overflow)?;
+    }
+    Ok(total)
 }
 
 /// The format the matrix `name` (`[rows, cols]`) gets on the GPU: `stored` when nothing
@@ -342,15 +358,10 @@ fn open_synthetic(
         tied_embeddings: config.tied_embeddings,
     };
     let request = options.dtype.unwrap_or(f16);
-    let dtype = match request.kind {
-        quant_mix::QuantKind::Float(d) | quant_mix::QuantKind::Uniform(d) => d,
-        quant_mix::QuantKind::Q4KM => WeightDtype::Q4K,
-        quant_mix::QuantKind::Q5KM => WeightDtype::Q5K,
-    };
     let specs = expected_tensors(&config);
     check_gpu_options(&config, &options.gpu)?;
     log_decisions(&config, &options.gpu);
-    let estimate = weight_estimate(&config, dtype)?;
+    let estimate = planned_weight_bytes(&config, Some(&request), |_| Ok(WeightDtype::F32))?;
     let find = |tensor: &str| -> Result<&TensorSpec, LlmError> {
         specs
             .iter()
@@ -412,10 +423,11 @@ fn open_hf(
     let files = ModelFiles::open(dir)?;
     check_model_files(&files)?;
     let config = files.config().clone();
-    let stored = weight_dtype(files.tensor(EMBED)?.dtype);
     check_gpu_options(&config, &options.gpu)?;
     log_decisions(&config, &options.gpu);
-    let estimate = weight_estimate(&config, stored)?;
+    let estimate = planned_weight_bytes(&config, options.dtype.as_ref(), |name| {
+        Ok(weight_dtype(files.tensor(name)?.dtype))
+    })?;
     let model = GpuModel::load(
         device,
         &config,
@@ -466,17 +478,10 @@ fn open_gguf(
     check_gpu_options(&config, &options.gpu)?;
     log_decisions(&config, &options.gpu);
     let tensors = GgufTensors::new(&file, &config);
-    // The weights' bytes as stored (the file's own mixture of formats).
-    let mut estimate = 0u64;
-    for (name, shape) in crate::layer::tensors(&config) {
-        let (_, dt) = tensors.locate(&name)?;
-        let (rows, cols) = match shape[..] {
-            [r, c] => (r, c),
-            _ => (1, shape[0]),
-        };
-        estimate =
-            estimate.saturating_add(layout::matrix_bytes(dt, rows, cols).unwrap_or(u64::MAX));
-    }
+    // The file's own mixture of formats, or what --dtype makes of it.
+    let estimate = planned_weight_bytes(&config, options.dtype.as_ref(), |name| {
+        Ok(tensors.locate(name)?.1)
+    })?;
     let shapes: std::collections::HashMap<String, Vec<usize>> =
         crate::layer::tensors(&config).into_iter().collect();
     let model = GpuModel::load(

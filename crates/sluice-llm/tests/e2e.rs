@@ -324,6 +324,36 @@ fn a_model_larger_than_the_device_is_refused_before_upload() {
     );
 }
 
+/// The loading bar's total is the weight bytes as uploaded for every `--dtype` (a mixture
+/// like Q4_K_M puts some matrices in Q6_K, rows that fit no block fall back), so it
+/// reaches 100% once, at the end; the same total is what the memory check counts.
+#[test]
+fn progress_total_is_the_bytes_uploaded() {
+    use sluice_llm::quant_mix::parse;
+    let d = device(BarrierMode::Auto);
+    let _guard = ValidationGuard::new(&d);
+    for name in ["tiny", "tiny-256"] {
+        let cfg = ModelConfig::synthetic(name).unwrap();
+        for dtype in [
+            None,
+            Some("q8_0"),
+            Some("q4_k_m"),
+            Some("q5_k_m"),
+            Some("q6_k"),
+        ] {
+            let mut o = LoadOptions::default();
+            o.gpu.context = 16;
+            o.dtype = dtype.map(|s| parse(s).unwrap());
+            let mut calls = Vec::new();
+            open_model(&d, &format!("synthetic:{name}"), &o, |done, total| {
+                calls.push((done, total))
+            })
+            .unwrap();
+            common::assert_progress_is_exact(&format!("{name} {dtype:?}"), &cfg, &calls);
+        }
+    }
+}
+
 #[test]
 fn missing_model_directory_is_a_clear_error() {
     let d = device(BarrierMode::Auto);

@@ -18,6 +18,8 @@ use sluice_llm::safetensors::DType;
 use sluice_llm::sampler::argmax;
 use sluice_llm::weights::{expected_tensors, synthetic_f32, DEFAULT_SEED};
 
+mod common;
+
 /// GGUF type numbers of F32 and F16.
 const F32: u32 = 0;
 const F16: u32 = 1;
@@ -163,6 +165,17 @@ fn qwen2_and_llama31_gguf_files_match_the_cpu_reference() {
         eprintln!("{name} from GGUF: worst relative logit error {worst:.2e}, agreement {agree}/24");
         assert!(worst < 2e-3, "{name}: worst relative logit error {worst}");
         assert!(agree >= 23, "{name}: greedy agreed on {agree}/24 steps");
+        // Quantized on load: the loading bar's total (and the memory check's) is the
+        // Q8_0 bytes, not the file's f16 ones.
+        o.dtype = Some(sluice_llm::quant_mix::parse("q8_0").unwrap());
+        let mut calls = Vec::new();
+        let q = open_model(&d, path.to_str().unwrap(), &o, |done, total| {
+            calls.push((done, total))
+        })
+        .unwrap();
+        assert_eq!(q.dtype, "q8_0", "{name}");
+        let got = q.model.config();
+        common::assert_progress_is_exact(&format!("{name} --dtype q8_0"), got, &calls);
     }
     std::fs::remove_dir_all(&dir).ok();
 }

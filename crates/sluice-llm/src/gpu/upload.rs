@@ -101,7 +101,8 @@ impl GpuModel {
     /// Uploads a model. `tensor(name)` returns each HF-named tensor (in the format it is to
     /// have on the GPU); `progress` is called with (bytes uploaded, total bytes).
     /// `weight_estimate` is the expected total of weight bytes, for the memory check and
-    /// the progress bar (e.g. [`super::weight_bytes`]).
+    /// the progress bar: the loaders in `crate::load` count each matrix in the format it
+    /// gets, as uploaded ([`super::weight_bytes`] for a model in one format).
     pub fn load<'a>(
         device: &Device,
         config: &ModelConfig,

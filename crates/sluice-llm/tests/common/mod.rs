@@ -1,4 +1,5 @@
-//! Helpers shared by the model tests.
+//! Helpers shared by the model tests (each test crate uses some of them).
+#![allow(dead_code)]
 
 use sluice_llm::config::ModelConfig;
 use sluice_llm::load::target_dtype;
@@ -22,4 +23,32 @@ pub fn quantized_reference(cfg: &ModelConfig, request: &QuantRequest) -> CpuMode
         weights.insert(spec.name, v);
     }
     CpuModel::new(cfg, weights).unwrap()
+}
+
+/// Checks the progress calls of one model load: the total (the weight bytes planned before
+/// upload, also what the memory check counts) is what the matrices then upload plus the
+/// 1-D tensors as f32, so the bar reaches 100% once, at the end: every call before the last
+/// is below the total, the last matrix's call leaves exactly the vectors' bytes, and the
+/// last call is (total, total).
+pub fn assert_progress_is_exact(what: &str, cfg: &ModelConfig, calls: &[(u64, u64)]) {
+    let vectors: u64 = sluice_llm::layer::tensors(cfg)
+        .iter()
+        .filter(|(_, shape)| shape.len() == 1)
+        .map(|(_, shape)| 4 * shape[0] as u64)
+        .sum();
+    let Some((&(end, total), before)) = calls.split_last() else {
+        panic!("{what}: no progress calls");
+    };
+    assert_eq!(end, total, "{what}: the last call");
+    assert!(
+        before.iter().all(|&(d, t)| t == total && d < total),
+        "{what}: 100% before the end ({} calls, total {total})",
+        calls.len()
+    );
+    let last = before.last().map_or(0, |c| c.0);
+    assert_eq!(
+        last + vectors,
+        total,
+        "{what}: matrices {last} + vectors {vectors}"
+    );
 }

@@ -172,11 +172,10 @@ pub fn weight_dtype(d: DType) -> WeightDtype {
     }
 }
 
-/// Bytes of the weights of `config` in `dtype` on the GPU, or an error when that
-/// overflows.
 /// GPU bytes of the weights as they will be uploaded: each matrix in the format
 /// [`target_dtype`] gives it (`stored(name)`: its format as stored; `request`: `--dtype`),
-/// 1-D tensors as f32. For the memory check before any upload and the progress bar's total.
+/// 1-D tensors as f32; an error when that overflows. For the memory check before any
+/// upload and the progress bar's total.
 fn planned_weight_bytes(
     config: &ModelConfig,
     request: Option<&QuantRequest>,

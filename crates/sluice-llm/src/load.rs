@@ -176,7 +176,7 @@ pub fn weight_dtype(d: DType) -> WeightDtype {
 /// [`target_dtype`] gives it (`stored(name)`: its format as stored; `request`: `--dtype`),
 /// 1-D tensors as f32; an error when that overflows. For the memory check before any
 /// upload and the progress bar's total.
-fn planned_weight_bytes(
+pub fn planned_weight_bytes(
     config: &ModelConfig,
     request: Option<&QuantRequest>,
     mut stored: impl FnMut(&str) -> Result<WeightDtype, LlmError>,

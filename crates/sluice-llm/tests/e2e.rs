@@ -291,9 +291,10 @@ fn a_model_larger_than_the_device_is_refused_before_upload() {
         .map(|h| h.budget.unwrap_or(h.size))
         .max()
         .unwrap();
-    let needs = sluice_llm::gpu::weight_bytes(
+    let needs = sluice_llm::load::planned_weight_bytes(
         &ModelConfig::synthetic("qwen3-4b").unwrap(),
-        sluice_kernels::WeightDtype::F16,
+        None,
+        |_| Ok(sluice_kernels::WeightDtype::F16),
     )
     .unwrap();
     if needs < heap {

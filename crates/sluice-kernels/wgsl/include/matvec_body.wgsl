@@ -45,6 +45,15 @@ fn step(base: u32, c: u32, xo: u32, acc: ptr<function, vec3<f32>>) {
     }
 }
 
+// Row `rr`'s whole sums (W.x', W_b.x', sum x^2) written to y[o] (1/rms from the last, NORM).
+fn row_end(sum: vec3<f32>, o: u32, rr: u32) {
+    var inv = 1.0;
+    if (NORM) {
+        inv = inverseSqrt(sum.z / f32(pc.cols) + pc.eps);
+    }
+    row_write(sum.xy, inv, o, rr);
+}
+
 // The block of 256 / tpr rows from row `first` (x of this token from vec4 xo, y from
 // float yo).
 fn rows_block(first: u32, tpr: u32, xo: u32, yo: u32, li: u32, sg: u32, sgi: u32) {
@@ -69,11 +78,7 @@ fn rows_block(first: u32, tpr: u32, xo: u32, yo: u32, li: u32, sg: u32, sgi: u32
     if (tpr == sg) {
         // A row per subgroup: its sums are whole here, no shared-memory step.
         if (sgi == 0u && row < pc.rows) {
-            var inv = 1.0;
-            if (NORM) {
-                inv = inverseSqrt(s.z / f32(pc.cols) + pc.eps);
-            }
-            row_write(s.xy, inv, yo + row, row);
+            row_end(s, yo + row, row);
         }
         return;
     }
@@ -88,13 +93,8 @@ fn rows_block(first: u32, tpr: u32, xo: u32, yo: u32, li: u32, sg: u32, sgi: u32
             sum += red[li * per + k];
         }
         let rr = first + li;
-        let r = yo + rr;
         if (rr < pc.rows) {
-            var inv = 1.0;
-            if (NORM) {
-                inv = inverseSqrt(sum.z / f32(pc.cols) + pc.eps);
-            }
-            row_write(sum.xy, inv, r, rr);
+            row_end(sum, yo + rr, rr);
         }
     }
 }

@@ -107,7 +107,22 @@ fn put_q8(li: u32, n: u32, first: u32, v: f32) {
 // H200 the 0.6B Q8_0 decode 1050 -> 1059 tok/s, the Q6_K heads of Q4_0 / Q6_K / Q4_K_M
 // within 0.3% either way.
 fn direct_rows(sg: u32) -> bool {
-    return ROW_LOOP && !X_Q8 && pc.cols <= QX_TILE && pc.q8_at == 0u && lanes_rows().x <= sg;
+    return ROW_LOOP && single_tile() && lanes_rows().x <= sg;
+}
+
+// x quantized once into xq for the whole row: one tile, not handed over quantized, not
+// handing y over.
+fn single_tile() -> bool {
+    return !X_Q8 && pc.cols <= QX_TILE && pc.q8_at == 0u;
+}
+
+// 1/rms of x from the subgroups' sums of squares in red_ss (NORM).
+fn red_inv(sg: u32) -> f32 {
+    var sq = 0.0;
+    for (var k = 0u; k < QWG / sg; k++) {
+        sq += red_ss[k];
+    }
+    return inverseSqrt(sq / f32(pc.cols) + pc.eps);
 }
 
 // Row `rr`'s sums written (rows of the `direct` blocks; nothing past the matrix).
@@ -139,7 +154,7 @@ fn rows_block(first: u32, again: bool, xo: u32, yo: u32, li: u32, sg: u32, sgi: 
     let grp = li / tpr;
     let lane = li % tpr;
     let nb = pc.cols / QBLOCK;
-    let single = !X_Q8 && pc.cols <= QX_TILE && pc.q8_at == 0u;
+    let single = single_tile();
     let direct = direct_rows(sg);
     let row0 = first + grp * nr;
     var a0 = vec2<f32>(0.0, 0.0);
@@ -184,11 +199,7 @@ fn rows_block(first: u32, again: bool, xo: u32, yo: u32, li: u32, sg: u32, sgi: 
                     red_ss[li / sg] = t;
                 }
                 workgroupBarrier();
-                var sq = 0.0;
-                for (var k = 0u; k < QWG / sg; k++) {
-                    sq += red_ss[k];
-                }
-                inv_direct = inverseSqrt(sq / f32(pc.cols) + pc.eps);
+                inv_direct = red_inv(sg);
             }
         }
         if (row0 < pc.rows) {
@@ -273,11 +284,7 @@ fn rows_block(first: u32, again: bool, xo: u32, yo: u32, li: u32, sg: u32, sgi: 
         if (rr < pc.rows) {
             var inv = 1.0;
             if (NORM) {
-                var sq = 0.0;
-                for (var k = 0u; k < QWG / sg; k++) {
-                    sq += red_ss[k];
-                }
-                inv = inverseSqrt(sq / f32(pc.cols) + pc.eps);
+                inv = red_inv(sg);
             }
             out = row_write(sum, inv, o, rr);
         }

@@ -473,28 +473,3 @@ impl GpuModel {
         Ok(self.logits.read::<f32>(0, self.config.vocab)?)
     }
 }
-
-/// Bytes of all weights of `config` stored as `dtype` on the GPU (rows padded to 8);
-/// `None` when the size overflows.
-pub fn weight_bytes(config: &ModelConfig, dtype: WeightDtype) -> Option<u64> {
-    let c = config;
-    let m = |rows: usize, cols: usize| layout::matrix_bytes(dtype, rows, cols);
-    let vectors = ((2 * c.hidden + 2 * c.head_dim) as u64).checked_mul(4)?;
-    let per_layer = [
-        m(c.heads.checked_mul(c.head_dim)?, c.hidden)?,
-        m(c.kv_heads.checked_mul(c.head_dim)?, c.hidden)?.checked_mul(2)?,
-        m(c.hidden, c.heads.checked_mul(c.head_dim)?)?,
-        m(c.intermediate, c.hidden)?.checked_mul(2)?,
-        m(c.hidden, c.intermediate)?,
-        vectors,
-    ]
-    .iter()
-    .try_fold(0u64, |a, &b| a.checked_add(b))?;
-    let embed = m(c.vocab, c.hidden)?;
-    let head = if c.tied_embeddings { 0 } else { embed };
-    (c.layers as u64)
-        .checked_mul(per_layer)?
-        .checked_add(embed)?
-        .checked_add(head)?
-        .checked_add((c.hidden * 4) as u64)
-}

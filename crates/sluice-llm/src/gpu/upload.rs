@@ -101,8 +101,8 @@ impl GpuModel {
     /// Uploads a model. `tensor(name)` returns each HF-named tensor (in the format it is to
     /// have on the GPU); `progress` is called with (bytes uploaded, total bytes).
     /// `weight_estimate` is the expected total of weight bytes, for the memory check and
-    /// the progress bar: the loaders in `crate::load` count each matrix in the format it
-    /// gets, as uploaded ([`super::weight_bytes`] for a model in one format).
+    /// the progress bar (`crate::load::planned_weight_bytes`: each matrix in the format it
+    /// gets, as uploaded).
     pub fn load<'a>(
         device: &Device,
         config: &ModelConfig,

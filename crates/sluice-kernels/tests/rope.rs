@@ -210,7 +210,8 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
 /// those floats (`quant_dp::quantize_x_q8`, up to the GPU's division: d within an ulp or
 /// two, a rare int8 off by one at a rounding tie), and nothing past them; the plain kernel
 /// ignores `q8_at`. Positions 0..70 with 32-position splits: a lone split writes the head
-/// (up to 32 keys), then two and three splits merged by the last to finish.
+/// (up to 32 keys; its records from the workgroup's own copy of the floats), then two and
+/// three splits merged by the last to finish (records from the floats read back).
 #[test]
 fn attention_q8_records_are_the_quantized_output() {
     let d = test_device();

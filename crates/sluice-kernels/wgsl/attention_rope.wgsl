@@ -21,7 +21,7 @@
 // q8 output (attention_rope_q8 has it).
 const ROPE_EXT: bool = false;
 // A head's output is written (include/attention_core.wgsl): o reads the floats.
-fn attn_written(tid: u32, out: u32, hd: u32) {}
+fn attn_written(tid: u32, out: u32, hd: u32, staged: bool) {}
 fn rope_bias_kv(kvh: u32, tid: u32) -> vec4<f32> { return vec4<f32>(0.0); }
 fn rope_bias_q(h: u32, tid: u32) -> vec2<f32> { return vec2<f32>(0.0); }
 fn rope_freq_mul(tid: u32) -> f32 { return 1.0; }

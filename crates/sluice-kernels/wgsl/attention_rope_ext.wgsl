@@ -11,6 +11,6 @@
 // so that models with neither bind and branch on nothing more (on the H100 the extra
 // branches and bindings cost the plain kernel ~0.45 us per dispatch). No q8 output.
 // A head's output is written (include/attention_core.wgsl): o reads the floats.
-fn attn_written(tid: u32, out: u32, hd: u32) {}
+fn attn_written(tid: u32, out: u32, hd: u32, staged: bool) {}
 @group(0) @binding(9) var<storage, read> qkv_bias: F32s;
 @group(0) @binding(10) var<storage, read> rope_freq: F32s;

@@ -43,7 +43,7 @@ struct Push {
 var<immediate> pc: Push;
 
 // A head's output is written (include/attention_core.wgsl): nothing more here.
-fn attn_written(tid: u32, out: u32, hd: u32) {}
+fn attn_written(tid: u32, out: u32, hd: u32, staged: bool) {}
 
 
 @compute @workgroup_size(256)

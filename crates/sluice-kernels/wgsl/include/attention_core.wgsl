@@ -4,8 +4,9 @@
 // words in flight per lane), the chunk's max and exp-sum, and the weighted values (eight
 // value loads in flight per invocation), and
 // writes partial[obase..] = (m, l, o[hd]). Expects bindings kcache, vcache, partial, attn,
-// and `fn attn_written(tid, out, hd)` from the kernel file: called by every invocation once
-// a head's normalised output is in attn[out .. out + hd] (here, or in finish_head).
+// and `fn attn_written(tid, out, hd, staged)` from the kernel file: called by every
+// invocation once a head's normalised output is in attn[out .. out + hd] (here, where it is
+// also in sc[0 .. hd]: `staged`; or in finish_head).
 
 const SLICES: u32 = 16u;
 const NEG: f32 = -3.0e38;
@@ -143,8 +144,13 @@ fn attend(tid: u32, sg_id: u32, sg_lane: u32, nsg: u32, row0: u32, n: u32, obase
         partial.d[obase + 3u + 2u * tid] = acc.y;
         if (alone) {
             let inv = 1.0 / l;
-            attn.d[out + 2u * tid] = acc.x * inv;
-            attn.d[out + 2u * tid + 1u] = acc.y * inv;
+            let o = acc * inv;
+            attn.d[out + 2u * tid] = o.x;
+            attn.d[out + 2u * tid + 1u] = o.y;
+            // Also in sc (free since the barrier above) for attn_written's q8 records
+            // (two workgroup stores per invocation; the kernels without them ignore it).
+            sc[2u * tid] = o.x;
+            sc[2u * tid + 1u] = o.y;
         }
     }
     if (tid == 0u) {
@@ -152,6 +158,6 @@ fn attend(tid: u32, sg_id: u32, sg_lane: u32, nsg: u32, row0: u32, n: u32, obase
         partial.d[obase + 1u] = l;
     }
     if (alone) {
-        attn_written(tid, out, 2u * pairs);
+        attn_written(tid, out, 2u * pairs, true);
     }
 }

@@ -43,7 +43,7 @@ fn finish_head(tid: u32, r: u32, used: u32, hd: u32, splits: u32) {
         }
         attn.d[r * hd + d] = o * inv;
     }
-    attn_written(tid, r * hd, hd);
+    attn_written(tid, r * hd, hd, false);
     if (tid == 0u) {
         atomicStore(&counters.d[r], 0u);
     }

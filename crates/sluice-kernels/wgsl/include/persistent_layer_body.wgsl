@@ -99,7 +99,7 @@ struct Push {
 var<immediate> pc: Push;
 
 // A head's output is written (include/attention_core.wgsl): o reads the floats.
-fn attn_written(tid: u32, out: u32, hd: u32) {}
+fn attn_written(tid: u32, out: u32, hd: u32, staged: bool) {}
 
 // Polls of the arrival counter before a workgroup gives up (below lavapipe's 65535-iteration
 // loop cap, so the abort path runs there too; ~20 ms on the H100).

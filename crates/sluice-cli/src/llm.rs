@@ -751,6 +751,10 @@ pub fn bench(args: &BenchArgs, device: &Device) -> Result<(), String> {
         depth,
         repeat: repeat.max(1),
     };
+    if depth > 0 && !json {
+        // Long on a CPU device (quadratic attention): say what the wait is.
+        eprintln!("filling the KV cache to {depth} tokens (once per row), then timing");
+    }
     let s =
         sluice_llm::bench::bench_suite(&decoder, &m.model, &loaded.dtype, &params).map_err(err)?;
     if json {

@@ -56,8 +56,8 @@ pub struct BenchReport {
     pub replay_record_once_us: f64,
 }
 
-/// Fills the KV cache to `depth` (GPU-chained greedy steps), then times `n` greedy
-/// decode steps queued back to back.
+/// Fills the KV cache to `depth` (batched prefill), then times `n` greedy decode steps
+/// queued back to back.
 pub fn bench(
     decoder: &Decoder<'_>,
     name: &str,
@@ -65,6 +65,21 @@ pub fn bench(
     depth: usize,
     n: usize,
 ) -> Result<BenchReport, LlmError> {
+    let filled = fill_cache(decoder, depth, n)?;
+    bench_filled(decoder, name, dtype, &filled, n)
+}
+
+/// A KV cache filled for [`bench_filled`]: `pos` tokens of a fixed prompt, the greedy
+/// token after them, and the prefill's rate.
+struct Filled {
+    depth: usize,
+    pos: usize,
+    token: u32,
+    prefill_tok_s: f64,
+}
+
+/// Prefills a fixed prompt of `depth` tokens (at least one) for a timed run of `n` steps.
+fn fill_cache(decoder: &Decoder<'_>, depth: usize, n: usize) -> Result<Filled, LlmError> {
     let model = decoder.model();
     if n == 0 {
         return Err(LlmError::InvalidArgument(
@@ -76,16 +91,32 @@ pub fn bench(
             context: model.context(),
         });
     }
-    let device = model.device();
-    // Fill the cache with a prompt of `depth` tokens through the batched prefill.
     let vocab = model.config().vocab as u32;
     let prompt: Vec<u32> = (0..depth.max(1) as u32)
         .map(|i| (i * 7919 + 1) % vocab)
         .collect();
     let t0 = Instant::now();
     let token = decoder.prefill(&prompt, 0)?;
-    let prefill_tok_s = prompt.len() as f64 / t0.elapsed().as_secs_f64();
-    let pos = prompt.len();
+    Ok(Filled {
+        depth,
+        pos: prompt.len(),
+        token,
+        prefill_tok_s: prompt.len() as f64 / t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// Times `n` greedy decode steps from a filled cache. A run writes the cache only from
+/// `filled.pos` on, so runs from the same fill start from the same state.
+fn bench_filled(
+    decoder: &Decoder<'_>,
+    name: &str,
+    dtype: &str,
+    filled: &Filled,
+    n: usize,
+) -> Result<BenchReport, LlmError> {
+    let model = decoder.model();
+    let device = model.device();
+    let (token, pos) = (filled.token, filled.pos);
     // Warm-up step at this depth.
     decoder.run_greedy(token, pos, 1)?;
     decoder.set_params(token, pos)?;
@@ -110,9 +141,9 @@ pub fn bench(
         mode: decoder.mode(),
         lowering: model.lowering().name(),
         persistent: model.persistent_info(),
-        depth,
+        depth: filled.depth,
         n,
-        prefill_tok_s,
+        prefill_tok_s: filled.prefill_tok_s,
         decode_tok_s: tok_s,
         ms_per_token: secs * 1e3 / n as f64,
         dispatches_per_token: per(d.dispatches),
@@ -271,10 +302,13 @@ pub fn bench_suite(
     }
     let mut decode = None;
     if params.n > 0 {
-        bench(decoder, name, dtype, params.depth, params.n)?; // warm-up
+        // The cache filled to the depth once (the pp row's runs wrote past it), for the
+        // warm-up and every timed run.
+        let filled = fill_cache(decoder, params.depth, params.n)?;
+        bench_filled(decoder, name, dtype, &filled, params.n)?; // warm-up
         let mut runs = Vec::new();
         for _ in 0..params.repeat.max(1) {
-            runs.push(bench(decoder, name, dtype, params.depth, params.n)?);
+            runs.push(bench_filled(decoder, name, dtype, &filled, params.n)?);
         }
         let samples: Vec<f64> = runs.iter().map(|r| r.decode_tok_s).collect();
         rows.push(row(

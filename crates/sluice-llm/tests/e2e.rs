@@ -678,3 +678,50 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
     // Q8_0, Q4_0 and Q4_1 ran with the attention's handoff.
     assert_eq!(attn_handoff_models, if int_dot { 3 } else { 0 });
 }
+
+/// `bench_suite` fills the KV cache to its depth once for all its decode runs (the warm-up
+/// and `repeat` timed ones), not once per run: in dispatches, the suite costs one `bench`
+/// (one fill, one run) plus three runs, so suite - bench is the same at two depths whose
+/// fills take different numbers of prefill chunks (once per run, it grew by three fills).
+#[test]
+fn bench_fills_the_cache_once_per_row() {
+    use sluice_llm::bench::{bench, bench_suite, BenchParams};
+    let d = device(BarrierMode::Auto);
+    let _guard = ValidationGuard::new(&d);
+    let mut o = LoadOptions::default();
+    o.gpu.context = 64;
+    o.gpu.prefill_chunk = 4;
+    o.gpu.lowering = Lowering::Barriers;
+    let loaded = open_model(&d, "synthetic:tiny", &o, |_, _| {}).unwrap();
+    let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
+    let dispatches = |f: &dyn Fn()| {
+        let before = d.counters();
+        f();
+        d.counters().since(&before).dispatches
+    };
+    let n = 3;
+    let extra: Vec<u64> = [1usize, 14]
+        .into_iter()
+        .map(|depth| {
+            let one = dispatches(&|| {
+                bench(&decoder, "tiny", "f16", depth, n).unwrap();
+            });
+            let params = BenchParams {
+                prompt: 0,
+                n,
+                depth,
+                repeat: 2,
+            };
+            let suite = dispatches(&|| {
+                let s = bench_suite(&decoder, "tiny", "f16", &params).unwrap();
+                assert_eq!(s.rows[0].samples_ts.len(), 2);
+            });
+            assert!(suite > one, "depth {depth}: suite {suite}, one run {one}");
+            suite - one
+        })
+        .collect();
+    assert_eq!(
+        extra[0], extra[1],
+        "dispatches past one bench at depths 1 and 14"
+    );
+}

@@ -11,7 +11,7 @@ use sluice_llm::load::{open_model, LoadOptions};
 use sluice_llm::sampler::Sampling;
 
 use crate::out;
-use crate::render::{chrome_trace, timeline_svg};
+use crate::render::{chrome_trace, layer_table_md, timeline_svg};
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -988,9 +988,23 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
         serde_json::to_string_pretty(&ops).map_err(err)?,
     )
     .map_err(err)?;
+    let layers = sluice::profile::layer_table(&timings);
+    std::fs::write(
+        out.join("layers.md"),
+        format!(
+            "{title}: GPU µs of each dispatch by layer and op (the token of table.md)\n\n{}",
+            layer_table_md(&layers)
+        ),
+    )
+    .map_err(err)?;
+    std::fs::write(
+        out.join("layers.json"),
+        serde_json::to_string_pretty(&layers).map_err(err)?,
+    )
+    .map_err(err)?;
     out!("{table}")?;
     eprintln!(
-        "wrote {}/trace.json, timeline.svg, table.md, ops.json",
+        "wrote {}/trace.json, timeline.svg, table.md, ops.json, layers.md, layers.json",
         out.display()
     );
     Ok(())

@@ -76,7 +76,7 @@ enum Command {
     Bench(llm::BenchArgs),
     /// The captured decode step: nodes, edges, concurrent groups, barriers
     Graph(llm::GraphArgs),
-    /// Perfetto trace, SVG timeline and per-op table of one decode step
+    /// Perfetto trace, SVG timeline, per-op and per-layer tables of one decode step
     Profile(llm::ProfileArgs),
     /// A multi-turn chat through the model's chat template (keeps the KV cache)
     Chat(chat::ChatArgs),

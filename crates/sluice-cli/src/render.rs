@@ -1,7 +1,7 @@
-//! Rendering a profile: Chrome trace-event JSON (Perfetto) and an SVG timeline. The
-//! runtime (`sluice::profile`) only measures; pictures are drawn here.
+//! Rendering a profile: Chrome trace-event JSON (Perfetto), an SVG timeline and the
+//! per-layer table. The runtime (`sluice::profile`) only measures; pictures are drawn here.
 
-use sluice::profile::{CpuSpan, DispatchTiming, OpStat};
+use sluice::profile::{CpuSpan, DispatchTiming, LayerRow, OpStat};
 
 /// Chrome trace-event JSON (opens in Perfetto): one GPU span per dispatch of the given
 /// token (thread "GPU", times relative to its first dispatch) and the host spans
@@ -177,6 +177,55 @@ pub fn timeline_svg(title: &str, timings: &[DispatchTiming], ops: &[OpStat]) -> 
     s + "</svg>\n"
 }
 
+/// The per-layer table (markdown): a row per layer, a column per op kind (its dispatches'
+/// µs in the order they ran, "13.6 + 12.8"), the layer's total, and where an op's kernels
+/// differ from its first layer's, which ones ran (a mixture's Q6_K layers stand out).
+pub fn layer_table_md(rows: &[LayerRow]) -> String {
+    let mut ops: Vec<&str> = Vec::new();
+    for r in rows {
+        for o in &r.ops {
+            if !ops.contains(&o.op.as_str()) {
+                ops.push(&o.op);
+            }
+        }
+    }
+    let first_kernels = |op: &str| {
+        rows.iter()
+            .find_map(|r| r.ops.iter().find(|o| o.op == op))
+            .map(|o| o.kernels.clone())
+    };
+    let mut md = format!(
+        "| layer | {} | layer µs | kernels unlike layer {} |\n",
+        ops.join(" | "),
+        rows.first().map_or(0, |r| r.layer)
+    );
+    md += &format!("|---|{}---|---|\n", "---|".repeat(ops.len()));
+    for r in rows {
+        let mut cells = Vec::new();
+        let mut unlike = Vec::new();
+        for &op in &ops {
+            match r.ops.iter().find(|o| o.op == op) {
+                Some(o) => {
+                    let us: Vec<String> = o.us.iter().map(|u| format!("{u:.1}")).collect();
+                    cells.push(us.join(" + "));
+                    if first_kernels(op).as_ref() != Some(&o.kernels) {
+                        unlike.push(format!("{op}: {}", o.kernels.join(" + ")));
+                    }
+                }
+                None => cells.push("-".into()),
+            }
+        }
+        let total: f64 = r.ops.iter().flat_map(|o| &o.us).sum();
+        md += &format!(
+            "| {} | {} | {total:.1} | {} |\n",
+            r.layer,
+            cells.join(" | "),
+            unlike.join("; ")
+        );
+    }
+    md
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +239,31 @@ mod tests {
             begin_ns: b,
             end_ns: e,
         }
+    }
+
+    #[test]
+    fn layer_table_shows_each_dispatch_and_the_layers_whose_kernels_differ() {
+        let mut t = vec![
+            timing("attn.qkv L0", 0, 0, 0.0, 4000.0),
+            timing("mlp.down L0", 1, 1, 5000.0, 7000.0),
+            timing("attn.qkv L1", 2, 2, 8000.0, 13_000.0),
+            timing("attn.qkv L1", 3, 2, 13_000.0, 16_000.0),
+            timing("mlp.down L1", 4, 3, 17_000.0, 18_000.0),
+            timing("lm_head", 5, 4, 19_000.0, 30_000.0),
+        ];
+        t[3].kernel = "q6".into();
+        let md = layer_table_md(&sluice::profile::layer_table(&t));
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines.len(), 4, "{md}");
+        assert_eq!(
+            lines[0],
+            "| layer | attn.qkv | mlp.down | layer µs | kernels unlike layer 0 |"
+        );
+        assert_eq!(lines[2], "| 0 | 4.0 | 2.0 | 6.0 |  |");
+        assert_eq!(
+            lines[3],
+            "| 1 | 5.0 + 3.0 | 1.0 | 9.0 | attn.qkv: k<1> + q6 |"
+        );
     }
 
     #[test]

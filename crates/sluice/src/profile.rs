@@ -181,6 +181,72 @@ pub fn op_table(timings: &[DispatchTiming], bytes: impl Fn(usize) -> Option<u64>
     ops
 }
 
+/// One op kind's dispatches inside one layer of a profiled token.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LayerOp {
+    /// Op kind ("attn.qkv").
+    pub op: String,
+    /// GPU µs of each of its dispatches in this layer, in the order they ran.
+    pub us: Vec<f64>,
+    /// Their kernels, in the same order.
+    pub kernels: Vec<String>,
+}
+
+/// One layer's dispatches of a profiled token, by op kind.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LayerRow {
+    /// Layer number (the `L<n>` of the labels).
+    pub layer: usize,
+    /// Op kinds in the order the layer first ran them.
+    pub ops: Vec<LayerOp>,
+}
+
+/// The layer number of a label "op L<n>" (None for ops outside the layers, e.g. the LM
+/// head).
+fn label_layer(label: &str) -> Option<usize> {
+    label
+        .split(' ')
+        .find_map(|w| w.strip_prefix('L'))
+        .and_then(|n| n.parse().ok())
+}
+
+/// Dispatch times per layer and op kind (layers in number order), from labels "op L<n>";
+/// dispatches of no layer are left out. Shows where one layer differs from the others.
+pub fn layer_table(timings: &[DispatchTiming]) -> Vec<LayerRow> {
+    let mut rows: Vec<LayerRow> = Vec::new();
+    let mut sorted: Vec<&DispatchTiming> = timings.iter().collect();
+    sorted.sort_by(|a, b| a.begin_ns.total_cmp(&b.begin_ns));
+    for t in sorted {
+        let Some(layer) = label_layer(&t.label) else {
+            continue;
+        };
+        let at = match rows.iter().position(|r| r.layer == layer) {
+            Some(i) => i,
+            None => {
+                rows.push(LayerRow {
+                    layer,
+                    ops: Vec::new(),
+                });
+                rows.len() - 1
+            }
+        };
+        let row = &mut rows[at];
+        match row.ops.iter_mut().find(|o| o.op == t.op()) {
+            Some(o) => {
+                o.us.push(t.us());
+                o.kernels.push(t.kernel.clone());
+            }
+            None => row.ops.push(LayerOp {
+                op: t.op().to_string(),
+                us: vec![t.us()],
+                kernels: vec![t.kernel.clone()],
+            }),
+        }
+    }
+    rows.sort_by_key(|r| r.layer);
+    rows
+}
+
 /// GPU time between dispatches of one token: the token's span minus the union of
 /// dispatch spans (ns).
 pub fn idle_ns(timings: &[DispatchTiming]) -> f64 {

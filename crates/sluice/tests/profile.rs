@@ -2,7 +2,7 @@
 //! counters consistent, and zero queries when profiling is off.
 
 use sluice::graph::GraphOptions;
-use sluice::profile::{idle_ns, op_table};
+use sluice::profile::{idle_ns, layer_table, op_table, DispatchTiming};
 use sluice::testing::{test_device, ValidationGuard};
 use sluice::ResourceClass;
 use sluice_kernels::{AffinePush, AFFINE_U32};
@@ -88,6 +88,57 @@ fn profiled_replay_has_one_ordered_span_per_dispatch() {
         assert_eq!(o.bytes, (known > 0).then_some(100 * known), "{}", o.op);
     }
     assert!(idle_ns(&t) >= 0.0);
+    // Per layer: six layers (the labels' L0..L5), each one dispatch of both ops, in order.
+    let layers = layer_table(&t);
+    assert_eq!(
+        layers.iter().map(|r| r.layer).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 4, 5]
+    );
+    for r in &layers {
+        let ops: Vec<&str> = r.ops.iter().map(|o| o.op.as_str()).collect();
+        assert_eq!(ops, ["left", "right"], "layer {}", r.layer);
+        for o in &r.ops {
+            let want: Vec<f64> = t
+                .iter()
+                .filter(|s| s.label == format!("{} L{}", o.op, r.layer))
+                .map(|s| s.us())
+                .collect();
+            assert_eq!(o.us, want, "{} L{}", o.op, r.layer);
+            assert_eq!(o.kernels, [AFFINE_U32.name], "{} L{}", o.op, r.layer);
+        }
+    }
+}
+
+/// The per-layer table: an op's several dispatches in one layer kept apart in the order
+/// they ran, layers sorted by number whatever order they ran in, unnumbered ops left out.
+#[test]
+fn layer_table_keeps_each_dispatch_of_a_layer() {
+    let span = |label: &str, kernel: &str, begin: f64, us: f64| DispatchTiming {
+        label: label.into(),
+        kernel: kernel.into(),
+        node: 0,
+        group: 0,
+        begin_ns: begin,
+        end_ns: begin + us * 1e3,
+    };
+    let t = [
+        span("embed", "embed_f16", 0.0, 1.0),
+        span("attn.qkv L1", "q6", 9000.0, 3.0),
+        span("attn.qkv L1", "q4", 8000.0, 5.0),
+        span("attention L1", "attn", 12000.0, 2.0),
+        span("attn.qkv L0", "q4", 1000.0, 4.0),
+        span("lm_head", "head", 20000.0, 7.0),
+    ];
+    let rows = layer_table(&t);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].layer, 0);
+    assert_eq!(rows[0].ops.len(), 1);
+    assert_eq!(rows[1].layer, 1);
+    let qkv = &rows[1].ops[0];
+    assert_eq!(qkv.op, "attn.qkv");
+    assert_eq!(qkv.us, [5.0, 3.0]);
+    assert_eq!(qkv.kernels, ["q4", "q6"]);
+    assert_eq!(rows[1].ops[1].op, "attention");
 }
 
 #[test]

@@ -302,8 +302,8 @@ pub fn bench_suite(
     }
     let mut decode = None;
     if params.n > 0 {
-        // The cache filled to the depth once (the pp row's runs wrote past it), for the
-        // warm-up and every timed run.
+        // The cache filled to the depth once, after the pp row's prompts, for the warm-up
+        // and every timed run (a run writes only past the depth).
         let filled = fill_cache(decoder, params.depth, params.n)?;
         bench_filled(decoder, name, dtype, &filled, params.n)?; // warm-up
         let mut runs = Vec::new();

@@ -189,11 +189,15 @@ pub fn layer_table_md(rows: &[LayerRow]) -> String {
             }
         }
     }
-    let first_kernels = |op: &str| {
-        rows.iter()
-            .find_map(|r| r.ops.iter().find(|o| o.op == op))
-            .map(|o| o.kernels.clone())
-    };
+    // Each op's kernels in the first layer that runs it.
+    let first: Vec<&[String]> = ops
+        .iter()
+        .filter_map(|&op| {
+            rows.iter()
+                .find_map(|r| r.ops.iter().find(|o| o.op == op))
+                .map(|o| &o.kernels[..])
+        })
+        .collect();
     let mut md = format!(
         "| layer | {} | layer µs | kernels unlike layer {} |\n",
         ops.join(" | "),
@@ -203,12 +207,12 @@ pub fn layer_table_md(rows: &[LayerRow]) -> String {
     for r in rows {
         let mut cells = Vec::new();
         let mut unlike = Vec::new();
-        for &op in &ops {
+        for (&op, &first) in ops.iter().zip(&first) {
             match r.ops.iter().find(|o| o.op == op) {
                 Some(o) => {
                     let us: Vec<String> = o.us.iter().map(|u| format!("{u:.1}")).collect();
                     cells.push(us.join(" + "));
-                    if first_kernels(op).as_ref() != Some(&o.kernels) {
+                    if o.kernels != first {
                         unlike.push(format!("{op}: {}", o.kernels.join(" + ")));
                     }
                 }

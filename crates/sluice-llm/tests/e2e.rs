@@ -3,7 +3,7 @@
 //! bit for bit, replay == direct bit for bit.
 
 use sluice::graph::GraphOptions;
-use sluice::testing::{coopmat_or_test_device_with, test_device_with, ValidationGuard};
+use sluice::testing::{coopmat_or_test_device_with, ValidationGuard};
 use sluice::{BarrierMode, Device, Options};
 use sluice_llm::config::ModelConfig;
 use sluice_llm::decode::{Decoder, Mode};
@@ -17,7 +17,7 @@ use sluice_llm::weights::DEFAULT_SEED;
 mod common;
 
 fn device(barriers: BarrierMode) -> Device {
-    test_device_with(Options {
+    coopmat_or_test_device_with(Options {
         barriers,
         ..Options::default()
     })
@@ -28,7 +28,17 @@ fn load(d: &Device, name: &str) -> sluice_llm::load::Loaded {
 }
 
 fn load_with(d: &Device, name: &str, fuse: bool) -> sluice_llm::load::Loaded {
+    load_lowered(d, name, fuse, Lowering::Auto)
+}
+
+fn load_lowered(
+    d: &Device,
+    name: &str,
+    fuse: bool,
+    lowering: Lowering,
+) -> sluice_llm::load::Loaded {
     let mut o = LoadOptions::default();
+    o.gpu.lowering = lowering;
     o.gpu.fuse_norm = fuse;
     o.gpu.fuse_gate_up = fuse;
     o.gpu.fuse_attention = fuse;
@@ -179,7 +189,8 @@ fn replay_equals_direct_for_64_tokens() {
 #[test]
 fn replayed_step_is_a_valid_schedule_with_fewer_barriers() {
     let d = device(BarrierMode::Auto);
-    let loaded = load(&d, "tiny");
+    // The barrier lowering's graph (a GPU may run this model's layers persistent).
+    let loaded = load_lowered(&d, "tiny", true, Lowering::Barriers);
     let in_order = Decoder::graph(
         &loaded.model,
         GraphOptions {
@@ -200,7 +211,7 @@ fn replayed_step_is_a_valid_schedule_with_fewer_barriers() {
     assert!(reordered.schedule().barriers() <= in_order.schedule().barriers());
     assert_eq!(in_order.nodes().len(), reordered.nodes().len());
     // Fusion removes two norms and the rope/KV-append dispatch per layer, and the final norm.
-    let unfused = load_with(&d, "tiny", false);
+    let unfused = load_lowered(&d, "tiny", false, Lowering::Barriers);
     let plain = Decoder::graph(&unfused.model, GraphOptions::default()).unwrap();
     let layers = ModelConfig::synthetic("tiny").unwrap().layers;
     // Unfused gate/up is three dispatches (gate, up, silu_mul) instead of one.
@@ -577,7 +588,11 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
                 })
                 .count();
             assert!(split > 0, "the mixture splits some layer's q|k|v");
-            let g = Decoder::graph(&loaded.model, GraphOptions::default()).unwrap();
+            // Counted on the barrier lowering (a GPU may run these layers persistent,
+            // whose dispatches hold the whole layer).
+            let mut cap = d.capture();
+            loaded.model.encode_step_lowered(&mut cap, false).unwrap();
+            let g = cap.finish_capture().unwrap();
             let normed = g
                 .nodes()
                 .iter()

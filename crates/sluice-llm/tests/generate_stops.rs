@@ -4,7 +4,7 @@
 //! gives what the whole prompt gives.
 
 use sluice::graph::GraphOptions;
-use sluice::testing::{test_device, ValidationGuard};
+use sluice::testing::{coopmat_or_test_device, ValidationGuard};
 use sluice::Device;
 use sluice_llm::decode::{Decoder, Mode};
 use sluice_llm::load::{open_model, LoadOptions, Loaded};
@@ -33,7 +33,7 @@ const PROMPT: [u32; 3] = [1, 2, 3];
 
 #[test]
 fn generation_stops_where_asked() {
-    let d = test_device();
+    let d = coopmat_or_test_device();
     let _guard = ValidationGuard::new(&d);
     let loaded = load(&d, 64);
     let dec = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
@@ -124,7 +124,7 @@ fn generation_stops_where_asked() {
 
 #[test]
 fn continuing_at_a_later_position_equals_the_whole_prompt() {
-    let d = test_device();
+    let d = coopmat_or_test_device();
     let _guard = ValidationGuard::new(&d);
     let loaded = load(&d, 64);
     let dec = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();

@@ -7,7 +7,7 @@
 //! synthetic model over teacher-forced steps.
 
 use half::f16;
-use sluice::testing::{test_device, ValidationGuard};
+use sluice::testing::{coopmat_or_test_device, ValidationGuard};
 use sluice_llm::config::{ModelConfig, RopeScaling};
 use sluice_llm::decode::{Decoder, Mode};
 use sluice_llm::gguf::{GgufWriter, MetaArray, MetaValue};
@@ -131,7 +131,7 @@ fn rel_err(a: &[f32], b: &[f32]) -> f32 {
 
 #[test]
 fn qwen2_and_llama31_gguf_files_match_the_cpu_reference() {
-    let d = test_device();
+    let d = coopmat_or_test_device();
     let _guard = ValidationGuard::new(&d);
     let dir = std::env::temp_dir().join(format!("sluice-gguf-arch-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -6,7 +6,7 @@
 //! tested on the kernel (sluice-kernels tests).
 
 use sluice::graph::GraphOptions;
-use sluice::testing::{test_device, ValidationGuard};
+use sluice::testing::{coopmat_or_test_device, ValidationGuard};
 use sluice::Device;
 use sluice_llm::config::ModelConfig;
 use sluice_llm::decode::{Decoder, Mode};
@@ -72,7 +72,7 @@ fn against_reference(
 
 #[test]
 fn persistent_lowering_matches_cpu_reference() {
-    let d = test_device();
+    let d = coopmat_or_test_device();
     let _guard = ValidationGuard::new(&d);
     for name in ["tiny", "tiny-llama", "tiny-qwen2", "tiny-llama3"] {
         let loaded = load(&d, name, &options(Lowering::Persistent)).unwrap();
@@ -175,7 +175,7 @@ fn persistent_block_formats_match_cpu_reference() {
 
 #[test]
 fn persistent_replay_equals_direct() {
-    let d = test_device();
+    let d = coopmat_or_test_device();
     let _guard = ValidationGuard::new(&d);
     let run = |mode| {
         let loaded = load(&d, "tiny", &options(Lowering::Persistent)).unwrap();
@@ -195,7 +195,7 @@ fn persistent_replay_equals_direct() {
 
 #[test]
 fn persistent_lowering_refuses_what_it_cannot_run() {
-    let d = test_device();
+    let d = coopmat_or_test_device();
     let residency = sluice_kernels::persistent_residency(d.info().compute_units);
     let err = |o: &LoadOptions| match load(&d, "tiny", o) {
         Ok(_) => panic!("loaded, expected a refusal"),
@@ -224,7 +224,7 @@ fn persistent_lowering_refuses_what_it_cannot_run() {
 
 #[test]
 fn auto_lowering_switches_to_barriers_when_attention_needs_more_rounds() {
-    let d = test_device();
+    let d = coopmat_or_test_device();
     let _guard = ValidationGuard::new(&d);
     for mode in [Mode::Replay, Mode::Direct] {
         // One workgroup (lavapipe's bound, asked for explicitly so Auto may use it): the

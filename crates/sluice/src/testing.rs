@@ -17,15 +17,36 @@ pub fn test_device() -> Device {
 
 /// The device for tests whose subject has a matrix-unit path: [`test_device`] (validated)
 /// unless the device has cooperative matrices, then one without the validation layer
-/// (the Khronos layer available here, 1.3.239, predates VK_KHR_cooperative_matrix, and
-/// the GPU machine has none) — so the same test checks the matrix-unit path there.
+/// (the Khronos layer Debian ships, 1.3.239, predates VK_KHR_cooperative_matrix and
+/// reports the device's feature chain as an error) — so the same test checks the
+/// matrix-unit path there.
 pub fn coopmat_or_test_device() -> Device {
-    let coopmat = Device::new(Options::default()).is_ok_and(|d| d.info().coopmat_f16_16x16);
-    if coopmat {
+    if has_coopmat(&Options::default()) {
         Device::new(Options::default()).expect("a Vulkan device")
     } else {
         test_device()
     }
+}
+
+/// Whether the device `options` open has cooperative matrices, probed (without the
+/// validation layer) once per process for each adapter and `no_coopmat`: NVIDIA's driver
+/// refuses the 31st Vulkan instance a process creates, even with every earlier one
+/// destroyed (H200, driver 580.159.04), and a probe per test would double the count.
+fn has_coopmat(options: &Options) -> bool {
+    type Seen = Vec<((Option<String>, bool), bool)>;
+    static SEEN: std::sync::Mutex<Seen> = std::sync::Mutex::new(Vec::new());
+    let key = (options.adapter.clone(), options.no_coopmat);
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&(_, v)) = seen.iter().find(|(k, _)| *k == key) {
+        return v;
+    }
+    let plain = Options {
+        validation: crate::options::Validation::Off,
+        ..options.clone()
+    };
+    let v = Device::new(plain).is_ok_and(|d| d.info().coopmat_f16_16x16);
+    seen.push((key, v));
+    v
 }
 
 /// [`coopmat_or_test_device`] with other options: validated unless the device (opened
@@ -35,8 +56,7 @@ pub fn coopmat_or_test_device_with(options: Options) -> Device {
         validation: crate::options::Validation::Off,
         ..options.clone()
     };
-    let coopmat = Device::new(plain.clone()).is_ok_and(|d| d.info().coopmat_f16_16x16);
-    if coopmat {
+    if has_coopmat(&plain) {
         Device::new(plain).expect("a Vulkan device")
     } else {
         test_device_with(options)

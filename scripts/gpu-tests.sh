@@ -2,8 +2,9 @@
 # The GPU tests on the GPU machine (the device tool, ../shared/gpu/README.md), in one call.
 #
 # Here:   bash scripts/gpu-tests.sh pack
-#   builds the release test binaries of the crates whose tests run kernels and models
-#   (sluice-kernels, sluice-llm), strips and packs them into .device/tests/, and puts the
+#   builds the release test binaries of the crates whose tests run on a device (sluice,
+#   sluice-kernels, sluice-llm; not sluice-serve's and sluice-cli's, which start servers
+#   and the CLI binary), strips and packs them into .device/tests/, and puts the
 #   Khronos validation layer's package beside the Vulkan loader in .device/gl (run
 #   ../shared/gpu/prepare.sh first; the validated tests need the layer there too).
 # There:  bash .device/on-device.sh bash scripts/gpu-tests.sh run
@@ -11,8 +12,8 @@
 #   time, and writes $OUT/gpu-tests.txt (each binary's result line, the failing tests and
 #   their panics) and $OUT/gpu-tests-full.log (everything). Exits non-zero if any failed.
 #
-# A binary's tests take 5-60 s on an H200; the whole run about 4 minutes. On a machine
-# without a GPU `run` checks the same on lavapipe (about 2 minutes on 2 cores).
+# A binary's tests take 1-60 s on an H200; the whole run about 4 minutes. On a machine
+# without a GPU `run` checks the same on lavapipe (a few minutes on 2 cores).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -21,7 +22,7 @@ pack)
   set -e
   mkdir -p .device/tests .device/gl
   rm -f .device/tests/*
-  cargo test --release -p sluice-kernels -p sluice-llm --no-run --message-format=json 2>/dev/null |
+  cargo test --release -p sluice -p sluice-kernels -p sluice-llm --no-run --message-format=json 2>/dev/null |
     python3 -c '
 import json, sys
 for line in sys.stdin:

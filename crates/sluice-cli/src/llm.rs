@@ -225,7 +225,8 @@ pub struct BenchArgs {
     /// Prompt tokens per run (a ppN row of prompt processing; 0: none)
     #[arg(short = 'p', default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=sluice_llm::load::MAX_CONTEXT as i64))]
     p: u32,
-    /// Tokens in the KV cache before the measured run
+    /// Tokens in the KV cache before the measured run (filled by prefill once per row; the
+    /// fill's progress goes to stderr)
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=sluice_llm::load::MAX_CONTEXT as i64))]
     depth: u32,
     /// Runs; rows report mean ± standard deviation
@@ -519,6 +520,27 @@ pub(crate) fn progress(quiet: bool) -> impl FnMut(u64, u64) {
     }
 }
 
+/// The KV-cache fill's progress line for `bench --depth`: on a terminal redrawn after each
+/// prefill chunk, in a log only when a fill ends (with its time).
+fn fill_progress(quiet: bool) -> impl FnMut(usize, usize) {
+    use std::io::IsTerminal;
+    let live = std::io::stderr().is_terminal();
+    let mut start = Instant::now();
+    move |done, total| {
+        if done == 0 {
+            start = Instant::now(); // a fill begins (one per row)
+        }
+        if quiet || total == 0 || (!live && done < total) {
+            return;
+        }
+        let end = if done >= total { "\n" } else { "" };
+        eprint!(
+            "\rfilling the KV cache: {done} / {total} tokens ({:.1} s){end}",
+            start.elapsed().as_secs_f64()
+        );
+    }
+}
+
 /// The "loading weights" line: on a terminal redrawn every 5% (`live`), in a log written
 /// once; the 100% line once, ending the line, however often the loader reports it.
 struct LoadBar {
@@ -755,8 +777,10 @@ pub fn bench(args: &BenchArgs, device: &Device) -> Result<(), String> {
         // Long on a CPU device (quadratic attention): say what the wait is.
         eprintln!("filling the KV cache to {depth} tokens (once per row), then timing");
     }
+    let mut fill = fill_progress(json);
     let s =
-        sluice_llm::bench::bench_suite(&decoder, &m.model, &loaded.dtype, &params).map_err(err)?;
+        sluice_llm::bench::bench_suite_with(&decoder, &m.model, &loaded.dtype, &params, &mut fill)
+            .map_err(err)?;
     if json {
         return outln!("{}", serde_json::to_string_pretty(&s).map_err(err)?);
     }

@@ -65,7 +65,7 @@ pub fn bench(
     depth: usize,
     n: usize,
 ) -> Result<BenchReport, LlmError> {
-    let filled = fill_cache(decoder, depth, n)?;
+    let filled = fill_cache(decoder, depth, n, &mut |_, _| {})?;
     bench_filled(decoder, name, dtype, &filled, n)
 }
 
@@ -78,8 +78,14 @@ struct Filled {
     prefill_tok_s: f64,
 }
 
-/// Prefills a fixed prompt of `depth` tokens (at least one) for a timed run of `n` steps.
-fn fill_cache(decoder: &Decoder<'_>, depth: usize, n: usize) -> Result<Filled, LlmError> {
+/// Prefills a fixed prompt of `depth` tokens (at least one) for a timed run of `n` steps,
+/// reporting the tokens done to `progress` ([`Decoder::prefill_with_progress`]).
+fn fill_cache(
+    decoder: &Decoder<'_>,
+    depth: usize,
+    n: usize,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Filled, LlmError> {
     let model = decoder.model();
     if n == 0 {
         return Err(LlmError::InvalidArgument(
@@ -96,7 +102,7 @@ fn fill_cache(decoder: &Decoder<'_>, depth: usize, n: usize) -> Result<Filled, L
         .map(|i| (i * 7919 + 1) % vocab)
         .collect();
     let t0 = Instant::now();
-    let token = decoder.prefill(&prompt, 0)?;
+    let token = decoder.prefill_with_progress(&prompt, 0, progress)?;
     Ok(Filled {
         depth,
         pos: prompt.len(),
@@ -248,8 +254,13 @@ fn bench_prompt(len: usize, vocab: u32, salt: u32) -> Vec<u32> {
 }
 
 /// Times the prefill of `params.prompt` tokens at position `params.depth` (the cache
-/// filled to `depth` once first), `repeat` times after a warm-up; tokens per second each.
-pub fn bench_prefill(decoder: &Decoder<'_>, params: &BenchParams) -> Result<Vec<f64>, LlmError> {
+/// filled to `depth` once first, its progress reported to `fill`), `repeat` times after a
+/// warm-up; tokens per second each.
+pub fn bench_prefill(
+    decoder: &Decoder<'_>,
+    params: &BenchParams,
+    fill: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<f64>, LlmError> {
     let model = decoder.model();
     let (p, depth) = (params.prompt, params.depth);
     if p == 0 {
@@ -264,7 +275,7 @@ pub fn bench_prefill(decoder: &Decoder<'_>, params: &BenchParams) -> Result<Vec<
     }
     let vocab = model.config().vocab as u32;
     if depth > 0 {
-        decoder.prefill(&bench_prompt(depth, vocab, 0), 0)?;
+        decoder.prefill_with_progress(&bench_prompt(depth, vocab, 0), 0, fill)?;
     }
     let prompt = bench_prompt(p, vocab, 17);
     decoder.prefill(&prompt, depth)?; // warm-up (pipelines, clocks)
@@ -284,6 +295,18 @@ pub fn bench_suite(
     dtype: &str,
     params: &BenchParams,
 ) -> Result<BenchSummary, LlmError> {
+    bench_suite_with(decoder, name, dtype, params, &mut |_, _| {})
+}
+
+/// [`bench_suite`] reporting each fill of the KV cache to the depth (one per row) to
+/// `fill` as `(tokens done, depth)` ([`Decoder::prefill_with_progress`]).
+pub fn bench_suite_with(
+    decoder: &Decoder<'_>,
+    name: &str,
+    dtype: &str,
+    params: &BenchParams,
+    fill: &mut dyn FnMut(usize, usize),
+) -> Result<BenchSummary, LlmError> {
     if params.prompt == 0 && params.n == 0 {
         return Err(LlmError::InvalidArgument(
             "nothing to benchmark: give -p and/or -n above 0".into(),
@@ -291,7 +314,7 @@ pub fn bench_suite(
     }
     let mut rows = Vec::new();
     if params.prompt > 0 {
-        let samples = bench_prefill(decoder, params)?;
+        let samples = bench_prefill(decoder, params, fill)?;
         rows.push(row(
             format!("pp{}{}", params.prompt, depth_suffix(params.depth)),
             params.prompt,
@@ -304,7 +327,7 @@ pub fn bench_suite(
     if params.n > 0 {
         // The cache filled to the depth once, after the pp row's prompts, for the warm-up
         // and every timed run (a run writes only past the depth).
-        let filled = fill_cache(decoder, params.depth, params.n)?;
+        let filled = fill_cache(decoder, params.depth, params.n, fill)?;
         bench_filled(decoder, name, dtype, &filled, params.n)?; // warm-up
         let mut runs = Vec::new();
         for _ in 0..params.repeat.max(1) {

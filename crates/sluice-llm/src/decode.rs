@@ -158,19 +158,57 @@ impl<'m> Decoder<'m> {
     /// Feeds `prompt` at positions `pos..` in chunks of many tokens per dispatch and returns
     /// the greedy next token; the GPU's params then hold it at `pos + prompt.len()`.
     pub fn prefill(&self, prompt: &[u32], pos: usize) -> Result<u32, LlmError> {
+        self.prefill_reporting(prompt, pos, None)
+    }
+
+    /// [`Decoder::prefill`] calling `progress(done, total)` with the prompt tokens the GPU
+    /// has finished: 0 before the first chunk, then after each chunk but the last (the
+    /// next chunk is queued before the wait, so the GPU does not idle for it) and once at
+    /// the end (`done == total`).
+    pub fn prefill_with_progress(
+        &self,
+        prompt: &[u32],
+        pos: usize,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<u32, LlmError> {
+        self.prefill_reporting(prompt, pos, Some(progress))
+    }
+
+    fn prefill_reporting(
+        &self,
+        prompt: &[u32],
+        pos: usize,
+        mut progress: Option<&mut dyn FnMut(usize, usize)>,
+    ) -> Result<u32, LlmError> {
         if prompt.is_empty() {
             return Err(LlmError::InvalidArgument(
                 "empty prompt: give at least one token".into(),
             ));
         }
+        let total = prompt.len();
+        if let Some(report) = progress.as_deref_mut() {
+            report(0, total);
+        }
         let mut at = pos;
+        // The previous chunk's ticket and the tokens done when it completes.
+        let mut pending: Option<(sluice::Ticket, usize)> = None;
         for chunk in prompt.chunks(self.model.prefill_chunk()) {
             self.model.set_prefill_params(chunk, at)?;
-            self.submit_prefill(chunk.len())?;
+            let ticket = self.submit_prefill(chunk.len())?;
             at += chunk.len();
+            if let Some(report) = progress.as_deref_mut() {
+                if let Some((done, tokens)) = pending.replace((ticket, at - pos)) {
+                    done.wait()?;
+                    report(tokens, total);
+                }
+            }
         }
         self.next_pos.store(at, Ordering::Relaxed);
-        self.model.next_token()
+        let token = self.model.next_token()?;
+        if let Some(report) = progress {
+            report(total, total);
+        }
+        Ok(token)
     }
 
     /// Submits the prefill of the `n` tokens in the params buffer: in replay mode the

@@ -431,6 +431,35 @@ fn prefill_matches(name: &str, fuse: bool) {
     );
 }
 
+/// `prefill_with_progress` reports 0, each finished chunk and the end, and leaves what
+/// `prefill` leaves: the same next token and logits bit for bit.
+#[test]
+fn prefill_reports_progress_per_chunk() {
+    let d = device(BarrierMode::Auto);
+    let _g = ValidationGuard::new(&d);
+    let loaded = load(&d, "tiny"); // prefill chunks of 16
+    let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
+    let prompt: Vec<u32> = (0..40u32).map(|i| (i * 13 + 5) % 256).collect();
+    let token = decoder.prefill(&prompt, 0).unwrap();
+    let logits = loaded.model.logits().unwrap();
+    let mut seen = Vec::new();
+    let again = decoder
+        .prefill_with_progress(&prompt, 0, &mut |done, total| seen.push((done, total)))
+        .unwrap();
+    assert_eq!(seen, [(0, 40), (16, 40), (32, 40), (40, 40)]);
+    assert_eq!(again, token);
+    let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(loaded.model.logits().unwrap()), bits(logits));
+    // One chunk: the start and the end.
+    seen.clear();
+    decoder
+        .prefill_with_progress(&prompt[..5], 40, &mut |done, total| {
+            seen.push((done, total))
+        })
+        .unwrap();
+    assert_eq!(seen, [(0, 5), (5, 5)]);
+}
+
 #[test]
 fn batched_prefill_matches_cpu_reference_and_token_by_token() {
     prefill_matches("tiny", true);
@@ -698,9 +727,10 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
 /// and `repeat` timed ones), not once per run: in dispatches, the suite costs one `bench`
 /// (one fill, one run) plus three runs, so suite - bench is the same at two depths whose
 /// fills take different numbers of prefill chunks (once per run, it grew by three fills).
+/// `bench_suite_with` reports each fill's progress, one fill per row.
 #[test]
 fn bench_fills_the_cache_once_per_row() {
-    use sluice_llm::bench::{bench, bench_suite, BenchParams};
+    use sluice_llm::bench::{bench, bench_suite, bench_suite_with, BenchParams};
     let d = device(BarrierMode::Auto);
     let _guard = ValidationGuard::new(&d);
     let mut o = LoadOptions::default();
@@ -739,4 +769,19 @@ fn bench_fills_the_cache_once_per_row() {
         extra[0], extra[1],
         "dispatches past one bench at depths 1 and 14"
     );
+    // The fills as the suite reports them: one per row (pp, then tg), each from 0 to the
+    // depth in chunks of 4.
+    let params = BenchParams {
+        prompt: 2,
+        n,
+        depth: 10,
+        repeat: 2,
+    };
+    let mut fills = Vec::new();
+    bench_suite_with(&decoder, "tiny", "f16", &params, &mut |done, total| {
+        fills.push((done, total))
+    })
+    .unwrap();
+    let one = [(0, 10), (4, 10), (8, 10), (10, 10)];
+    assert_eq!(fills, [one, one].concat());
 }

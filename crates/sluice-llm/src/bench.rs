@@ -97,10 +97,7 @@ fn fill_cache(
             context: model.context(),
         });
     }
-    let vocab = model.config().vocab as u32;
-    let prompt: Vec<u32> = (0..depth.max(1) as u32)
-        .map(|i| (i * 7919 + 1) % vocab)
-        .collect();
+    let prompt = bench_prompt(depth.max(1), model.config().vocab as u32, 0);
     let t0 = Instant::now();
     let token = decoder.prefill_with_progress(&prompt, 0, progress)?;
     Ok(Filled {

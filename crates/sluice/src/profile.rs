@@ -107,6 +107,13 @@ impl DispatchTiming {
     pub fn op(&self) -> &str {
         self.label.split(' ').next().unwrap_or(&self.label)
     }
+    /// The layer of a label "op L<n>" (None for ops outside the layers, e.g. the LM head).
+    pub fn layer(&self) -> Option<usize> {
+        self.label
+            .split(' ')
+            .find_map(|w| w.strip_prefix('L'))
+            .and_then(|n| n.parse().ok())
+    }
     /// GPU time in µs.
     pub fn us(&self) -> f64 {
         (self.end_ns - self.begin_ns).max(0.0) / 1e3
@@ -201,15 +208,6 @@ pub struct LayerRow {
     pub ops: Vec<LayerOp>,
 }
 
-/// The layer number of a label "op L<n>" (None for ops outside the layers, e.g. the LM
-/// head).
-fn label_layer(label: &str) -> Option<usize> {
-    label
-        .split(' ')
-        .find_map(|w| w.strip_prefix('L'))
-        .and_then(|n| n.parse().ok())
-}
-
 /// Dispatch times per layer and op kind (layers in number order), from labels "op L<n>";
 /// dispatches of no layer are left out. Shows where one layer differs from the others.
 pub fn layer_table(timings: &[DispatchTiming]) -> Vec<LayerRow> {
@@ -217,7 +215,7 @@ pub fn layer_table(timings: &[DispatchTiming]) -> Vec<LayerRow> {
     let mut sorted: Vec<&DispatchTiming> = timings.iter().collect();
     sorted.sort_by(|a, b| a.begin_ns.total_cmp(&b.begin_ns));
     for t in sorted {
-        let Some(layer) = label_layer(&t.label) else {
+        let Some(layer) = t.layer() else {
             continue;
         };
         let at = match rows.iter().position(|r| r.layer == layer) {

@@ -24,7 +24,8 @@
 //! matvec_batch_cm, in a chain, each checked against CPU dot products. A third argument
 //! keeps only the formats it names (`cmt q4_k,f16`), a fourth only the token counts it
 //! names (`cmt q4_k 32`; default 1, 8, 32, 64), a fifth the K-split targets to sweep
-//! (`cmt q4_k 32 264,396`: workgroups the split aims for; default each shape's own).
+//! (`cmt q4_k 32 264,396`: workgroups the split aims for; `-` or none: each shape's own), a
+//! sixth `hot` runs one copy of the weights (L2-resident where they fit).
 //!
 //! With `occ`: how many workgroups of 128 invocations with 0-48 KB of shared memory and
 //! few registers run at once (`occupancy_probe_s*`, 20 per multiprocessor dispatched).
@@ -115,12 +116,17 @@ fn main() {
                 .map(|t| t.parse().expect("token counts: comma-separated integers"))
                 .collect()
         });
-        let targets: Vec<Option<u32>> = std::env::args().nth(5).map_or(vec![None], |l| {
-            l.split(',')
-                .map(|t| Some(t.parse().expect("split targets: comma-separated integers")))
-                .collect()
-        });
-        cmt_bench(&d, reps, std::env::args().nth(3), &tokens, &targets);
+        let targets: Vec<Option<u32>> =
+            std::env::args()
+                .nth(5)
+                .filter(|l| l != "-")
+                .map_or(vec![None], |l| {
+                    l.split(',')
+                        .map(|t| Some(t.parse().expect("split targets: comma-separated integers")))
+                        .collect()
+                });
+        let hot = std::env::args().nth(6).as_deref() == Some("hot");
+        cmt_bench(&d, reps, std::env::args().nth(3), &tokens, &targets, hot);
         return;
     }
     let shapes: &[(&str, u32, u32)] = &[
@@ -406,6 +412,7 @@ fn main() {
 fn quant_bench(d: &Device, reps: u32, only: Option<String>) {
     let shapes: &[(&str, u32, u32)] = &[
         ("4b qkv", 6144, 2560),
+        ("4b v", 1024, 2560),
         ("4b o", 2560, 4096),
         ("4b gate", 9728, 2560),
         ("4b down", 2560, 9728),
@@ -445,7 +452,9 @@ fn quant_bench(d: &Device, reps: u32, only: Option<String>) {
             let wbytes = gpu_matrix_bytes(dt, rows as u64, cols as u64).unwrap();
             let is_gate = name.ends_with("gate");
             let mats = if is_gate { 2 } else { 1 };
-            let copies = budget.div_ceil(mats * wbytes).clamp(2, 64);
+            let copies = budget
+                .div_ceil(mats * wbytes)
+                .clamp(if budget == 0 { 1 } else { 2 }, 64);
             let ws: Vec<Buffer> = (0..mats * copies)
                 .map(|_| buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight))
                 .collect();
@@ -776,7 +785,9 @@ fn weight_copies(
         full.extend_from_slice(&packed[(r % base) * row_bytes..][..row_bytes]);
     }
     let wbytes = full.len() as u64;
-    let copies = budget.div_ceil(mats * wbytes).clamp(2, 64);
+    let copies = budget
+        .div_ceil(mats * wbytes)
+        .clamp(if budget == 0 { 1 } else { 2 }, 64);
     let ws = (0..mats * copies)
         .map(|_| {
             let b = buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight);
@@ -801,9 +812,11 @@ fn cmt_bench(
     only: Option<String>,
     token_counts: &[u32],
     targets: &[Option<u32>],
+    hot: bool,
 ) {
     let shapes: &[(&str, u32, u32)] = &[
         ("4b qkv", 6144, 2560),
+        ("4b v", 1024, 2560),
         ("4b o", 2560, 4096),
         ("4b gate", 9728, 2560),
         ("4b down", 2560, 9728),
@@ -832,7 +845,8 @@ fn cmt_bench(
         only.as_ref()
             .is_none_or(|o| o.split(',').any(|n| n == dt.name()))
     };
-    let budget = 512u64 << 20;
+    // Hot: one copy of the weights (L2-resident where they fit).
+    let budget = if hot { 0 } else { 512u64 << 20 };
     let mut rnd = uniform(11);
     for dt in dts.into_iter().filter(wanted) {
         for &(name, rows, cols) in shapes {

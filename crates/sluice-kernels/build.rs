@@ -18,7 +18,8 @@
 //! A variant `A__B` (`persistent_layer_mix`) takes dtype A as above, then appends dtype
 //! B's snippet and the kernel's `//! second: NAME` includes with every name they declare
 //! at top level prefixed `b_` (`append_second`), so one module holds both formats' decode
-//! functions; B's own includes must already be in the module and are shared.
+//! functions; B's own includes must already be in the module and are shared, except a
+//! dtype snippet B builds on (`../dtype/q6_k` under `q6_k_dp`: renamed with B).
 //! A dtype snippet may include another one (`//! include: ../dtype/q4_k`: the `_dp`
 //! snippets reuse the f32 snippet's layout and work units). Included files' own
 //! `//! include:` lines are followed too; every file is appended once.
@@ -204,7 +205,8 @@ fn append_includes(dir: &Path, path: &Path, source: &mut String, names: &[String
 /// includes `names` (the kernel's `//! second:` lines), every name they declare at top
 /// level (fn, const, struct, var) renamed `b_<name>` throughout them, so the module has
 /// both formats' functions side by side. The snippet's own includes must already be in
-/// the module (they are shared, not renamed).
+/// the module (they are shared, not renamed), except another dtype snippet it builds on
+/// (`../dtype/q6_k` under `q6_k_dp`), which is appended and renamed with it.
 fn append_second(dir: &Path, path: &Path, source: &mut String, b: &str, names: &[String]) {
     let snippet = dir.join("dtype").join(format!("{b}.wgsl"));
     println!("cargo:rerun-if-changed={}", snippet.display());
@@ -212,15 +214,38 @@ fn append_second(dir: &Path, path: &Path, source: &mut String, b: &str, names: &
         std::fs::read_to_string(p)
             .unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), p.display()))
     };
-    let mut text = format!("\n// ---- dtype/{b}.wgsl (second format, b_) ----\n");
+    let mut text = String::new();
     let snip = read(&snippet);
+    let has = |src: &str, inc: &str| src.contains(&format!("// ---- include/{inc}.wgsl ----"));
     for inc in directive(&snip, "//! include:") {
+        if has(source, &inc) {
+            continue;
+        }
+        // Another format's snippet (`../dtype/q6_k` under `q6_k_dp`) is B's own: renamed
+        // with it. Its includes must be in the module.
         assert!(
-            source.contains(&format!("// ---- include/{inc}.wgsl ----")),
+            inc.starts_with("../dtype/"),
             "{}: second format {b} includes {inc}, which the module lacks",
             path.display()
         );
+        let dep = dir.join("include").join(format!("{inc}.wgsl"));
+        println!("cargo:rerun-if-changed={}", dep.display());
+        let dep_text = read(&dep);
+        for i in directive(&dep_text, "//! include:") {
+            assert!(
+                has(source, &i),
+                "{}: second format {b}'s {inc} includes {i}, which the module lacks",
+                path.display()
+            );
+        }
+        text.push_str(&format!(
+            "\n// ---- include/{inc}.wgsl (second format, b_) ----\n"
+        ));
+        text.push_str(&dep_text);
     }
+    text.push_str(&format!(
+        "\n// ---- dtype/{b}.wgsl (second format, b_) ----\n"
+    ));
     text.push_str(&snip);
     for name in names {
         let inc = dir.join("include").join(format!("{name}.wgsl"));

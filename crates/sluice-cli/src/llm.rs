@@ -89,6 +89,10 @@ pub struct ModelOpts {
     /// attention's and the gate/up's (A/B)
     #[arg(long)]
     pub no_q8_handoff: bool,
+    /// Single-sequence decode of layers whose q|k and v have two block formats (the K_M
+    /// mixtures): one dispatch per format instead of one for both (A/B)
+    #[arg(long)]
+    pub no_two_format_qkv: bool,
     /// Decode lowering: one dispatch per op behind pipeline barriers; one persistent
     /// dispatch per layer whose workgroups meet at grid barriers (layers whose matrices
     /// share one format, f16 or a block format, and the Q4_K_M / Q5_K_M mixtures' layers;
@@ -146,6 +150,7 @@ pub(crate) fn model_args(
     load.gpu.fuse_attention = !o.no_fuse;
     load.gpu.fuse_pick = o.no_fuse.then_some(false);
     load.gpu.q8_handoff = !o.no_q8_handoff;
+    load.gpu.two_format_qkv = !o.no_two_format_qkv;
     load.gpu.lowering = match o.lowering {
         LoweringArg::Barriers => sluice_llm::gpu::Lowering::Barriers,
         LoweringArg::Persistent => sluice_llm::gpu::Lowering::Persistent,

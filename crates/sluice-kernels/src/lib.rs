@@ -299,6 +299,48 @@ pub fn matvec_kernel(stem: &str, dtype: WeightDtype, int_dot: bool) -> Option<&'
     }
 }
 
+/// The RMSNorm matvec over two matrices of two block formats in one dispatch
+/// (`matvec_norm_two_<a>_dp__<b>_dp`: a layer's q|k in Q4_K or Q5_K and its v in Q6_K, as
+/// llama.cpp's K_M mixtures make them), on integer dot products. Bindings: `w` (format
+/// `a`), `w_b` (format `b`), `x`, `norm_w`, `y`; push as [`matvec_push`] for the first
+/// matrix with the `second_*` fields set (both matrices run its plan: dispatch the first
+/// matrix's workgroups, then enough more for the second's rows, see
+/// [`matvec_norm_two_push`]). None for other pairs.
+pub fn matvec_norm_two(a: WeightDtype, b: WeightDtype) -> Option<&'static KernelDesc> {
+    variant(
+        "matvec_norm_two",
+        &format!("{}_dp__{}_dp", a.name(), b.name()),
+    )
+}
+
+/// The push constants and workgroups of [`matvec_norm_two`] for matrices `a` (`a_rows`
+/// rows, its y rows from 0) and `b` (`b_rows` rows, its y rows from float `b_y`), `cols`
+/// columns each: `a`'s plan ([`matvec_push`] with `tpr`, [`matvec_groups_dt`]) for both,
+/// `b`'s workgroups after `a`'s. None when the grid would not be one row of workgroups.
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_norm_two_push(
+    a: WeightDtype,
+    a_rows: u32,
+    b: WeightDtype,
+    b_rows: u32,
+    b_y: u32,
+    cols: u32,
+    eps: f32,
+    tpr: Option<u32>,
+) -> Option<(MatvecPush, [u32; 3])> {
+    let mut push = matvec_push(a, a_rows, cols, false, eps, tpr);
+    let ga = matvec_groups_dt(a, a_rows, cols, Some(push.threads_per_row));
+    let gb = matvec_groups_dt(a, b_rows, cols, Some(push.threads_per_row));
+    if ga[1] != 1 || gb[1] != 1 || ga[2] != 1 {
+        return None;
+    }
+    push.second_first = ga[0];
+    push.second_rows = b_rows;
+    push.second_stride8 = row_stride_field(b, cols);
+    push.second_y = b_y;
+    Some((push, [ga[0].checked_add(gb[0])?, 1, 1]))
+}
+
 /// The `embed` variant for `dtype` ([`EMBED_F16`], [`EMBED_Q4_K`], ...).
 pub fn embed(dtype: WeightDtype) -> &'static KernelDesc {
     by_dtype(dtype, "embed")
@@ -385,6 +427,10 @@ pub fn matvec_push(
         y_stride: 0,
         q8_at: 0,
         pick_steps: 0,
+        second_first: 0,
+        second_rows: 0,
+        second_stride8: 0,
+        second_y: 0,
     }
 }
 
@@ -749,8 +795,21 @@ pub struct MatvecPush {
     /// `matvec_norm_head_pick` kernels ([`HeadPlan::pick`]): the positions the step
     /// advances (1 for a decode step, T for a prefill chunk). Other variants ignore it.
     pub pick_steps: u32,
+    /// [`matvec_norm_two`] kernels: the first workgroup (linear index) of the second
+    /// matrix's rows. Other variants ignore the `second_*` fields (0).
+    pub second_first: u32,
+    /// [`matvec_norm_two`]: the second matrix's rows.
+    pub second_rows: u32,
+    /// [`matvec_norm_two`]: the second matrix's row stride ([`row_stride_field`]).
+    pub second_stride8: u32,
+    /// [`matvec_norm_two`]: the float offset of y where the second matrix's rows go.
+    pub second_y: u32,
 }
 const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_F16.push_constant_bytes as usize);
+const _: () = assert!(
+    std::mem::size_of::<MatvecPush>()
+        == MATVEC_NORM_TWO_Q4_K_DP__Q6_K_DP.push_constant_bytes as usize
+);
 const _: () =
     assert!(std::mem::size_of::<MatvecPush>() == MATVEC_BF16.push_constant_bytes as usize);
 const _: () = assert!(std::mem::size_of::<MatvecPush>() == MATVEC_F32.push_constant_bytes as usize);

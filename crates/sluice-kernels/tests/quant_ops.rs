@@ -1503,3 +1503,113 @@ fn matvec_batch_dp_silu_q8_output_is_act_q8_of_its_output() {
     }
     assert_eq!(matvec_batch_dp_q8_plan(WeightDtype::Q4K, 100, 512), None);
 }
+
+/// `matvec_norm_two` (q|k of one block format and v of another in one dispatch) writes
+/// each matrix's rows bit for bit as `matvec_norm` of that format alone does with the same
+/// plan, the second matrix's at its y offset, nothing else of y; rows not a multiple of a
+/// workgroup's, several plans, and the integer reference for the second matrix.
+#[test]
+fn two_format_norm_matvec_matches_each_format_alone() {
+    use sluice_kernels::quant_dp::{matvec_dp_cpu, quantize_x_q8};
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    assert!(
+        d.info().int_dot,
+        "the test device (lavapipe) has integer dot products"
+    );
+    let mut rng = Rng::new(45);
+    let (a_rows, b_rows, cols) = (37usize, 21usize, 512usize);
+    let b_y = a_rows.next_multiple_of(16);
+    let eps = 1e-5;
+    for (a, b) in [
+        (WeightDtype::Q4K, WeightDtype::Q6K),
+        (WeightDtype::Q5K, WeightDtype::Q6K),
+    ] {
+        let wb = rng.vec(b_rows * cols, 0.5);
+        let ga = qmat(&d, a, a_rows, cols, &rng.vec(a_rows * cols, 0.5));
+        let gb = qmat(&d, b, b_rows, cols, &wb);
+        let x = rng.vec(cols, 1.0);
+        let nw: Vec<f32> = rng.vec(cols, 0.5).iter().map(|v| 1.0 + v).collect();
+        let xb = f32_buffer(&d, "x", &x, ResourceClass::TokenScratch);
+        let nb = f32_buffer(&d, "norm", &nw, ResourceClass::ReadOnlyWeight);
+        let kern = matvec_norm_two(a, b).expect("a two-format kernel for the pair");
+        let n = b_y + b_rows + 3;
+        let nan = vec![f32::NAN; n];
+        let plans = [
+            None,
+            Some(quant_tpr_field(64, 4)),
+            Some(quant_tpr_field(128, 2)),
+            Some(quant_tpr_field(32, 1)),
+        ];
+        for tpr in plans {
+            let what = format!("matvec_norm_two {}+{} tpr {tpr:?}", a.name(), b.name());
+            let (push, groups) = matvec_norm_two_push(
+                a,
+                a_rows as u32,
+                b,
+                b_rows as u32,
+                b_y as u32,
+                cols as u32,
+                eps,
+                tpr,
+            )
+            .unwrap();
+            let yb = f32_buffer(&d, "y", &nan, ResourceClass::TokenScratch);
+            let got = run_one(
+                &d,
+                kern,
+                groups,
+                &[
+                    ga.buf.slice(..),
+                    gb.buf.slice(..),
+                    xb.slice(..),
+                    nb.slice(..),
+                    yb.slice(..),
+                ],
+                &push,
+                &yb,
+                n,
+            );
+            // Each format alone, with the first matrix's plan.
+            let plan = Some(push.threads_per_row);
+            let alone = |dt: WeightDtype, m: &QMat, rows: usize| {
+                let yb = f32_buffer(&d, "y", &nan[..rows], ResourceClass::TokenScratch);
+                run_one(
+                    &d,
+                    matvec_kernel("matvec_norm", dt, true).unwrap(),
+                    matvec_groups_dt(dt, rows as u32, cols as u32, plan),
+                    &[m.buf.slice(..), xb.slice(..), nb.slice(..), yb.slice(..)],
+                    &matvec_push(dt, rows as u32, cols as u32, false, eps, plan),
+                    &yb,
+                    rows,
+                )
+            };
+            assert_eq!(
+                bits(&got[..a_rows]),
+                bits(&alone(a, &ga, a_rows)),
+                "{what}: first"
+            );
+            assert_eq!(
+                bits(&got[b_y..b_y + b_rows]),
+                bits(&alone(b, &gb, b_rows)),
+                "{what}: second"
+            );
+            let untouched = got[a_rows..b_y].iter().chain(&got[b_y + b_rows..]);
+            assert!(
+                untouched.into_iter().all(|v| v.is_nan()),
+                "{what}: wrote outside its rows"
+            );
+            // The second matrix against the integer model of its format.
+            let xw: Vec<f32> = x.iter().zip(&nw).map(|(a, b)| a * b).collect();
+            let inv = 1.0 / (x.iter().map(|v| v * v).sum::<f32>() / cols as f32 + eps).sqrt();
+            let fb = quantize(b, b_rows, cols, &wb);
+            let want: Vec<f32> = matvec_dp_cpu(b, b_rows, cols, &fb, &quantize_x_q8(&xw))
+                .iter()
+                .map(|v| v * inv)
+                .collect();
+            assert_close(&what, &got[b_y..b_y + b_rows], &want, NMSE_DP);
+        }
+        // Pairs without a kernel.
+        assert!(matvec_norm_two(WeightDtype::Q4K, WeightDtype::Q8_0).is_none());
+    }
+}

@@ -604,8 +604,9 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
         assert_eq!(loaded.dtype, want, "{name} {}", dt.name());
         let mut cpu = common::quantized_reference(&cfg, &request);
         if kind == QuantKind::Q4KM {
-            // Layers whose v is q6_k run q|k as one stacked matrix and v as another: one
-            // q|k|v dispatch more than the others, not two.
+            // Layers whose v is q6_k run q|k as one stacked matrix and v as another: on
+            // integer dot products both in one two-format dispatch (matvec_norm_two), else
+            // one q|k|v dispatch more than the others, not two.
             let split = (0..cfg.layers)
                 .filter(|i| {
                     let t = |p: &str| {
@@ -627,11 +628,18 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
                 .iter()
                 .filter(|n| n.pipeline.desc().name.starts_with("matvec_norm_"))
                 .count();
-            assert_eq!(
-                normed,
-                cfg.layers + split + 1,
-                "q|k|v and LM head dispatches"
-            );
+            let two = g
+                .nodes()
+                .iter()
+                .filter(|n| n.pipeline.desc().name.starts_with("matvec_norm_two_"))
+                .count();
+            let (want_normed, want_two) = if int_dot {
+                (cfg.layers + 1, split)
+            } else {
+                (cfg.layers + split + 1, 0)
+            };
+            assert_eq!(normed, want_normed, "q|k|v and LM head dispatches");
+            assert_eq!(two, want_two, "two-format q|k|v dispatches");
         }
         // Integer dots: every layer's gate/up hands down its output as int8 blocks where
         // its workgroups can own 32-row blocks: Q8_0, Q4_0, Q4_1 (on a 32 x 4 plan); not

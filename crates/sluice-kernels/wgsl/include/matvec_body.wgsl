@@ -17,7 +17,7 @@
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
 struct V4s { d: array<vec4<f32>> }
-struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32, q8_at: u32, pick_steps: u32 }
+struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32, q8_at: u32, pick_steps: u32, second_first: u32, second_rows: u32, second_stride8: u32, second_y: u32 }
 
 var<workgroup> red: array<vec3<f32>, 256>;
 

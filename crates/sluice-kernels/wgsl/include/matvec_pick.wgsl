@@ -66,3 +66,8 @@ fn pick_end(lin: u32, groups: u32, li: u32, sg: u32, sgi: u32) {
     put_pick(all);
     end_step(pc.pick_steps);
 }
+
+// No second weight format (include/matvec_two_hooks.wgsl has one).
+const TWO: bool = false;
+const SECOND_UNIT: u32 = 1u;
+fn second_dot(rb: u32, nb: u32, u: u32, t0: u32) -> f32 { return 0.0; }

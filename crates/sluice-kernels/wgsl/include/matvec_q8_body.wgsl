@@ -26,10 +26,15 @@
 // records the consumer would have made from those y values. The host sets it only where
 // each workgroup owns whole blocks of 32 rows. (A run-time switch for the x source in the
 // dot loop cost 5-11% of every integer-dot matvec on the H100, hence the kernel constant.)
+//
+// Two formats (TWO, matvec_norm_two; decision 0015): the workgroups from push field
+// second_first run rows of a second matrix of another format (its unit dot `second_dot`,
+// include/matvec_two_hooks.wgsl) with the same plan and x step; the other kernels' hooks
+// (include/matvec_no_pick.wgsl, matvec_pick.wgsl) have no second format.
 struct WVec { d: array<vec4<u32>> }
 struct F32s { d: array<f32> }
 struct V4s { d: array<vec4<f32>> }
-struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32, q8_at: u32, pick_steps: u32 }
+struct Push { rows: u32, cols: u32, stride8: u32, accumulate: u32, eps: f32, tpr: u32, x_stride4: u32, y_stride: u32, q8_at: u32, pick_steps: u32, second_first: u32, second_rows: u32, second_stride8: u32, second_y: u32 }
 
 const QWG: u32 = 256u;
 const QROWS: u32 = 4u;
@@ -141,12 +146,14 @@ fn lanes_rows() -> vec2<u32> {
                      select(QROWS, code, code == 1u || code == 2u));
 }
 
-// The block of rows from row `first` (x of this token from vec4 xo, y from float yo).
+// The block of rows from row `first` (x of this token from vec4 xo, y from float yo) of
+// the matrix, or with `second` (TWO kernels only) of the second format's matrix (rows,
+// stride and unit from push fields second_*, include/matvec_two_hooks.wgsl).
 // `again`: not the workgroup's first block (x then stays quantized in xq when one tile
 // holds it, and the sum of squares `ss` of this invocation's x values is not added to
 // again).
 fn rows_block(first: u32, again: bool, xo: u32, yo: u32, li: u32, sg: u32, sgi: u32,
-              ss: ptr<function, f32>) {
+              ss: ptr<function, f32>, second: bool) {
     let lr = lanes_rows();
     let tpr = lr.x;
     let nr = lr.y;
@@ -157,15 +164,18 @@ fn rows_block(first: u32, again: bool, xo: u32, yo: u32, li: u32, sg: u32, sgi: 
     let single = single_tile();
     let direct = direct_rows(sg);
     let row0 = first + grp * nr;
+    let rows = select(pc.rows, pc.second_rows, second);
+    let stride = select(pc.stride8, pc.second_stride8, second);
+    let unit = select(QUNIT, SECOND_UNIT, second);
     var a0 = vec2<f32>(0.0, 0.0);
     var a1 = vec2<f32>(0.0, 0.0);
     var a2 = vec2<f32>(0.0, 0.0);
     var a3 = vec2<f32>(0.0, 0.0);
-    let last = max(pc.rows, 1u) - 1u;
-    let rb0 = min(row0, last) * pc.stride8;
-    let rb1 = min(row0 + 1u, last) * pc.stride8;
-    let rb2 = min(row0 + 2u, last) * pc.stride8;
-    let rb3 = min(row0 + 3u, last) * pc.stride8;
+    let last = max(rows, 1u) - 1u;
+    let rb0 = min(row0, last) * stride;
+    let rb1 = min(row0 + 1u, last) * stride;
+    let rb2 = min(row0 + 2u, last) * stride;
+    let rb3 = min(row0 + 3u, last) * stride;
     for (var t0 = 0u; t0 < pc.cols; t0 += QX_TILE) {
         let len = min(QX_TILE, pc.cols - t0);
         xgt = t0 / 32u;
@@ -202,7 +212,20 @@ fn rows_block(first: u32, again: bool, xo: u32, yo: u32, li: u32, sg: u32, sgi: 
                 inv_direct = red_inv(sg);
             }
         }
-        if (row0 < pc.rows) {
+        if (row0 < rows && second) {
+            // The second format's rows (TWO kernels): plain rows, no gate/up.
+            let u1 = (t0 + len) / unit;
+            for (var u = t0 / unit + lane; u < u1; u += tpr) {
+                a0.x += second_dot(rb0, nb, u, t0);
+                if (nr >= 2u) {
+                    a1.x += second_dot(rb1, nb, u, t0);
+                }
+                if (nr == 4u) {
+                    a2.x += second_dot(rb2, nb, u, t0);
+                    a3.x += second_dot(rb3, nb, u, t0);
+                }
+            }
+        } else if (row0 < rows) {
             let u1 = (t0 + len) / QUNIT;
             for (var u = t0 / QUNIT + lane; u < u1; u += tpr) {
                 a0.x += q_dot8(false, rb0, nb, u, t0);
@@ -281,7 +304,7 @@ fn rows_block(first: u32, again: bool, xo: u32, yo: u32, li: u32, sg: u32, sgi: 
         }
         let rr = first + li;
         let o = yo + rr;
-        if (rr < pc.rows) {
+        if (rr < rows) {
             var inv = 1.0;
             if (NORM) {
                 inv = red_inv(sg);
@@ -316,7 +339,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         // xq for all its blocks.
         let nblk = (pc.rows + per_wg - 1u) / per_wg;
         for (var blk = lin; blk < nblk; blk += nwg.x * nwg.y) {
-            rows_block(blk * per_wg, blk != lin, xo, yo, li, sg, sgi, &ss);
+            rows_block(blk * per_wg, blk != lin, xo, yo, li, sg, sgi, &ss, false);
             // This block's readers of `red` are done before the next block writes it
             // (rows_block's `direct` blocks use no `red`).
             if (!direct_rows(sg)) {
@@ -324,7 +347,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
             }
         }
     } else {
-        rows_block(lin * per_wg, false, xo, yo, li, sg, sgi, &ss);
+        // TWO kernels: the workgroups from second_first take the second matrix's rows
+        // (its y rows from second_y).
+        let second = TWO && lin >= pc.second_first;
+        let blk = select(lin, lin - pc.second_first, second);
+        rows_block(blk * per_wg, false, xo, select(yo, yo + pc.second_y, second), li, sg, sgi,
+                   &ss, second);
     }
     pick_end(lin, nwg.x * nwg.y, li, sg, sgi);
 }

@@ -848,6 +848,54 @@ impl GpuModel {
         }
     }
 
+    /// Records the one dispatch of a single token's q|k|v whose runs have two block formats
+    /// with a `k::matvec_norm_two` kernel (norm folded in, integer dot products, the
+    /// `two_format_qkv` option) and returns true; false (nothing recorded) where it does
+    /// not apply.
+    fn two_format_qkv(
+        &self,
+        enc: &mut Encoder,
+        parts: &[(&Matrix, u64)],
+        norm: Option<&Buffer>,
+        x: BufferSlice<'_>,
+        y: &Buffer,
+    ) -> sluice::Result<bool> {
+        let (&[(a, a_row), (b, b_row)], Some(norm)) = (parts, norm) else {
+            return Ok(false);
+        };
+        let Some(desc) = k::matvec_norm_two(a.dtype, b.dtype) else {
+            return Ok(false);
+        };
+        if !self.options.two_format_qkv || !self.device.info().int_dot || a.cols != b.cols {
+            return Ok(false);
+        }
+        let b_y = b_row.checked_sub(a_row).and_then(|r| u32::try_from(r).ok());
+        let Some((push, groups)) = b_y.and_then(|b_y| {
+            k::matvec_norm_two_push(
+                a.dtype,
+                a.rows,
+                b.dtype,
+                b.rows,
+                b_y,
+                a.cols,
+                self.config.rms_eps,
+                self.options.matvec_threads_per_row,
+            )
+        }) else {
+            return Ok(false);
+        };
+        let end = (b_row + b.rows as u64) * 4;
+        let bindings = [
+            a.buffer.slice(..),
+            b.buffer.slice(..),
+            x,
+            norm.slice(..),
+            y.slice(a_row * 4..end),
+        ];
+        enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push)?;
+        Ok(true)
+    }
+
     /// A linear op: the norm folded in or separate, gated or not, per the fusion switches.
     fn lower_linear(&self, enc: &mut Encoder, l: &Linear, shape: Shape) -> sluice::Result<()> {
         let layer = l.weight.layer();
@@ -957,6 +1005,12 @@ impl GpuModel {
                         .map(|(off, end)| self.scratch.attn.slice(off..end)),
                     _ => None,
                 });
+            // A K_M mixture's q|k and v of two formats: one dispatch for both.
+            if let (Family::Norm, None, false) = (family, handoff, batched) {
+                if self.two_format_qkv(enc, &parts, norm, x_slice(parts[0].0), yb)? {
+                    return Ok(());
+                }
+            }
             // Batched: each part where `batch_parts` puts it.
             let dests = batched.then(|| self.batch_parts(l, &parts, (yb, ys), shape));
             for (j, &(m, row)) in parts.iter().enumerate() {

@@ -89,6 +89,11 @@ pub struct GpuOptions {
     /// products the attention writes o's input so and the gate/up down's (their `act_q8`
     /// dispatches go). Default true; off for A/B (`--no-q8-handoff`).
     pub q8_handoff: bool,
+    /// Single-sequence decode on integer dot products: a layer whose q|k and v have two
+    /// block formats (llama.cpp's K_M mixtures: Q4_K or Q5_K and Q6_K) runs its q|k|v as
+    /// one dispatch (`sluice_kernels::matvec_norm_two`, norm folded in) instead of one per
+    /// format. Default true; off for A/B (`--no-two-format-qkv`).
+    pub two_format_qkv: bool,
     /// Threads per output row in the matvec kernels (32, 64, 128 or 256); `None` picks by
     /// row length (`sluice_kernels::matvec_threads_per_row`). Default `None`.
     pub matvec_threads_per_row: Option<u32>,
@@ -125,6 +130,7 @@ impl Default for GpuOptions {
             fuse_attention: true,
             fuse_pick: None,
             q8_handoff: true,
+            two_format_qkv: true,
             matvec_threads_per_row: None,
             prefill_chunk: 512,
             sampling: None,

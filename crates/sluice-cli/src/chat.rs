@@ -12,11 +12,11 @@ use sluice::Device;
 use sluice_llm::chat::{ChatTemplate, Message};
 use sluice_llm::decode::Decoder;
 use sluice_llm::load::open_model;
-use sluice_llm::run::{generate, GenerateOptions, StopReason};
+use sluice_llm::run::{generate_with_progress, GenerateOptions, StopReason};
 use sluice_llm::sampler::Sampling;
 use sluice_llm::tokenizer::Tokenizer;
 
-use crate::llm::{model_args, progress, ModelOpts};
+use crate::llm::{model_args, prefill_progress, progress, ModelOpts};
 
 /// `sluice chat` options.
 #[derive(clap::Args, Debug)]
@@ -181,13 +181,23 @@ pub fn run(args: &ChatArgs, device: &Device) -> Result<(), String> {
         };
         cancel.store(false, Ordering::Relaxed);
         let mut write_error = None;
-        let r = generate(&decoder, Some(tok), &full[start..], &opts, |_, piece| {
-            if write_error.is_none() {
-                if let Err(e) = crate::out!("{piece}").and_then(|()| crate::out::flush()) {
-                    write_error = Some(e);
+        // A new part longer than one prefill chunk shows its progress (on a terminal).
+        let quiet = full.len() - start <= loaded.model.prefill_chunk();
+        let mut on_prompt = prefill_progress(quiet, "prompt", false);
+        let r = generate_with_progress(
+            &decoder,
+            Some(tok),
+            &full[start..],
+            &opts,
+            &mut on_prompt,
+            |_, piece| {
+                if write_error.is_none() {
+                    if let Err(e) = crate::out!("{piece}").and_then(|()| crate::out::flush()) {
+                        write_error = Some(e);
+                    }
                 }
-            }
-        })
+            },
+        )
         .map_err(|e| e.to_string())?;
         crate::outln!()?;
         if let Some(e) = write_error {

@@ -525,22 +525,31 @@ pub(crate) fn progress(quiet: bool) -> impl FnMut(u64, u64) {
     }
 }
 
-/// The KV-cache fill's progress line for `bench --depth`: on a terminal redrawn after each
-/// prefill chunk, in a log only when a fill ends (with its time).
-fn fill_progress(quiet: bool) -> impl FnMut(usize, usize) {
+/// A prefill's progress line on stderr, "{what}: done / total tokens (s)": on a terminal
+/// redrawn after each prefill chunk and ended when the prefill ends; in a log only that
+/// last line, and only with `log_end` (the `bench --depth` fill: one line per row). Nothing
+/// when `quiet`.
+pub(crate) fn prefill_progress(
+    quiet: bool,
+    what: &'static str,
+    log_end: bool,
+) -> impl FnMut(usize, usize) {
     use std::io::IsTerminal;
     let live = std::io::stderr().is_terminal();
     let mut start = Instant::now();
     move |done, total| {
         if done == 0 {
-            start = Instant::now(); // a fill begins (one per row)
+            start = Instant::now(); // a prefill begins (one per row of a fill)
         }
-        if quiet || total == 0 || (!live && done < total) {
+        let last = done >= total;
+        // A log gets the last line only, and only with `log_end`.
+        let shown = live || (last && log_end);
+        if quiet || total == 0 || !shown {
             return;
         }
-        let end = if done >= total { "\n" } else { "" };
+        let end = if last { "\n" } else { "" };
         eprint!(
-            "\rfilling the KV cache: {done} / {total} tokens ({:.1} s){end}",
+            "\r{what}: {done} / {total} tokens ({:.1} s){end}",
             start.elapsed().as_secs_f64()
         );
     }
@@ -658,18 +667,28 @@ pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
         start: 0,
         cancel: None,
     };
-    let result = sluice_llm::run::generate(&decoder, tok, &prompt, &opts, |t, text| {
-        if stream && write_error.is_none() {
-            let written = match (tok, t) {
-                (Some(_), _) => out!("{text}"),
-                (None, Some(t)) => out!("{t} "),
-                (None, None) => Ok(()),
-            };
-            if let Err(e) = written.and_then(|()| out::flush()) {
-                write_error = Some(e);
+    // Prompts longer than one prefill chunk show their progress (on a terminal).
+    let quiet = json || prompt.len() <= loaded.model.prefill_chunk();
+    let mut on_prompt = prefill_progress(quiet, "prompt", false);
+    let result = sluice_llm::run::generate_with_progress(
+        &decoder,
+        tok,
+        &prompt,
+        &opts,
+        &mut on_prompt,
+        |t, text| {
+            if stream && write_error.is_none() {
+                let written = match (tok, t) {
+                    (Some(_), _) => out!("{text}"),
+                    (None, Some(t)) => out!("{t} "),
+                    (None, None) => Ok(()),
+                };
+                if let Err(e) = written.and_then(|()| out::flush()) {
+                    write_error = Some(e);
+                }
             }
-        }
-    })
+        },
+    )
     .map_err(err)?;
     if let Some(e) = write_error {
         return Err(e);
@@ -782,7 +801,7 @@ pub fn bench(args: &BenchArgs, device: &Device) -> Result<(), String> {
         // Long on a CPU device (quadratic attention): say what the wait is.
         eprintln!("filling the KV cache to {depth} tokens (once per row), then timing");
     }
-    let mut fill = fill_progress(json);
+    let mut fill = prefill_progress(json, "filling the KV cache", true);
     let s =
         sluice_llm::bench::bench_suite_with(&decoder, &m.model, &loaded.dtype, &params, &mut fill)
             .map_err(err)?;

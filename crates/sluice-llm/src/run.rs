@@ -144,6 +144,20 @@ pub fn generate(
     tokenizer: Option<&Tokenizer>,
     prompt: &[u32],
     opts: &GenerateOptions,
+    on_token: impl FnMut(Option<u32>, &str),
+) -> Result<Generation, LlmError> {
+    generate_with_progress(decoder, tokenizer, prompt, opts, &mut |_, _| {}, on_token)
+}
+
+/// [`generate`] calling `on_prompt(done, total)` as the prompt is processed: the prompt
+/// tokens the GPU has finished, 0 first, then after each prefill chunk, `total` last
+/// ([`Decoder::prefill_with_progress`]).
+pub fn generate_with_progress(
+    decoder: &Decoder<'_>,
+    tokenizer: Option<&Tokenizer>,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+    on_prompt: &mut dyn FnMut(usize, usize),
     mut on_token: impl FnMut(Option<u32>, &str),
 ) -> Result<Generation, LlmError> {
     let model = decoder.model();
@@ -197,7 +211,7 @@ pub fn generate(
     // asked for here but the model was loaded without it: then sample on the host.
     let host_sampling = !sampling.is_greedy() && !model.samples_on_gpu();
     let base = opts.start + prompt.len();
-    let mut next = decoder.prefill(prompt, opts.start)?;
+    let mut next = decoder.prefill_with_progress(prompt, opts.start, on_prompt)?;
     if host_sampling {
         next = sampler.sample(&finite_logits(model.logits()?, base - 1)?)?;
     }

@@ -458,6 +458,22 @@ fn prefill_reports_progress_per_chunk() {
         })
         .unwrap();
     assert_eq!(seen, [(0, 5), (5, 5)]);
+    // Generation reports its prompt the same way and generates what `generate` does.
+    let opts = sluice_llm::run::GenerateOptions::new(8);
+    let plain = sluice_llm::run::generate(&decoder, None, &prompt, &opts, |_, _| {}).unwrap();
+    seen.clear();
+    let reported = sluice_llm::run::generate_with_progress(
+        &decoder,
+        None,
+        &prompt,
+        &opts,
+        &mut |done, total| seen.push((done, total)),
+        |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(seen, [(0, 40), (16, 40), (32, 40), (40, 40)]);
+    assert_eq!(reported.tokens, plain.tokens);
+    assert_eq!(reported.tokens.len(), 8);
 }
 
 #[test]

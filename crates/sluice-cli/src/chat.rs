@@ -1,7 +1,8 @@
 //! `sluice chat`: a multi-turn conversation through the model's chat template. The KV
 //! cache is kept between turns: each turn's prompt is tokenized whole and only the tokens
 //! after the part already in the cache are prefilled. `/reset` starts over, `/system TEXT`
-//! sets the system prompt (and starts over), Ctrl-C stops the answer (not the program),
+//! sets the system prompt (and starts over), Ctrl-C stops the answer (not the program;
+//! during a long prompt, between its prefill chunks, dropping the message),
 //! Ctrl-D or `/quit` ends.
 
 use std::io::BufRead;
@@ -202,6 +203,14 @@ pub fn run(args: &ChatArgs, device: &Device) -> Result<(), String> {
         crate::outln!()?;
         if let Some(e) = write_error {
             return Err(e);
+        }
+        if r.stop_reason == StopReason::Cancelled && r.tokens.is_empty() {
+            // Stopped during the prompt (or before the first token): the cache holds the
+            // conversation before this message for sure, the message is dropped.
+            s.cached = full[..start].to_vec();
+            s.messages.pop();
+            eprintln!("(stopped before the answer began: the message was dropped)");
+            continue;
         }
         // What the cache holds now: the prompt and every generated token that was fed
         // back (all but the last, unless an end-of-generation token came after it).

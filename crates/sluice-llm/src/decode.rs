@@ -3,7 +3,7 @@
 //! resubmits it. In replay the chosen token and the position advance on the GPU, so
 //! greedy decoding queues many steps without a host round trip.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -158,7 +158,7 @@ impl<'m> Decoder<'m> {
     /// Feeds `prompt` at positions `pos..` in chunks of many tokens per dispatch and returns
     /// the greedy next token; the GPU's params then hold it at `pos + prompt.len()`.
     pub fn prefill(&self, prompt: &[u32], pos: usize) -> Result<u32, LlmError> {
-        self.prefill_reporting(prompt, pos, None)
+        self.prefill_reporting(prompt, pos, None, None)?.token()
     }
 
     /// [`Decoder::prefill`] calling `progress(done, total)` with the prompt tokens the GPU
@@ -171,7 +171,25 @@ impl<'m> Decoder<'m> {
         pos: usize,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<u32, LlmError> {
-        self.prefill_reporting(prompt, pos, Some(progress))
+        self.prefill_reporting(prompt, pos, Some(progress), None)?
+            .token()
+    }
+
+    /// [`Decoder::prefill_with_progress`] that stops between chunks once `cancel` is set:
+    /// `None` then, after the chunks already queued have finished (the GPU is idle; the KV
+    /// cache holds the prompt's first chunks from `pos` only, so a later prefill must start
+    /// at `pos` again).
+    pub fn prefill_cancellable(
+        &self,
+        prompt: &[u32],
+        pos: usize,
+        progress: &mut dyn FnMut(usize, usize),
+        cancel: &AtomicBool,
+    ) -> Result<Option<u32>, LlmError> {
+        match self.prefill_reporting(prompt, pos, Some(progress), Some(cancel))? {
+            Prefilled::Token(t) => Ok(Some(t)),
+            Prefilled::Cancelled => Ok(None),
+        }
     }
 
     fn prefill_reporting(
@@ -179,7 +197,8 @@ impl<'m> Decoder<'m> {
         prompt: &[u32],
         pos: usize,
         mut progress: Option<&mut dyn FnMut(usize, usize)>,
-    ) -> Result<u32, LlmError> {
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Prefilled, LlmError> {
         if prompt.is_empty() {
             return Err(LlmError::InvalidArgument(
                 "empty prompt: give at least one token".into(),
@@ -189,17 +208,27 @@ impl<'m> Decoder<'m> {
         if let Some(report) = progress.as_deref_mut() {
             report(0, total);
         }
+        let track = progress.is_some() || cancel.is_some();
         let mut at = pos;
         // The previous chunk's ticket and the tokens done when it completes.
         let mut pending: Option<(sluice::Ticket, usize)> = None;
-        for chunk in prompt.chunks(self.model.prefill_chunk()) {
+        for (i, chunk) in prompt.chunks(self.model.prefill_chunk()).enumerate() {
+            if i > 0 && cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                if let Some((last, _)) = pending {
+                    last.wait()?;
+                }
+                self.next_pos.store(at, Ordering::Relaxed);
+                return Ok(Prefilled::Cancelled);
+            }
             self.model.set_prefill_params(chunk, at)?;
             let ticket = self.submit_prefill(chunk.len())?;
             at += chunk.len();
-            if let Some(report) = progress.as_deref_mut() {
+            if track {
                 if let Some((done, tokens)) = pending.replace((ticket, at - pos)) {
                     done.wait()?;
-                    report(tokens, total);
+                    if let Some(report) = progress.as_deref_mut() {
+                        report(tokens, total);
+                    }
                 }
             }
         }
@@ -208,7 +237,7 @@ impl<'m> Decoder<'m> {
         if let Some(report) = progress {
             report(total, total);
         }
-        Ok(token)
+        Ok(Prefilled::Token(token))
     }
 
     /// Submits the prefill of the `n` tokens in the params buffer: in replay mode the
@@ -255,5 +284,25 @@ impl<'m> Decoder<'m> {
             self.submit_step()?;
         }
         self.model.gpu_tokens(pos + 1, pos + 1 + n)
+    }
+}
+
+/// How a prefill ended.
+enum Prefilled {
+    /// The whole prompt is in the cache; the greedy next token.
+    Token(u32),
+    /// Stopped between chunks (`Decoder::prefill_cancellable`).
+    Cancelled,
+}
+
+impl Prefilled {
+    /// The token of a prefill that cannot be cancelled.
+    fn token(self) -> Result<u32, LlmError> {
+        match self {
+            Prefilled::Token(t) => Ok(t),
+            Prefilled::Cancelled => Err(LlmError::InvalidArgument(
+                "prefill cancelled without a cancel flag".into(),
+            )),
+        }
     }
 }

@@ -40,7 +40,9 @@ pub struct GenerateOptions {
     /// Position of the first prompt token: the KV cache before it is kept (0 = a fresh
     /// sequence; a chat continues at the length of the conversation so far).
     pub start: usize,
-    /// Checked before every token: when set, generation ends (`Cancelled`).
+    /// Checked between prefill chunks and before every token: when set, generation ends
+    /// (`Cancelled`; with no tokens when it came during the prompt, which is then only
+    /// partly in the KV cache: a later turn must prefill it from `start` again).
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
@@ -151,7 +153,8 @@ pub fn generate(
 
 /// [`generate`] calling `on_prompt(done, total)` as the prompt is processed: the prompt
 /// tokens the GPU has finished, 0 first, then after each prefill chunk, `total` last
-/// ([`Decoder::prefill_with_progress`]).
+/// ([`Decoder::prefill_with_progress`]; with `opts.cancel`,
+/// [`Decoder::prefill_cancellable`]).
 pub fn generate_with_progress(
     decoder: &Decoder<'_>,
     tokenizer: Option<&Tokenizer>,
@@ -211,7 +214,22 @@ pub fn generate_with_progress(
     // asked for here but the model was loaded without it: then sample on the host.
     let host_sampling = !sampling.is_greedy() && !model.samples_on_gpu();
     let base = opts.start + prompt.len();
-    let mut next = decoder.prefill_with_progress(prompt, opts.start, on_prompt)?;
+    let next = match &opts.cancel {
+        Some(c) => decoder.prefill_cancellable(prompt, opts.start, on_prompt, c)?,
+        None => Some(decoder.prefill_with_progress(prompt, opts.start, on_prompt)?),
+    };
+    let Some(mut next) = next else {
+        // Cancelled between prefill chunks: nothing generated, the prompt only partly in
+        // the cache.
+        return Ok(Generation {
+            prompt_ids: prompt.to_vec(),
+            tokens: Vec::new(),
+            text: String::new(),
+            stop_reason: StopReason::Cancelled,
+            tok_s: 0.0,
+            prefill_tok_s: 0.0,
+        });
+    };
     if host_sampling {
         next = sampler.sample(&finite_logits(model.logits()?, base - 1)?)?;
     }

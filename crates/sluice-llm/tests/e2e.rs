@@ -477,6 +477,67 @@ fn prefill_reports_progress_per_chunk() {
 }
 
 #[test]
+fn prefill_stops_between_chunks_when_cancelled() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let d = device(BarrierMode::Auto);
+    let _g = ValidationGuard::new(&d);
+    let loaded = load(&d, "tiny"); // prefill chunks of 16
+    let decoder = Decoder::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
+    let prompt: Vec<u32> = (0..40u32).map(|i| (i * 7 + 3) % 256).collect();
+    let token = decoder.prefill(&prompt, 0).unwrap();
+    let logits = loaded.model.logits().unwrap();
+    // Set after the first chunk: the second (already queued) finishes, the third never
+    // starts.
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut seen = Vec::new();
+    let got = decoder
+        .prefill_cancellable(
+            &prompt,
+            0,
+            &mut |done, total| {
+                seen.push((done, total));
+                cancel.store(done >= 16, Ordering::Relaxed);
+            },
+            &cancel,
+        )
+        .unwrap();
+    assert_eq!(got, None);
+    assert_eq!(seen, [(0, 40), (16, 40)]);
+    // Not set: the whole prompt, the same token.
+    cancel.store(false, Ordering::Relaxed);
+    let again = decoder
+        .prefill_cancellable(&prompt, 0, &mut |_, _| {}, &cancel)
+        .unwrap();
+    assert_eq!(again, Some(token));
+    let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(loaded.model.logits().unwrap()), bits(logits));
+    // Generation cancelled during its prompt: nothing generated; then uncancelled, the
+    // same tokens as a generation that was never cancelled.
+    let opts = sluice_llm::run::GenerateOptions {
+        cancel: Some(cancel.clone()),
+        ..sluice_llm::run::GenerateOptions::new(6)
+    };
+    let stopped = sluice_llm::run::generate_with_progress(
+        &decoder,
+        None,
+        &prompt,
+        &opts,
+        &mut |done, _| cancel.store(done >= 16, Ordering::Relaxed),
+        |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(stopped.stop_reason, sluice_llm::run::StopReason::Cancelled);
+    assert!(stopped.tokens.is_empty());
+    cancel.store(false, Ordering::Relaxed);
+    let full = sluice_llm::run::generate(&decoder, None, &prompt, &opts, |_, _| {}).unwrap();
+    let plain = sluice_llm::run::GenerateOptions::new(6);
+    let never = sluice_llm::run::generate(&decoder, None, &prompt, &plain, |_, _| {}).unwrap();
+    assert_eq!(full.tokens, never.tokens);
+    assert_eq!(full.tokens.first(), Some(&token));
+}
+
+#[test]
 fn batched_prefill_matches_cpu_reference_and_token_by_token() {
     prefill_matches("tiny", true);
     prefill_matches("tiny-llama", true);

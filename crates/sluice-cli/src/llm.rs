@@ -42,6 +42,31 @@ pub(crate) fn parse_dtype(s: &str) -> Result<sluice_llm::quant_mix::QuantRequest
     sluice_llm::quant_mix::parse(s).map_err(|e| e.to_string())
 }
 
+/// `--tensor-type`: `ROLE=FORMAT` (see `quant_mix::parse_tensor_type`).
+pub(crate) fn parse_tensor_type(
+    s: &str,
+) -> Result<(sluice_llm::quant_mix::Role, sluice_kernels::WeightDtype), String> {
+    sluice_llm::quant_mix::parse_tensor_type(s).map_err(|e| e.to_string())
+}
+
+/// `--dtype` with the `--tensor-type` formats set in it (an error when there are some but
+/// no `--dtype`: they choose formats for quantizing on load).
+pub(crate) fn quant_request(
+    dtype: Option<sluice_llm::quant_mix::QuantRequest>,
+    tensor_types: &[(sluice_llm::quant_mix::Role, sluice_kernels::WeightDtype)],
+) -> Result<Option<sluice_llm::quant_mix::QuantRequest>, String> {
+    match dtype {
+        Some(mut req) => {
+            for &(role, dt) in tensor_types {
+                req.tensor_types.set(role, dt);
+            }
+            Ok(Some(req))
+        }
+        None if tensor_types.is_empty() => Ok(None),
+        None => Err("--tensor-type needs --dtype: it picks formats for quantizing on load".into()),
+    }
+}
+
 /// Model options shared by generate, bench, graph and profile.
 #[derive(clap::Args, Debug)]
 pub struct ModelOpts {
@@ -60,6 +85,11 @@ pub struct ModelOpts {
     /// that fit no block of the format fall back as llama.cpp's quantizer does
     #[arg(long, value_name = "FORMAT", value_parser = parse_dtype)]
     pub dtype: Option<sluice_llm::quant_mix::QuantRequest>,
+    /// With --dtype: every matrix of ROLE (llama.cpp's tensor names: attn_q attn_k attn_v
+    /// attn_output ffn_gate ffn_up ffn_down token_embd output) in FORMAT instead, as
+    /// llama-quantize's option (repeatable; e.g. --dtype q4_k_m --tensor-type attn_v=q4_k)
+    #[arg(long = "tensor-type", value_name = "ROLE=FORMAT", value_parser = parse_tensor_type)]
+    pub tensor_type: Vec<(sluice_llm::quant_mix::Role, sluice_kernels::WeightDtype)>,
     /// KV-cache capacity in tokens
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=sluice_llm::load::MAX_CONTEXT as u64))]
     pub context: Option<u64>,
@@ -144,7 +174,7 @@ pub(crate) fn model_args(
     load.gpu.batch_attention_split = o.batch_attention_split;
     load.gpu.prefill_chunk = o.prefill_chunk as usize;
     load.gpu.matvec_threads_per_row = o.matvec_tpr;
-    load.dtype = o.dtype;
+    load.dtype = quant_request(o.dtype, &o.tensor_type)?;
     load.gpu.fuse_gate_up = !o.no_fuse;
     load.gpu.fuse_norm = !o.no_fuse;
     load.gpu.fuse_attention = !o.no_fuse;

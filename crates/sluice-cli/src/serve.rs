@@ -35,6 +35,10 @@ pub struct ServeArgs {
     /// default: as stored; synthetic: f16); matrices are quantized on load
     #[arg(long, value_name = "FORMAT", value_parser = crate::llm::parse_dtype)]
     pub dtype: Option<sluice_llm::quant_mix::QuantRequest>,
+    /// With --dtype: every matrix of ROLE in FORMAT instead, as `sluice bench
+    /// --tensor-type` (repeatable)
+    #[arg(long = "tensor-type", value_name = "ROLE=FORMAT", value_parser = crate::llm::parse_tensor_type)]
+    pub tensor_type: Vec<(sluice_llm::quant_mix::Role, sluice_kernels::WeightDtype)>,
     /// Model name in responses and /v1/models (default: the --model value)
     #[arg(long, value_name = "NAME")]
     pub served_model_name: Option<String>,
@@ -103,7 +107,7 @@ pub fn run(args: &ServeArgs, device: sluice::Options) -> Result<(), String> {
     let context = usize::try_from(args.context).map_err(|e| e.to_string())?;
     load.gpu.context = context;
     load.gpu.batch_attention_split = args.batch_attention_split;
-    load.dtype = args.dtype;
+    load.dtype = crate::llm::quant_request(args.dtype, &args.tensor_type)?;
     let prompt_tokens = args.step_prompt_tokens as usize;
     // Rows of a mixed step: every sequence, the prompt tokens, rounded up to whole row groups.
     let max_rows = (args.max_sequences as usize + prompt_tokens)

@@ -355,6 +355,7 @@ fn open_synthetic(
     let f16 = QuantRequest {
         kind: quant_mix::QuantKind::Float(WeightDtype::F16),
         tied_embeddings: config.tied_embeddings,
+        tensor_types: Default::default(),
     };
     let request = options.dtype.unwrap_or(f16);
     let specs = expected_tensors(&config);

@@ -11,6 +11,10 @@
 //! A row length the format's block does not divide falls back as llama.cpp does: Q4_K ->
 //! Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; and to F16 when 32 does not divide it either.
 //! Norm weights (1-D) are never quantized: callers keep them F32.
+//!
+//! `--tensor-type ROLE=FORMAT` (llama-quantize's option, by llama.cpp's tensor names:
+//! `attn_v=q4_k`, `ffn_down=q8_0`, `output=f16`) gives every matrix of that role the format
+//! instead, before the same fallbacks.
 
 use sluice_kernels::WeightDtype;
 
@@ -37,6 +41,109 @@ pub struct QuantRequest {
     pub kind: QuantKind,
     /// The LM head reuses the embedding: the embedding gets the output matrix's type.
     pub tied_embeddings: bool,
+    /// Formats asked for per kind of matrix (`--tensor-type`), over the dtype or mixture.
+    pub tensor_types: TensorTypes,
+}
+
+/// A kind of weight matrix, by llama.cpp's GGUF tensor names (`blk.N.attn_v.weight` ->
+/// `attn_v`), for `--tensor-type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// q_proj.
+    AttnQ,
+    /// k_proj.
+    AttnK,
+    /// v_proj.
+    AttnV,
+    /// o_proj.
+    AttnOutput,
+    /// gate_proj.
+    FfnGate,
+    /// up_proj.
+    FfnUp,
+    /// down_proj.
+    FfnDown,
+    /// The embedding table (a tied one is the output matrix: `output`).
+    TokenEmbd,
+    /// The LM head.
+    Output,
+}
+
+/// Every role with its GGUF name and its Hugging Face name's ending.
+const ROLES: [(Role, &str, &str); 9] = [
+    (Role::AttnQ, "attn_q", "self_attn.q_proj.weight"),
+    (Role::AttnK, "attn_k", "self_attn.k_proj.weight"),
+    (Role::AttnV, "attn_v", "self_attn.v_proj.weight"),
+    (Role::AttnOutput, "attn_output", "self_attn.o_proj.weight"),
+    (Role::FfnGate, "ffn_gate", "mlp.gate_proj.weight"),
+    (Role::FfnUp, "ffn_up", "mlp.up_proj.weight"),
+    (Role::FfnDown, "ffn_down", "mlp.down_proj.weight"),
+    (Role::TokenEmbd, "token_embd", EMBED),
+    (Role::Output, "output", LM_HEAD),
+];
+
+/// The names `--tensor-type` accepts before `=`.
+pub const ROLE_NAMES: &str =
+    "attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down|token_embd|output";
+
+impl Role {
+    /// The role of the matrix `hf_name` (`tied`: the embedding is the output matrix).
+    pub fn of(hf_name: &str, tied: bool) -> Option<Role> {
+        if tied && hf_name == EMBED {
+            return Some(Role::Output);
+        }
+        ROLES
+            .iter()
+            .find(|(_, _, hf)| hf_name.ends_with(hf))
+            .map(|&(r, _, _)| r)
+    }
+
+    fn index(self) -> usize {
+        ROLES.iter().position(|&(r, _, _)| r == self).unwrap_or(0)
+    }
+}
+
+/// Formats asked for per [`Role`] (`--tensor-type`); none by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TensorTypes([Option<WeightDtype>; 9]);
+
+impl TensorTypes {
+    /// The format asked for `role`.
+    pub fn get(&self, role: Role) -> Option<WeightDtype> {
+        self.0[role.index()]
+    }
+
+    /// Asks for `dtype` for every matrix of `role` (a later call for the same role wins).
+    pub fn set(&mut self, role: Role, dtype: WeightDtype) {
+        self.0[role.index()] = Some(dtype);
+    }
+
+    /// Whether no role has a format.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(Option::is_none)
+    }
+}
+
+/// Parses a `--tensor-type` value, `ROLE=FORMAT` (`attn_v=q4_k`; case-insensitive): a role
+/// of [`ROLE_NAMES`] and a format of [`DTYPE_NAMES`] but the mixtures.
+pub fn parse_tensor_type(s: &str) -> Result<(Role, WeightDtype)> {
+    let bad = |why: String| LlmError::InvalidArgument(format!("--tensor-type {s:?}: {why}"));
+    let (role, format) = s
+        .split_once('=')
+        .ok_or_else(|| bad("expected ROLE=FORMAT, e.g. attn_v=q4_k".into()))?;
+    let role = role.trim().to_ascii_lowercase();
+    let role = ROLES
+        .iter()
+        .find(|(_, n, _)| *n == role)
+        .map(|&(r, _, _)| r)
+        .ok_or_else(|| bad(format!("{role:?} is not one of {ROLE_NAMES}")))?;
+    let dtype = match parse(format.trim())?.kind {
+        QuantKind::Float(d) | QuantKind::Uniform(d) => d,
+        QuantKind::Q4KM | QuantKind::Q5KM => {
+            return Err(bad("a mixture is not one format".into()));
+        }
+    };
+    Ok((role, dtype))
 }
 
 /// The names [`parse`] accepts.
@@ -70,6 +177,7 @@ pub fn parse(s: &str) -> Result<QuantRequest> {
     Ok(QuantRequest {
         kind,
         tied_embeddings: false,
+        tensor_types: TensorTypes::default(),
     })
 }
 
@@ -91,16 +199,17 @@ pub fn choose(
     cols: usize,
 ) -> WeightDtype {
     let _ = rows;
+    let asked = Role::of(hf_name, req.tied_embeddings).and_then(|r| req.tensor_types.get(r));
     let base = match req.kind {
-        QuantKind::Float(d) => return d,
-        QuantKind::Uniform(d) => d,
+        QuantKind::Float(d) if asked.is_none() => return d,
+        QuantKind::Float(d) | QuantKind::Uniform(d) => d,
         QuantKind::Q4KM => WeightDtype::Q4K,
         QuantKind::Q5KM => WeightDtype::Q5K,
     };
     let mixture = matches!(req.kind, QuantKind::Q4KM | QuantKind::Q5KM);
     let is_output = hf_name == LM_HEAD || (req.tied_embeddings && hf_name == EMBED);
     let mut t = base;
-    if is_output {
+    if is_output && base.is_quantized() {
         if !cols.is_multiple_of(base.block_elems()) {
             t = WeightDtype::Q8_0;
         } else if base != WeightDtype::Q8_0 {
@@ -112,6 +221,9 @@ pub fn choose(
         && use_more_bits(layer, layers)
     {
         t = WeightDtype::Q6K;
+    }
+    if let Some(d) = asked {
+        t = d;
     }
     if !cols.is_multiple_of(t.block_elems()) {
         t = match t {
@@ -156,6 +268,63 @@ mod tests {
         for bad in ["q3_k", "q3_k_m", "int8", ""] {
             let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains(DTYPE_NAMES), "{e}");
+        }
+    }
+
+    #[test]
+    fn tensor_types_replace_the_mixture_per_role() {
+        let mut req = parse("q4_k_m").unwrap();
+        for t in ["attn_v=q4_k", "FFN_DOWN=Q8_0", "output=f16", "attn_q=q6_k"] {
+            let (role, dt) = parse_tensor_type(t).unwrap();
+            req.tensor_types.set(role, dt);
+        }
+        let c = |name: &str, layer, cols| choose(&req, name, layer, 32, 4096, cols);
+        let v0 = layer_tensor(0, "self_attn.v_proj.weight");
+        // Layer 0's v and down would be Q6_K in the mixture.
+        assert_eq!(c(&v0, 0, 4096), W::Q4K);
+        assert_eq!(
+            c(&layer_tensor(0, "mlp.down_proj.weight"), 0, 4096),
+            W::Q8_0
+        );
+        assert_eq!(
+            c(&layer_tensor(0, "self_attn.q_proj.weight"), 0, 4096),
+            W::Q6K
+        );
+        assert_eq!(
+            c(&layer_tensor(0, "self_attn.k_proj.weight"), 0, 4096),
+            W::Q4K
+        );
+        assert_eq!(c(LM_HEAD, 0, 4096), W::F16);
+        // The usual fallbacks after: a row of 96 fits no K-quant block.
+        assert_eq!(c(&v0, 0, 96), W::Q5_0);
+        assert_eq!(
+            c(&layer_tensor(0, "self_attn.q_proj.weight"), 0, 96),
+            W::Q8_0
+        );
+        // A tied embedding is the output matrix.
+        let tied = QuantRequest {
+            tied_embeddings: true,
+            ..req
+        };
+        assert_eq!(choose(&tied, EMBED, 0, 32, 1000, 4096), W::F16);
+        // Over a float dtype only the roles asked for are quantized.
+        let mut f = parse("f16").unwrap();
+        f.tensor_types.set(Role::AttnV, W::Q8_0);
+        assert_eq!(choose(&f, &v0, 0, 32, 8, 512), W::Q8_0);
+        assert_eq!(choose(&f, LM_HEAD, 0, 32, 8, 512), W::F16);
+        assert_eq!(
+            choose(&f, &layer_tensor(3, "mlp.up_proj.weight"), 3, 32, 8, 512),
+            W::F16
+        );
+        // Bad values name what is wrong.
+        for (bad, want) in [
+            ("attn_v", "ROLE=FORMAT"),
+            ("attn_x=q4_k", ROLE_NAMES),
+            ("attn_v=q3_k", DTYPE_NAMES),
+            ("attn_v=q4_k_m", "mixture"),
+        ] {
+            let e = parse_tensor_type(bad).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad}: {e}");
         }
     }
 

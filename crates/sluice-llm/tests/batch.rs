@@ -319,6 +319,7 @@ fn a_quantized_sequence_decodes_alone_batched_and_like_the_decoder() {
             dtype: Some(QuantRequest {
                 kind: QuantKind::Q4KM,
                 tied_embeddings: cfg.tied_embeddings,
+                tensor_types: Default::default(),
             }),
             ..LoadOptions::default()
         };

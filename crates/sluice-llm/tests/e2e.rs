@@ -654,6 +654,7 @@ fn quantized_models_vs_cpu(int_dot: bool, max_err: f32, min_agree: usize) {
         let request = QuantRequest {
             kind,
             tied_embeddings: cfg.tied_embeddings,
+            tensor_types: Default::default(),
         };
         let dt = match kind {
             QuantKind::Uniform(d) => d,

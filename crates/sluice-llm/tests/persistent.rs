@@ -122,6 +122,7 @@ fn persistent_block_formats_match_cpu_reference() {
         let request = QuantRequest {
             kind,
             tied_embeddings: cfg.tied_embeddings,
+            tensor_types: Default::default(),
         };
         let mut o = options(Lowering::Persistent);
         o.gpu.context = 32;
@@ -159,6 +160,7 @@ fn persistent_block_formats_match_cpu_reference() {
         let request = QuantRequest {
             kind: QuantKind::Uniform(dtype),
             tied_embeddings: cfg.tied_embeddings,
+            tensor_types: Default::default(),
         };
         let mut o = options(Lowering::Persistent);
         o.dtype = Some(request);

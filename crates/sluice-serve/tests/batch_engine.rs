@@ -33,6 +33,7 @@ fn load(d: &Device, name: &str, q4_k_m: bool) -> Loaded {
         o.dtype = Some(QuantRequest {
             kind: QuantKind::Q4KM,
             tied_embeddings: cfg.tied_embeddings,
+            tensor_types: Default::default(),
         });
     }
     o.gpu.prefill_chunk = 8; // chunk steps of several chunks per prompt

@@ -105,7 +105,7 @@ impl Role {
 
 /// Formats asked for per [`Role`] (`--tensor-type`); none by default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TensorTypes([Option<WeightDtype>; 9]);
+pub struct TensorTypes([Option<WeightDtype>; ROLES.len()]);
 
 impl TensorTypes {
     /// The format asked for `role`.

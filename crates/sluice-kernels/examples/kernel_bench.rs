@@ -30,6 +30,14 @@
 //! With `occ`: how many workgroups of 128 invocations with 0-48 KB of shared memory and
 //! few registers run at once (`occupancy_probe_s*`, 20 per multiprocessor dispatched).
 //!
+//! With `attn`: the fused decode attention (`attention_rope`, `attention_rope_q8`) at the
+//! Qwen3-0.6B / 4B head shapes and contexts of 16 to 4096 positions, in a chain of
+//! dispatches (a barrier between them, as in a decode step) over rotating KV caches
+//! (>= 256 MiB, so their rows come from memory as after a token's weights), and each also
+//! right after a kernel that reads 1 MiB, 256 MiB or 4 GiB (timed alone: what the
+//! instruction caches, L2 and the address-translation caches losing their contents cost
+//! it); the Q4_K integer-dot decode matvec at two 4B shapes the same way.
+//!
 //! With `i8mm`: the batched matvec on int8 matrix units (`matvec_batch_i8mm`, Q4_K) against
 //! the integer-dot one (`matvec_batch_dp`) and the staged f16 matrix-unit one the model
 //! picks (`matvec_batch_cmt_layout`), in a chain at 1 / 8 / 32 / 64 tokens (timing only:
@@ -108,6 +116,10 @@ fn main() {
     }
     if std::env::args().nth(2).as_deref() == Some("i8mm") {
         i8mm_bench(&d, reps);
+        return;
+    }
+    if std::env::args().nth(2).as_deref() == Some("attn") {
+        attn_bench(&d, reps);
         return;
     }
     if std::env::args().nth(2).as_deref() == Some("cmt") {
@@ -727,6 +739,33 @@ fn prefetch_bench(d: &Device, reps: u32) {
     }
 }
 
+/// Median µs of the dispatches `record(enc, i)` makes, each after those of
+/// `before(enc, i)` with a barrier between every two dispatches (only `record`'s timed).
+fn time_after(
+    d: &Device,
+    reps: u32,
+    mut before: impl FnMut(&mut sluice::Encoder, u32),
+    mut record: impl FnMut(&mut sluice::Encoder, u32),
+) -> f64 {
+    let mut both = |enc: &mut sluice::Encoder, i: u32| {
+        before(enc, i);
+        record(enc, i);
+    };
+    warm_up(d, reps, &mut both);
+    let q = TimestampQueries::new(d, 2 * reps).unwrap();
+    let mut enc = d.encoder().unwrap();
+    enc.set_barrier_mode(sluice::BarrierMode::Serial);
+    for i in 0..reps {
+        before(&mut enc, i);
+        enc.write_timestamp(&q, 2 * i).unwrap();
+        record(&mut enc, i);
+        enc.write_timestamp(&q, 2 * i + 1).unwrap();
+    }
+    enc.submit().unwrap().wait().unwrap();
+    let ts = q.read_ns().unwrap();
+    median(ts.chunks(2).map(|w| (w[1] - w[0]) / 1000.0).collect())
+}
+
 /// Per-dispatch µs of `reps` dispatches in a chain (one timestamp pair around them all).
 fn time_chain(d: &Device, reps: u32, mut record: impl FnMut(&mut sluice::Encoder, u32)) -> f64 {
     warm_up(d, reps, &mut record);
@@ -1147,5 +1186,170 @@ fn i8mm_bench(d: &Device, reps: u32) {
             report(label, us);
             println!("{line}");
         }
+    }
+}
+
+/// `attn` mode: see the module docs.
+fn attn_bench(d: &Device, reps: u32) {
+    // Reads `bytes` (up to 4 GiB) in dispatches of at most 512 MiB.
+    let pf = d.pipeline(&PREFETCH).unwrap();
+    let junk: Vec<Buffer> = (0..8)
+        .map(|_| buffer(d, "junk", 512 << 20, ResourceClass::ReadOnlyWeight))
+        .collect();
+    let (x0, sink) = (
+        buffer(d, "x0", 16, ResourceClass::TokenScratch),
+        buffer(d, "sink", 256, ResourceClass::TokenScratch),
+    );
+    let flush = |enc: &mut sluice::Encoder, bytes: u64| {
+        for (i, j) in junk.iter().enumerate() {
+            let part = bytes.saturating_sub(i as u64 * (512 << 20)).min(512 << 20);
+            if part == 0 {
+                break;
+            }
+            let pp = PrefetchPush {
+                sectors: (part / 32) as u32,
+                threads: 264 * 256,
+                magic: 0x9E37_79B9,
+            };
+            let s = [j.slice(..part), x0.slice(..), sink.slice(..)];
+            enc.dispatch(&pf, [264, 1, 1], &s, &pp).unwrap();
+        }
+    };
+    let rope = d.pipeline(&ATTENTION_ROPE).unwrap();
+    let rope_q8 = d.pipeline(&ATTENTION_ROPE_Q8).unwrap();
+    for (name, heads, kv_heads) in [("0.6b", 16u32, 8u32), ("4b", 32, 8)] {
+        let (hd, capacity, chunk) = (128u32, 4352u32, 256u32);
+        let splits = attention_splits(capacity, chunk, heads);
+        let cache = (kv_heads * capacity * hd * 2) as u64;
+        let copies = (256u64 << 20).div_ceil(2 * cache).max(2) as usize;
+        let caches: Vec<(Buffer, Buffer)> = (0..copies)
+            .map(|_| {
+                let kc = buffer(d, "kc", cache, ResourceClass::AppendOnlyKv);
+                let vc = buffer(d, "vc", cache, ResourceClass::AppendOnlyKv);
+                kc.write(0, &vec![0x3c003c00u32; (cache / 4) as usize])
+                    .unwrap();
+                vc.write(0, &vec![0x3c003c00u32; (cache / 4) as usize])
+                    .unwrap();
+                (kc, vc)
+            })
+            .collect();
+        let (q_dim, kv_dim) = (heads * hd, kv_heads * hd);
+        let qkv = buffer(
+            d,
+            "qkv",
+            ((q_dim + 2 * kv_dim) * 4) as u64,
+            ResourceClass::TokenScratch,
+        );
+        qkv.write(
+            0,
+            &(0..q_dim + 2 * kv_dim)
+                .map(|i| ((i % 17) as f32 - 8.0) * 0.05)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let norm = buffer(d, "norm", (hd * 4) as u64, ResourceClass::ReadOnlyWeight);
+        norm.write(0, &vec![1.0f32; hd as usize]).unwrap();
+        let part = buffer(
+            d,
+            "part",
+            (heads * splits * (hd + 2) * 4) as u64,
+            ResourceClass::TokenScratch,
+        );
+        // The output floats, then o's q8 records (attention_rope_q8).
+        let q8_at = (q_dim * 4).next_multiple_of(256) / 4;
+        let out = buffer(
+            d,
+            "out",
+            ((q8_at + q_dim / 32 * Q8_RECORD_FLOATS) * 4) as u64,
+            ResourceClass::TokenScratch,
+        );
+        let counters = buffer(
+            d,
+            "counters",
+            (heads * 4) as u64,
+            ResourceClass::TokenScratch,
+        );
+        counters.write(0, &vec![0u32; heads as usize]).unwrap();
+        for depth in [16u32, 64, 128, 256, 512, 1024, 4096] {
+            let params = buffer(d, "params", 16, ResourceClass::Generic);
+            params.write(0, &[0u32, depth - 1, depth, 0]).unwrap();
+            let mut row = format!("attention_rope {name:<5} depth {depth:>5}:");
+            for (what, kernel, at) in [("float", &rope, 0), ("q8", &rope_q8, q8_at)] {
+                let p = AttnRopePush {
+                    heads,
+                    kv_heads,
+                    head_dim: hd,
+                    capacity,
+                    chunk,
+                    splits,
+                    scale: 0.088,
+                    flags: ROPE_NORM,
+                    eps: 1e-6,
+                    theta: 1.0e6,
+                    k_offset: q_dim,
+                    v_offset: q_dim + kv_dim,
+                    q8_at: at,
+                };
+                let mut attn = |enc: &mut sluice::Encoder, i: u32| {
+                    let (kc, vc) = &caches[i as usize % copies];
+                    let s = [
+                        params.slice(..),
+                        qkv.slice(..),
+                        norm.slice(..),
+                        norm.slice(..),
+                        kc.slice(..),
+                        vc.slice(..),
+                        part.slice(..),
+                        counters.slice(..),
+                        out.slice(..),
+                    ];
+                    enc.dispatch(kernel, [splits, heads, 1], &s, &p).unwrap();
+                };
+                let us = time(d, reps, &mut attn);
+                // Another kernel before each: one reading 1 MiB (the attention's code
+                // leaves the multiprocessors' instruction caches), 256 MiB (its code and
+                // its q|k|v leave L2 too) or 4 GiB (more pages than a decode step's
+                // weights: address translations leave their caches too).
+                let after_small = time_after(d, reps, |enc, _| flush(enc, 1 << 20), &mut attn);
+                let after_big = time_after(d, reps, |enc, _| flush(enc, 256 << 20), &mut attn);
+                let after_huge = time_after(d, reps, |enc, _| flush(enc, 4 << 30), &mut attn);
+                row.push_str(&format!(
+                    " {what} {us:>6.2} us (after reading 1 MiB {after_small:>6.2}, 256 MiB {after_big:>6.2}, 4 GiB {after_huge:>6.2})"
+                ));
+            }
+            println!("{row}");
+        }
+    }
+    // The same for the integer-dot Q4_K decode matvec at the 4B's gate and o shapes
+    // (weights rotating over >= 256 MiB of copies).
+    let dt = WeightDtype::Q4K;
+    let k = d
+        .pipeline(matvec_kernel("matvec", dt, d.info().int_dot).unwrap())
+        .unwrap();
+    for (name, rows, cols) in [("4b gate", 9728u32, 2560u32), ("4b o", 2560, 4096)] {
+        let wbytes = gpu_matrix_bytes(dt, rows as u64, cols as u64).unwrap();
+        let copies = (256u64 << 20).div_ceil(wbytes).clamp(2, 64);
+        let ws: Vec<Buffer> = (0..copies)
+            .map(|_| buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight))
+            .collect();
+        let x = buffer(d, "x", cols as u64 * 4, ResourceClass::TokenScratch);
+        x.write(0, &vec![0.5f32; cols as usize]).unwrap();
+        let y = buffer(d, "y", rows as u64 * 4, ResourceClass::TokenScratch);
+        let push = matvec_push(dt, rows, cols, false, 0.0, None);
+        let groups = matvec_groups_dt(dt, rows, cols, None);
+        let mut mv = |enc: &mut sluice::Encoder, i: u32| {
+            let w = &ws[(i as u64 % copies) as usize];
+            let s = [w.slice(..), x.slice(..), y.slice(..)];
+            enc.dispatch(&k, groups, &s, &push).unwrap();
+        };
+        let us = time(d, reps, &mut mv);
+        let after: Vec<f64> = [1u64 << 20, 256 << 20, 4 << 30]
+            .iter()
+            .map(|&b| time_after(d, reps, |enc, _| flush(enc, b), &mut mv))
+            .collect();
+        println!(
+            "matvec q4_k {name:<8} {rows}x{cols}: {us:>6.2} us (after reading 1 MiB {:>6.2}, 256 MiB {:>6.2}, 4 GiB {:>6.2})",
+            after[0], after[1], after[2]
+        );
     }
 }

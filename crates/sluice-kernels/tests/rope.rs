@@ -333,3 +333,183 @@ fn attention_q8_records_are_the_quantized_output() {
         );
     }
 }
+
+/// The decode attention (`attention_rope`, and `attention_rope_ext` with biases and RoPE
+/// scaling), whose keys and values of a split's first positions are loaded with the q|k|v
+/// loads and the new position's taken from workgroup memory (attend_pre), gives bit for
+/// bit the output of the unfused path over the same cache: `qk_norm_rope` appends the
+/// token and ropes q, then `attention_split` reads every key and value back. Head sizes
+/// 64, 128 and 256 (the preload covers a 256-position split, half of one, a quarter), one
+/// split of up to 256 positions and many 32-position splits.
+#[test]
+fn decode_attention_matches_the_split_attention_over_the_cache() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let prefill = d.pipeline(&QK_NORM_ROPE).unwrap();
+    let split = d.pipeline(&ATTENTION_SPLIT).unwrap();
+    let decode = d.pipeline(&ATTENTION_ROPE).unwrap();
+    let decode_ext = d.pipeline(&ATTENTION_ROPE_EXT).unwrap();
+    for (heads, kv_heads, hd, flags, positions, one_split) in [
+        (2u32, 1u32, 64u32, ROPE_NORM, 220u32, true),
+        (4, 2, 128, ROPE_NORM, 230, true),
+        (2, 2, 256, ROPE_BIAS | ROPE_FREQ | ROPE_NORM, 140, true),
+        (4, 1, 128, ROPE_NORM, 100, false),
+    ] {
+        let capacity = 256u32;
+        let (nq, nk) = (heads * hd, kv_heads * hd);
+        let (k_off, v_off) = (nq, nq + nk);
+        let stride = (v_off + nk).next_multiple_of(64);
+        let qkv = values((stride * positions) as usize, heads * 3 + hd, 3.0);
+        let qn = values(hd as usize, 23, 1.5);
+        let kn = values(hd as usize, 29, 1.5);
+        let bias = values((nq + 2 * nk) as usize, 31, 2.0);
+        let freq: Vec<f32> = values(hd as usize / 2, 37, 0.5)
+            .iter()
+            .map(|f| 0.75 + f)
+            .collect();
+        let qnb = f32_buffer(&d, "qn", &qn, ResourceClass::ReadOnlyWeight);
+        let knb = f32_buffer(&d, "kn", &kn, ResourceClass::ReadOnlyWeight);
+        let biasb = f32_buffer(&d, "bias", &bias, ResourceClass::ReadOnlyWeight);
+        let freqb = f32_buffer(&d, "freq", &freq, ResourceClass::ReadOnlyWeight);
+        // The fused path reads q|k|v as written; the unfused one ropes q in its own copy.
+        let qkv_a = f32_buffer(&d, "qkv_a", &qkv, ResourceClass::TokenScratch);
+        let qkv_b = f32_buffer(&d, "qkv_b", &qkv, ResourceClass::TokenScratch);
+        let (chunk, splits) = if one_split {
+            (capacity, 1)
+        } else {
+            (32, attention_splits(capacity, 32, heads))
+        };
+        let words = (kv_heads * capacity * hd / 2) as usize;
+        let state = |tag: &str| {
+            let cache = |c: &str| {
+                u32_buffer(
+                    &d,
+                    &format!("{c}{tag}"),
+                    &vec![0u32; words],
+                    ResourceClass::AppendOnlyKv,
+                )
+            };
+            let partial = vec![0.0; (heads * splits * (hd + 2)) as usize];
+            (
+                cache("k"),
+                cache("v"),
+                f32_buffer(&d, "partial", &partial, ResourceClass::TokenScratch),
+                u32_buffer(
+                    &d,
+                    "counters",
+                    &vec![0; heads as usize],
+                    ResourceClass::TokenScratch,
+                ),
+                f32_buffer(
+                    &d,
+                    "out",
+                    &vec![0.0; nq as usize],
+                    ResourceClass::TokenScratch,
+                ),
+            )
+        };
+        let (a, b) = (state("a"), state("b"));
+        for pos in 0..positions {
+            let params = u32_buffer(&d, "params", &[0, pos, pos + 1, 0], ResourceClass::Generic);
+            let at = (pos * stride) as u64 * 4;
+            let row = at..at + stride as u64 * 4;
+            let mut enc = d.encoder().unwrap();
+            let push = AttnRopePush {
+                heads,
+                kv_heads,
+                head_dim: hd,
+                capacity,
+                chunk,
+                splits,
+                scale: 1.0 / (hd as f32).sqrt(),
+                flags,
+                eps: 1e-6,
+                theta: 1.0e6,
+                k_offset: k_off,
+                v_offset: v_off,
+                q8_at: 0,
+            };
+            let bindings = [
+                params.slice(..),
+                qkv_a.slice(row.clone()),
+                qnb.slice(..),
+                knb.slice(..),
+                a.0.slice(..),
+                a.1.slice(..),
+                a.2.slice(..),
+                a.3.slice(..),
+                a.4.slice(..),
+                biasb.slice(..),
+                freqb.slice(..),
+            ];
+            let (kernel, n) = if flags & (ROPE_BIAS | ROPE_FREQ) != 0 {
+                (&decode_ext, 11)
+            } else {
+                (&decode, 9)
+            };
+            enc.dispatch(kernel, [splits, heads, 1], &bindings[..n], &push)
+                .unwrap();
+            let rope = QkRopePush {
+                heads,
+                kv_heads,
+                head_dim: hd,
+                capacity,
+                flags,
+                eps: 1e-6,
+                theta: 1.0e6,
+                token_stride: stride,
+            };
+            enc.dispatch(
+                &prefill,
+                [heads + kv_heads, 1, 1],
+                &[
+                    params.slice(..),
+                    qkv_b.slice(row.clone()),
+                    qkv_b.slice(at + k_off as u64 * 4..row.end),
+                    qkv_b.slice(at + v_off as u64 * 4..row.end),
+                    qnb.slice(..),
+                    knb.slice(..),
+                    b.0.slice(..),
+                    b.1.slice(..),
+                    biasb.slice(..),
+                    freqb.slice(..),
+                ],
+                &rope,
+            )
+            .unwrap();
+            let attn = AttnPush {
+                heads,
+                kv_heads,
+                head_dim: hd,
+                capacity,
+                chunk,
+                splits,
+                scale: 1.0 / (hd as f32).sqrt(),
+                q_stride: 0,
+            };
+            enc.dispatch(
+                &split,
+                [splits, heads, 1],
+                &[
+                    params.slice(..),
+                    qkv_b.slice(row),
+                    b.0.slice(..),
+                    b.1.slice(..),
+                    b.2.slice(..),
+                    b.3.slice(..),
+                    b.4.slice(..),
+                ],
+                &attn,
+            )
+            .unwrap();
+            enc.submit().unwrap().wait().unwrap();
+            let what = format!("heads {heads}/{kv_heads} hd {hd} flags {flags} pos {pos}");
+            let (ga, gb) = (
+                a.4.read::<f32>(0, nq as usize).unwrap(),
+                b.4.read::<f32>(0, nq as usize).unwrap(),
+            );
+            assert!(ga.iter().all(|v| v.is_finite()), "{what}: output");
+            assert_eq!(bits(&ga), bits(&gb), "{what}: output differs");
+        }
+    }
+}

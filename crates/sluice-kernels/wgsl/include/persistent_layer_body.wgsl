@@ -290,8 +290,17 @@ fn main(
     qkv_op(wgi, li, sg, sg_id, sg_lane, nsg);
     grid_sync(1u, li);
     // Attention items (split s, head h), splits outermost so that the non-empty first
-    // splits spread over the first workgroups.
-    let items = pc.splits * pc.heads;
+    // splits spread over the first workgroups; the workgroups past the items warm L2.
+    // ITEMS_BY_CONTEXT: only the splits the context reaches (the others would return at
+    // once; the new position's split is among them), so that at the default contexts
+    // (4352 positions: 17 splits x 16 heads > 132 workgroups) idle workgroups are left to
+    // warm L2 at all (see the kernel files).
+    var items = pc.splits * pc.heads;
+    if (ITEMS_BY_CONTEXT) {
+        let seq = min(params.seq_len, pc.capacity);
+        let chunk = attn_chunk(seq);
+        items = max(min((seq + chunk - 1u) / chunk, pc.splits), 1u) * pc.heads;
+    }
     for (var v = wgi; v < items; v += pc.groups) {
         workgroupBarrier();
         attention_rope_wg(v / pc.heads, v % pc.heads, li, sg_id, sg_lane, nsg);

@@ -687,20 +687,15 @@ fn prefetch_bench(d: &Device, reps: u32) {
             .pipeline(matvec_kernel("matvec", dt, int_dot).unwrap())
             .unwrap();
         for &(name, rows, cols) in shapes {
-            let wbytes = if dt.is_quantized() {
-                gpu_matrix_bytes(dt, rows as u64, cols as u64).unwrap()
-            } else {
-                rows as u64 * stride8(cols) as u64 * 16
-            };
-            let copies = budget.div_ceil(wbytes).clamp(2, 64);
-            let ws: Vec<Buffer> = (0..copies)
-                .map(|_| buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight))
-                .collect();
-            let x = buffer(d, "x", cols as u64 * 4, ResourceClass::TokenScratch);
-            x.write(0, &vec![0.5f32; cols as usize]).unwrap();
-            let y = buffer(d, "y", rows as u64 * 4, ResourceClass::TokenScratch);
-            let push = matvec_push(dt, rows, cols, false, 0.0, None);
-            let groups = matvec_groups_dt(dt, rows, cols, None);
+            let ColdMatvec {
+                wbytes,
+                ws,
+                x,
+                y,
+                push,
+                groups,
+            } = cold_matvec(d, dt, rows, cols, budget);
+            let copies = ws.len() as u64;
             let mut line = format!(
                 "{:<5} {name:<10} {:>6.2} MB",
                 dt.name(),
@@ -736,6 +731,38 @@ fn prefetch_bench(d: &Device, reps: u32) {
             }
             println!("{line}");
         }
+    }
+}
+
+/// A decode matvec's buffers: its weights in enough copies to fill `budget` bytes (2 to
+/// 64), x (0.5 everywhere) and y, with its push constants and grid.
+struct ColdMatvec {
+    wbytes: u64,
+    ws: Vec<Buffer>,
+    x: Buffer,
+    y: Buffer,
+    push: MatvecPush,
+    groups: [u32; 3],
+}
+
+fn cold_matvec(d: &Device, dt: WeightDtype, rows: u32, cols: u32, budget: u64) -> ColdMatvec {
+    let wbytes = if dt.is_quantized() {
+        gpu_matrix_bytes(dt, rows as u64, cols as u64).unwrap()
+    } else {
+        rows as u64 * stride8(cols) as u64 * 16
+    };
+    let copies = budget.div_ceil(wbytes).clamp(2, 64);
+    let x = buffer(d, "x", cols as u64 * 4, ResourceClass::TokenScratch);
+    x.write(0, &vec![0.5f32; cols as usize]).unwrap();
+    ColdMatvec {
+        wbytes,
+        ws: (0..copies)
+            .map(|_| buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight))
+            .collect(),
+        x,
+        y: buffer(d, "y", rows as u64 * 4, ResourceClass::TokenScratch),
+        push: matvec_push(dt, rows, cols, false, 0.0, None),
+        groups: matvec_groups_dt(dt, rows, cols, None),
     }
 }
 
@@ -1327,18 +1354,10 @@ fn attn_bench(d: &Device, reps: u32) {
         .pipeline(matvec_kernel("matvec", dt, d.info().int_dot).unwrap())
         .unwrap();
     for (name, rows, cols) in [("4b gate", 9728u32, 2560u32), ("4b o", 2560, 4096)] {
-        let wbytes = gpu_matrix_bytes(dt, rows as u64, cols as u64).unwrap();
-        let copies = (256u64 << 20).div_ceil(wbytes).clamp(2, 64);
-        let ws: Vec<Buffer> = (0..copies)
-            .map(|_| buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight))
-            .collect();
-        let x = buffer(d, "x", cols as u64 * 4, ResourceClass::TokenScratch);
-        x.write(0, &vec![0.5f32; cols as usize]).unwrap();
-        let y = buffer(d, "y", rows as u64 * 4, ResourceClass::TokenScratch);
-        let push = matvec_push(dt, rows, cols, false, 0.0, None);
-        let groups = matvec_groups_dt(dt, rows, cols, None);
+        let m = cold_matvec(d, dt, rows, cols, 256 << 20);
+        let (ws, x, y, push, groups) = (&m.ws, &m.x, &m.y, m.push, m.groups);
         let mut mv = |enc: &mut sluice::Encoder, i: u32| {
-            let w = &ws[(i as u64 % copies) as usize];
+            let w = &ws[i as usize % ws.len()];
             let s = [w.slice(..), x.slice(..), y.slice(..)];
             enc.dispatch(&k, groups, &s, &push).unwrap();
         };

@@ -2,10 +2,11 @@
 //! tokens per dispatch) and the fused decode path (`attention_rope`, or `attention_rope_ext`
 //! with q/k/v biases or RoPE scaling; one token per dispatch) must write bit-identical K/V
 //! cache entries for the same q/k/v inputs; `attention_rope_q8` writes what
-//! `attention_rope` writes, plus o's q8 records.
+//! `attention_rope` writes, plus o's q8 records; the fused decode attention's output is the
+//! unfused path's (`qk_norm_rope` + `attention_split`) bit for bit.
 
 use sluice::testing::{test_device, ValidationGuard};
-use sluice::ResourceClass;
+use sluice::{Buffer, Device, ResourceClass};
 use sluice_kernels::*;
 
 mod common;
@@ -22,6 +23,40 @@ fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
             (s as f32 / u32::MAX as f32 * 2.0 - 1.0) * scale
         })
         .collect()
+}
+
+/// The buffers of one decode-attention run: zeroed caches (`words` u32 each, of `class`),
+/// partials, counters and the output (initialised to `out`).
+struct AttnState {
+    k: Buffer,
+    v: Buffer,
+    partial: Buffer,
+    counters: Buffer,
+    out: Buffer,
+}
+
+fn attn_state(
+    d: &Device,
+    tag: &str,
+    (heads, splits, hd): (u32, u32, u32),
+    words: usize,
+    class: ResourceClass,
+    out: &[f32],
+) -> AttnState {
+    let cache = |c: &str| u32_buffer(d, &format!("{c}{tag}"), &vec![0u32; words], class);
+    let partial = vec![0.0; (heads * splits * (hd + 2)) as usize];
+    AttnState {
+        k: cache("k"),
+        v: cache("v"),
+        partial: f32_buffer(d, "partial", &partial, ResourceClass::TokenScratch),
+        counters: u32_buffer(
+            d,
+            "counters",
+            &vec![0; heads as usize],
+            ResourceClass::TokenScratch,
+        ),
+        out: f32_buffer(d, "out", out, ResourceClass::TokenScratch),
+    }
 }
 
 #[test]
@@ -235,33 +270,16 @@ fn attention_q8_records_are_the_quantized_output() {
         let floats = (off + nq / 32 * Q8_RECORD_FLOATS + 16) as usize;
         let nan = f32::NAN.to_bits();
         // Caches, partials, counters and output of one kernel's run.
+        let words = (kv_heads * capacity * hd / 2) as usize;
         let state = |tag: &str| {
-            let cache = |c: &str| {
-                let words = vec![0u32; (kv_heads * capacity * hd / 2) as usize];
-                u32_buffer(
-                    &d,
-                    &format!("{c}{tag}"),
-                    &words,
-                    ResourceClass::TokenScratch,
-                )
-            };
-            let partial = vec![0.0; (heads * splits * (hd + 2)) as usize];
-            (
-                cache("k"),
-                cache("v"),
-                f32_buffer(&d, "partial", &partial, ResourceClass::TokenScratch),
-                u32_buffer(
-                    &d,
-                    "counters",
-                    &vec![0; heads as usize],
-                    ResourceClass::TokenScratch,
-                ),
-                f32_buffer(
-                    &d,
-                    "out",
-                    &vec![f32::NAN; floats],
-                    ResourceClass::TokenScratch,
-                ),
+            let out = vec![f32::NAN; floats];
+            attn_state(
+                &d,
+                tag,
+                (heads, splits, hd),
+                words,
+                ResourceClass::TokenScratch,
+                &out,
             )
         };
         let (a, b) = (state("a"), state("b"));
@@ -290,11 +308,11 @@ fn attention_q8_records_are_the_quantized_output() {
                     qkv_b.slice(at..at + stride as u64 * 4),
                     qnb.slice(..),
                     knb.slice(..),
-                    s.0.slice(..),
-                    s.1.slice(..),
-                    s.2.slice(..),
-                    s.3.slice(..),
-                    s.4.slice(..),
+                    s.k.slice(..),
+                    s.v.slice(..),
+                    s.partial.slice(..),
+                    s.counters.slice(..),
+                    s.out.slice(..),
                 ];
                 enc.dispatch(kernel, [splits, heads, 1], &bindings, &push)
                     .unwrap();
@@ -302,8 +320,8 @@ fn attention_q8_records_are_the_quantized_output() {
             enc.submit().unwrap().wait().unwrap();
             let what = format!("heads {heads}/{kv_heads} hd {hd} pos {pos}");
             let (ga, gb) = (
-                a.4.read::<f32>(0, floats).unwrap(),
-                b.4.read::<f32>(0, floats).unwrap(),
+                a.out.read::<f32>(0, floats).unwrap(),
+                b.out.read::<f32>(0, floats).unwrap(),
             );
             let n = nq as usize;
             assert!(ga[..n].iter().all(|v| v.is_finite()), "{what}: output");
@@ -320,15 +338,14 @@ fn attention_q8_records_are_the_quantized_output() {
             );
             assert_q8_records(&what, &gb[off as usize..], &ga[..n]);
         }
-        let words = (kv_heads * capacity * hd / 2) as usize;
         assert_eq!(
-            a.0.read::<u32>(0, words).unwrap(),
-            b.0.read::<u32>(0, words).unwrap(),
+            a.k.read::<u32>(0, words).unwrap(),
+            b.k.read::<u32>(0, words).unwrap(),
             "K caches"
         );
         assert_eq!(
-            a.1.read::<u32>(0, words).unwrap(),
-            b.1.read::<u32>(0, words).unwrap(),
+            a.v.read::<u32>(0, words).unwrap(),
+            b.v.read::<u32>(0, words).unwrap(),
             "V caches"
         );
     }
@@ -380,32 +397,15 @@ fn decode_attention_matches_the_split_attention_over_the_cache() {
             (32, attention_splits(capacity, 32, heads))
         };
         let words = (kv_heads * capacity * hd / 2) as usize;
+        let out = vec![0.0; nq as usize];
         let state = |tag: &str| {
-            let cache = |c: &str| {
-                u32_buffer(
-                    &d,
-                    &format!("{c}{tag}"),
-                    &vec![0u32; words],
-                    ResourceClass::AppendOnlyKv,
-                )
-            };
-            let partial = vec![0.0; (heads * splits * (hd + 2)) as usize];
-            (
-                cache("k"),
-                cache("v"),
-                f32_buffer(&d, "partial", &partial, ResourceClass::TokenScratch),
-                u32_buffer(
-                    &d,
-                    "counters",
-                    &vec![0; heads as usize],
-                    ResourceClass::TokenScratch,
-                ),
-                f32_buffer(
-                    &d,
-                    "out",
-                    &vec![0.0; nq as usize],
-                    ResourceClass::TokenScratch,
-                ),
+            attn_state(
+                &d,
+                tag,
+                (heads, splits, hd),
+                words,
+                ResourceClass::AppendOnlyKv,
+                &out,
             )
         };
         let (a, b) = (state("a"), state("b"));
@@ -434,11 +434,11 @@ fn decode_attention_matches_the_split_attention_over_the_cache() {
                 qkv_a.slice(row.clone()),
                 qnb.slice(..),
                 knb.slice(..),
-                a.0.slice(..),
-                a.1.slice(..),
-                a.2.slice(..),
-                a.3.slice(..),
-                a.4.slice(..),
+                a.k.slice(..),
+                a.v.slice(..),
+                a.partial.slice(..),
+                a.counters.slice(..),
+                a.out.slice(..),
                 biasb.slice(..),
                 freqb.slice(..),
             ];
@@ -469,8 +469,8 @@ fn decode_attention_matches_the_split_attention_over_the_cache() {
                     qkv_b.slice(at + v_off as u64 * 4..row.end),
                     qnb.slice(..),
                     knb.slice(..),
-                    b.0.slice(..),
-                    b.1.slice(..),
+                    b.k.slice(..),
+                    b.v.slice(..),
                     biasb.slice(..),
                     freqb.slice(..),
                 ],
@@ -493,11 +493,11 @@ fn decode_attention_matches_the_split_attention_over_the_cache() {
                 &[
                     params.slice(..),
                     qkv_b.slice(row),
-                    b.0.slice(..),
-                    b.1.slice(..),
-                    b.2.slice(..),
-                    b.3.slice(..),
-                    b.4.slice(..),
+                    b.k.slice(..),
+                    b.v.slice(..),
+                    b.partial.slice(..),
+                    b.counters.slice(..),
+                    b.out.slice(..),
                 ],
                 &attn,
             )
@@ -505,8 +505,8 @@ fn decode_attention_matches_the_split_attention_over_the_cache() {
             enc.submit().unwrap().wait().unwrap();
             let what = format!("heads {heads}/{kv_heads} hd {hd} flags {flags} pos {pos}");
             let (ga, gb) = (
-                a.4.read::<f32>(0, nq as usize).unwrap(),
-                b.4.read::<f32>(0, nq as usize).unwrap(),
+                a.out.read::<f32>(0, nq as usize).unwrap(),
+                b.out.read::<f32>(0, nq as usize).unwrap(),
             );
             assert!(ga.iter().all(|v| v.is_finite()), "{what}: output");
             assert_eq!(bits(&ga), bits(&gb), "{what}: output differs");

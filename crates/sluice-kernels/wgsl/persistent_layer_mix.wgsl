@@ -10,11 +10,6 @@
 //! include: persistent_ops_two
 //! include: persistent_matvec_q
 //! second: persistent_matvec_q
-// Attention items of every split of the capacity (include/persistent_layer_body.wgsl): counting
-// only those the context reaches, which leaves more workgroups to warm L2, ran 1.2% slower
-// here in both pairs of one call (H200, Qwen3-0.6B Q4_K_M tg128 1012 -> 1000 tok/s), within
-// the ~1.7% between Q4_K_M processes: not settled (BENCHMARKS.md, forty-sixth session).
-const ITEMS_BY_CONTEXT: bool = false;
 // One decoder layer of a decode step in one dispatch (include/persistent_layer_body.wgsl)
 // for a layer of two block formats, variant A__B: q, k (stacked), o, gate and up in A,
 // v and down in B (llama.cpp's Q4_K_M and Q5_K_M mixtures; include/persistent_ops_two.wgsl).
@@ -22,3 +17,8 @@ const ITEMS_BY_CONTEXT: bool = false;
 // code costs (0.6B Q4_K_M on the H100: 912.0 / 914.7 -> 929.9 / 933.3 tok/s; Q4_K as one
 // format lost 1052.6 -> 1024.0 the same way, so persistent_layer_q keeps units_paired).
 const UNIT_PIPE: bool = true;
+// Attention items of every split of the capacity (include/persistent_layer_body.wgsl): counting
+// only those the context reaches, which leaves more workgroups to warm L2, ran 1.2% slower
+// here in both pairs of one call (H200, Qwen3-0.6B Q4_K_M tg128 1012 -> 1000 tok/s), within
+// the ~1.7% between Q4_K_M processes: not settled (BENCHMARKS.md, forty-sixth session).
+const ITEMS_BY_CONTEXT: bool = false;

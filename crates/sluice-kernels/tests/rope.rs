@@ -6,7 +6,7 @@
 //! unfused path's (`qk_norm_rope` + `attention_split`) bit for bit.
 
 use sluice::testing::{test_device, ValidationGuard};
-use sluice::{Buffer, Device, ResourceClass};
+use sluice::{Buffer, BufferSlice, Device, ResourceClass};
 use sluice_kernels::*;
 
 mod common;
@@ -33,6 +33,20 @@ struct AttnState {
     partial: Buffer,
     counters: Buffer,
     out: Buffer,
+}
+
+impl AttnState {
+    /// The caches, partials, counters and output: the last five bindings of the decode
+    /// attention kernels and of `attention_split`.
+    fn slices(&self) -> [BufferSlice<'_>; 5] {
+        [
+            self.k.slice(..),
+            self.v.slice(..),
+            self.partial.slice(..),
+            self.counters.slice(..),
+            self.out.slice(..),
+        ]
+    }
 }
 
 fn attn_state(
@@ -303,17 +317,13 @@ fn attention_q8_records_are_the_quantized_output() {
             };
             let mut enc = d.encoder().unwrap();
             for (kernel, s) in [(&plain, &a), (&q8, &b)] {
-                let bindings = [
+                let inputs = [
                     params.slice(..),
                     qkv_b.slice(at..at + stride as u64 * 4),
                     qnb.slice(..),
                     knb.slice(..),
-                    s.k.slice(..),
-                    s.v.slice(..),
-                    s.partial.slice(..),
-                    s.counters.slice(..),
-                    s.out.slice(..),
                 ];
+                let bindings = [&inputs[..], &s.slices()].concat();
                 enc.dispatch(kernel, [splits, heads, 1], &bindings, &push)
                     .unwrap();
             }
@@ -429,19 +439,14 @@ fn decode_attention_matches_the_split_attention_over_the_cache() {
                 v_offset: v_off,
                 q8_at: 0,
             };
-            let bindings = [
+            let inputs = [
                 params.slice(..),
                 qkv_a.slice(row.clone()),
                 qnb.slice(..),
                 knb.slice(..),
-                a.k.slice(..),
-                a.v.slice(..),
-                a.partial.slice(..),
-                a.counters.slice(..),
-                a.out.slice(..),
-                biasb.slice(..),
-                freqb.slice(..),
             ];
+            let ext = [biasb.slice(..), freqb.slice(..)];
+            let bindings = [&inputs[..], &a.slices(), &ext].concat();
             let (kernel, n) = if flags & (ROPE_BIAS | ROPE_FREQ) != 0 {
                 (&decode_ext, 11)
             } else {
@@ -490,15 +495,7 @@ fn decode_attention_matches_the_split_attention_over_the_cache() {
             enc.dispatch(
                 &split,
                 [splits, heads, 1],
-                &[
-                    params.slice(..),
-                    qkv_b.slice(row),
-                    b.k.slice(..),
-                    b.v.slice(..),
-                    b.partial.slice(..),
-                    b.counters.slice(..),
-                    b.out.slice(..),
-                ],
+                &[&[params.slice(..), qkv_b.slice(row)][..], &b.slices()].concat(),
                 &attn,
             )
             .unwrap();

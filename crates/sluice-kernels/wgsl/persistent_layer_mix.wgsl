@@ -18,7 +18,7 @@
 // format lost 1052.6 -> 1024.0 the same way, so persistent_layer_q keeps units_paired).
 const UNIT_PIPE: bool = true;
 // Attention items of every split of the capacity (include/persistent_layer_body.wgsl): counting
-// only those the context reaches, which leaves more workgroups to warm L2, ran 1.2% slower
-// here in both pairs of one call (H200, Qwen3-0.6B Q4_K_M tg128 1012 -> 1000 tok/s), within
-// the ~1.7% between Q4_K_M processes: not settled (BENCHMARKS.md, forty-sixth session).
+// only those the context reaches, which leaves more workgroups to warm L2, ran slower here
+// in every pair of two calls (H200, Qwen3-0.6B Q4_K_M tg128, alternated processes: 1012 ->
+// 1000 in the forty-sixth session; 1012.6 / 1012.5 -> 1000.6 / 972.9 in the forty-seventh).
 const ITEMS_BY_CONTEXT: bool = false;

@@ -94,6 +94,29 @@ fn persistent_lowering_matches_cpu_reference() {
     }
 }
 
+/// Past 256 positions the persistent attention's splits hold 64 positions and the idle
+/// workgroups warm twice the sectors into L2 (include/persistent_layer_body.wgsl,
+/// `warm_rest`): still the CPU reference's logits, teacher-forced to position 300 at the
+/// default attention chunk. The warm-up runs where the grid has more workgroups than
+/// attention items (a GPU; lavapipe runs one workgroup, so there it checks the longer
+/// splits only).
+#[test]
+fn persistent_lowering_matches_cpu_reference_past_256_positions() {
+    let d = coopmat_or_test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut o = LoadOptions::default();
+    o.gpu.context = 320;
+    o.gpu.lowering = Lowering::Persistent;
+    let loaded = load(&d, "tiny", &o).unwrap();
+    assert_eq!(loaded.model.lowering(), Lowering::Persistent);
+    let cfg = ModelConfig::synthetic("tiny").unwrap();
+    let mut cpu = CpuModel::synthetic(&cfg, DEFAULT_SEED, DType::F16).unwrap();
+    let (worst, agree) = against_reference(&d, &loaded, &mut cpu, 300, None, "tiny");
+    eprintln!("tiny persistent, 300 positions: worst relative logit error {worst:.2e}, agreement {agree}/300");
+    assert!(worst < 2e-3, "worst relative logit error {worst}");
+    assert!(agree >= 295, "greedy agreed on {agree}/300 steps");
+}
+
 /// Every block format: the persistent kernel (units decoded in registers against the
 /// staged float input) against the CPU reference run on the same quantized-then-dequantized
 /// weights, teacher-forced over two attention splits, one dispatch per layer; and the

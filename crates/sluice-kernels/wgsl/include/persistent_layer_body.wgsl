@@ -106,7 +106,12 @@ fn attn_written(tid: u32, out: u32, hd: u32, staged: bool) {}
 const SPIN_LIMIT: u32 = 60000u;
 // 32-byte sectors each invocation of an idle workgroup warms into L2 during the attention
 // (warm_rest): on the H100 12 / 16 / 20 / 28 / 36 ran the 0.6B Q8_0 at 988 / 993 / 995 /
-// 987 / 948 tok/s (past ~20 the warm-up outlasts the attention and holds up the barrier).
+// 987 / 948 tok/s (past ~20 the warm-up outlasts the attention and holds up the barrier);
+// on the H200 20 / 28 / 40 ran the 0.6B f16 tg128 at 995 / 992 / 949 tok/s. Where the
+// attention's splits hold 64+ positions it runs longer and warm_rest takes twice this (the
+// 0.6B f16 at depth 512 / 1024: 872 -> 894, 757 -> 770 tok/s; Q8_0 at 1024: 801 -> 826;
+// three and four times it at 128+ positions lost at depth 512: BENCHMARKS.md, forty-seventh
+// session).
 const WARM_PER: u32 = 20u;
 // Marks result[3] (the sticky first-bad position) as a stall of the persistent lowering.
 const ABORT_BIT: u32 = 0x80000000u;
@@ -264,7 +269,10 @@ fn warm_part(m: u32, len4: u32, t: u32, n: u32, left: ptr<function, u32>) -> u32
 fn warm_rest(k: u32, n: u32, li: u32) {
     let t = k * 256u + li;
     let tn = n * 256u;
-    var left = WARM_PER * tn;
+    // Twice the sectors where the attention's splits hold 64+ positions (see WARM_PER).
+    let seq = min(params.seq_len, pc.capacity);
+    let per = select(WARM_PER, 2u * WARM_PER, attn_chunk(seq) >= 64u);
+    var left = per * tn;
     var acc = warm_part(M_O, arrayLength(&w_o.d), t, tn, &left);
     acc ^= warm_part(M_GATE, arrayLength(&w_gate.d), t, tn, &left);
     acc ^= warm_part(M_UP, arrayLength(&w_up.d), t, tn, &left);

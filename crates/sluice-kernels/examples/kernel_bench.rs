@@ -55,6 +55,31 @@ fn buffer(d: &Device, name: &str, bytes: u64, class: ResourceClass) -> Buffer {
     d.create_buffer(name, bytes.max(16), class).unwrap()
 }
 
+/// A buffer holding `data`.
+fn filled<T: bytemuck::Pod>(d: &Device, name: &str, data: &[T], class: ResourceClass) -> Buffer {
+    let b = buffer(d, name, std::mem::size_of_val(data) as u64, class);
+    b.write(0, data).unwrap();
+    b
+}
+
+/// Key and value caches of `bytes` each, every entry 1.0 (f16).
+fn ones_caches(d: &Device, bytes: u64) -> (Buffer, Buffer) {
+    let ones = vec![0x3c003c00u32; (bytes / 4) as usize];
+    let kc = filled(d, "kc", &ones, ResourceClass::AppendOnlyKv);
+    let vc = filled(d, "vc", &ones, ResourceClass::AppendOnlyKv);
+    (kc, vc)
+}
+
+/// The decode params of a step at `depth` positions (the new token at depth - 1).
+fn depth_params(d: &Device, depth: u32) -> Buffer {
+    filled(
+        d,
+        "params",
+        &[0u32, depth - 1, depth, 0],
+        ResourceClass::Generic,
+    )
+}
+
 /// Runs the dispatches of `record` untimed until 100 ms have passed: the GPU's clocks drop
 /// while the host uploads weights (the H100 idles at 345 MHz), and a measurement right after
 /// an upload would run at a fraction of the speed.
@@ -94,7 +119,8 @@ fn main() {
     let reps: u32 = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .unwrap_or(50);
+        .unwrap_or(50)
+        .max(2); // `time` leaves out the first dispatch's timing
     let d = Device::new(Options::default()).unwrap();
     let info = d.info();
     println!("device: {} (subgroup {})", info.name, info.subgroup_size);
@@ -245,12 +271,7 @@ fn main() {
         let (hd, capacity, chunk) = (128u32, 4352u32, 256u32);
         let splits = attention_splits(capacity, chunk, heads);
         let cache = (kv_heads * capacity * hd * 2) as u64;
-        let kc = buffer(&d, "kc", cache, ResourceClass::AppendOnlyKv);
-        let vc = buffer(&d, "vc", cache, ResourceClass::AppendOnlyKv);
-        kc.write(0, &vec![0x3c003c00u32; (cache / 4) as usize])
-            .unwrap();
-        vc.write(0, &vec![0x3c003c00u32; (cache / 4) as usize])
-            .unwrap();
+        let (kc, vc) = ones_caches(&d, cache);
         let q = buffer(
             &d,
             "q",
@@ -270,13 +291,12 @@ fn main() {
             (heads * hd * 4) as u64,
             ResourceClass::TokenScratch,
         );
-        let counters = buffer(
+        let counters = filled(
             &d,
             "counters",
-            (heads * 4) as u64,
+            &vec![0u32; heads as usize],
             ResourceClass::TokenScratch,
         );
-        counters.write(0, &vec![0u32; heads as usize]).unwrap();
         let p = AttnPush {
             heads,
             kv_heads,
@@ -288,8 +308,7 @@ fn main() {
             q_stride: 0,
         };
         for depth in [1u32, 512, 4096] {
-            let params = buffer(&d, "params", 16, ResourceClass::Generic);
-            params.write(0, &[0u32, depth - 1, depth, 0]).unwrap();
+            let params = depth_params(&d, depth);
             let us_split = time(&d, reps, |enc, _| {
                 let s = [
                     params.slice(..),
@@ -1249,17 +1268,7 @@ fn attn_bench(d: &Device, reps: u32) {
         let splits = attention_splits(capacity, chunk, heads);
         let cache = (kv_heads * capacity * hd * 2) as u64;
         let copies = (256u64 << 20).div_ceil(2 * cache).max(2) as usize;
-        let caches: Vec<(Buffer, Buffer)> = (0..copies)
-            .map(|_| {
-                let kc = buffer(d, "kc", cache, ResourceClass::AppendOnlyKv);
-                let vc = buffer(d, "vc", cache, ResourceClass::AppendOnlyKv);
-                kc.write(0, &vec![0x3c003c00u32; (cache / 4) as usize])
-                    .unwrap();
-                vc.write(0, &vec![0x3c003c00u32; (cache / 4) as usize])
-                    .unwrap();
-                (kc, vc)
-            })
-            .collect();
+        let caches: Vec<(Buffer, Buffer)> = (0..copies).map(|_| ones_caches(d, cache)).collect();
         let (q_dim, kv_dim) = (heads * hd, kv_heads * hd);
         let qkv = buffer(
             d,
@@ -1290,16 +1299,14 @@ fn attn_bench(d: &Device, reps: u32) {
             ((q8_at + q_dim / 32 * Q8_RECORD_FLOATS) * 4) as u64,
             ResourceClass::TokenScratch,
         );
-        let counters = buffer(
+        let counters = filled(
             d,
             "counters",
-            (heads * 4) as u64,
+            &vec![0u32; heads as usize],
             ResourceClass::TokenScratch,
         );
-        counters.write(0, &vec![0u32; heads as usize]).unwrap();
         for depth in [16u32, 64, 128, 256, 512, 1024, 4096] {
-            let params = buffer(d, "params", 16, ResourceClass::Generic);
-            params.write(0, &[0u32, depth - 1, depth, 0]).unwrap();
+            let params = depth_params(d, depth);
             let mut row = format!("attention_rope {name:<5} depth {depth:>5}:");
             for (what, kernel, at) in [("float", &rope, 0), ("q8", &rope_q8, q8_at)] {
                 let p = AttnRopePush {

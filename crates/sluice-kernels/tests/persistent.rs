@@ -71,19 +71,12 @@ fn run(d: &Device, kernel: &KernelDesc, groups: u32, mut rng: Option<&mut Rng>) 
     ];
     let push = PersistentLayerPush {
         attn: AttnRopePush {
-            heads,
-            kv_heads,
-            head_dim: hd,
-            capacity,
-            chunk: capacity,
-            splits: 1,
-            scale: 1.0 / (hd as f32).sqrt(),
-            flags: ROPE_NORM,
-            eps: 1e-6,
             theta: 10000.0,
-            k_offset: q_dim,
-            v_offset: q_dim + kv_heads * hd,
-            q8_at: 0,
+            ..decode_push(
+                (heads, kv_heads, hd),
+                capacity,
+                (q_dim, q_dim + kv_heads * hd),
+            )
         },
         qkv_rows,
         hidden,

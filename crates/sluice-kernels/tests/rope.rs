@@ -25,8 +25,8 @@ fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
         .collect()
 }
 
-/// The buffers of one decode-attention run: zeroed caches (`words` u32 each, of `class`),
-/// partials, counters and the output (initialised to `out`).
+/// The buffers of one decode-attention run: caches (`words` u32 each, of `class`, every
+/// word `fill`), zeroed partials and counters, and the output (initialised to `out`).
 struct AttnState {
     k: Buffer,
     v: Buffer,
@@ -53,11 +53,11 @@ fn attn_state(
     d: &Device,
     tag: &str,
     (heads, splits, hd): (u32, u32, u32),
-    words: usize,
+    (words, fill): (usize, u32),
     class: ResourceClass,
     out: &[f32],
 ) -> AttnState {
-    let cache = |c: &str| u32_buffer(d, &format!("{c}{tag}"), &vec![0u32; words], class);
+    let cache = |c: &str| u32_buffer(d, &format!("{c}{tag}"), &vec![fill; words], class);
     let partial = vec![0.0; (heads * splits * (hd + 2)) as usize];
     AttnState {
         k: cache("k"),
@@ -103,22 +103,6 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
         let kn = values(hd as usize, 13, 1.5);
         let sentinel = 0x7E00_7E00u32;
         let words = (kv_heads * capacity * hd / 2) as usize;
-        let caches = |tag: &str| {
-            (
-                u32_buffer(
-                    &d,
-                    &format!("k{tag}"),
-                    &vec![sentinel; words],
-                    ResourceClass::AppendOnlyKv,
-                ),
-                u32_buffer(
-                    &d,
-                    &format!("v{tag}"),
-                    &vec![sentinel; words],
-                    ResourceClass::AppendOnlyKv,
-                ),
-            )
-        };
         let qnb = f32_buffer(&d, "qn", &qn, ResourceClass::ReadOnlyWeight);
         let knb = f32_buffer(&d, "kn", &kn, ResourceClass::ReadOnlyWeight);
         let bias = values((nq + 2 * nk) as usize, 17 + hd, 2.0);
@@ -130,7 +114,9 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
         let freqb = f32_buffer(&d, "freq", &freq, ResourceClass::ReadOnlyWeight);
 
         // Prefill: the whole chunk in one dispatch (q rotated in place in its own copy).
-        let (kp, vp) = caches("p");
+        let cache =
+            |c: &str| u32_buffer(&d, c, &vec![sentinel; words], ResourceClass::AppendOnlyKv);
+        let (kp, vp) = (cache("kp"), cache("vp"));
         let qkv_p = f32_buffer(&d, "qkv_p", &qkv, ResourceClass::TokenScratch);
         let params = u32_buffer(
             &d,
@@ -170,59 +156,32 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
         enc.submit().unwrap().wait().unwrap();
 
         // Decode: one fused attention dispatch per token, at its position.
-        let (kd, vd) = caches("d");
-        let qkv_d = f32_buffer(&d, "qkv_d", &qkv, ResourceClass::TokenScratch);
-        let splits = 1u32;
-        let partial = f32_buffer(
+        let dec = attn_state(
             &d,
-            "partial",
-            &vec![0.0; (heads * splits * (hd + 2)) as usize],
-            ResourceClass::TokenScratch,
-        );
-        let counters = u32_buffer(
-            &d,
-            "counters",
-            &vec![0; heads as usize],
-            ResourceClass::TokenScratch,
-        );
-        let out = f32_buffer(
-            &d,
-            "out",
+            "d",
+            (heads, 1, hd),
+            (words, sentinel),
+            ResourceClass::AppendOnlyKv,
             &vec![0.0; (heads * hd) as usize],
-            ResourceClass::TokenScratch,
         );
+        let qkv_d = f32_buffer(&d, "qkv_d", &qkv, ResourceClass::TokenScratch);
+        let push = AttnRopePush {
+            flags,
+            theta,
+            ..decode_push((heads, kv_heads, hd), capacity, (k_off, v_off))
+        };
         for t in 0..tokens {
             let pos = pos0 + t;
             let params = u32_buffer(&d, "params", &[0, pos, pos + 1, 0], ResourceClass::Generic);
             let at = (t * stride) as u64 * 4;
-            let push = AttnRopePush {
-                heads,
-                kv_heads,
-                head_dim: hd,
-                capacity,
-                chunk: capacity,
-                splits,
-                scale: 1.0 / (hd as f32).sqrt(),
-                flags,
-                eps: 1e-6,
-                theta,
-                k_offset: k_off,
-                v_offset: v_off,
-                q8_at: 0,
-            };
-            let bindings = [
+            let inputs = [
                 params.slice(..),
                 qkv_d.slice(at..at + stride as u64 * 4),
                 qnb.slice(..),
                 knb.slice(..),
-                kd.slice(..),
-                vd.slice(..),
-                partial.slice(..),
-                counters.slice(..),
-                out.slice(..),
-                biasb.slice(..),
-                freqb.slice(..),
             ];
+            let ext = [biasb.slice(..), freqb.slice(..)];
+            let bindings = [&inputs[..], &dec.slices(), &ext].concat();
             // The plain kernel (no biases, no scaling) has the first nine bindings.
             let (kernel, n) = if flags & (ROPE_BIAS | ROPE_FREQ) != 0 {
                 (&decode_ext, 11)
@@ -230,18 +189,18 @@ fn prefill_and_decode_write_bit_identical_kv_entries() {
                 (&decode, 9)
             };
             let mut enc = d.encoder().unwrap();
-            enc.dispatch(kernel, [splits, heads, 1], &bindings[..n], &push)
+            enc.dispatch(kernel, [1, heads, 1], &bindings[..n], &push)
                 .unwrap();
             enc.submit().unwrap().wait().unwrap();
         }
         let what = format!("heads {heads}/{kv_heads} hd {hd} flags {flags} pos {pos0}+{tokens}");
         let (kp, kd) = (
             kp.read::<u32>(0, words).unwrap(),
-            kd.read::<u32>(0, words).unwrap(),
+            dec.k.read::<u32>(0, words).unwrap(),
         );
         let (vp, vd) = (
             vp.read::<u32>(0, words).unwrap(),
-            vd.read::<u32>(0, words).unwrap(),
+            dec.v.read::<u32>(0, words).unwrap(),
         );
         let written = kp.iter().filter(|&&w| w != sentinel).count();
         assert_eq!(
@@ -291,30 +250,21 @@ fn attention_q8_records_are_the_quantized_output() {
                 &d,
                 tag,
                 (heads, splits, hd),
-                words,
+                (words, 0),
                 ResourceClass::TokenScratch,
                 &out,
             )
         };
         let (a, b) = (state("a"), state("b"));
+        let push = AttnRopePush {
+            chunk: 256,
+            splits,
+            q8_at: off,
+            ..decode_push((heads, kv_heads, hd), capacity, (k_off, v_off))
+        };
         for pos in 0..positions {
             let params = u32_buffer(&d, "params", &[0, pos, pos + 1, 0], ResourceClass::Generic);
             let at = (pos * stride) as u64 * 4;
-            let push = AttnRopePush {
-                heads,
-                kv_heads,
-                head_dim: hd,
-                capacity,
-                chunk: 256,
-                splits,
-                scale: 1.0 / (hd as f32).sqrt(),
-                flags: ROPE_NORM,
-                eps: 1e-6,
-                theta: 1.0e6,
-                k_offset: k_off,
-                v_offset: v_off,
-                q8_at: off,
-            };
             let mut enc = d.encoder().unwrap();
             for (kernel, s) in [(&plain, &a), (&q8, &b)] {
                 let inputs = [
@@ -413,32 +363,43 @@ fn decode_attention_matches_the_split_attention_over_the_cache() {
                 &d,
                 tag,
                 (heads, splits, hd),
-                words,
+                (words, 0),
                 ResourceClass::AppendOnlyKv,
                 &out,
             )
         };
         let (a, b) = (state("a"), state("b"));
+        let push = AttnRopePush {
+            chunk,
+            splits,
+            flags,
+            ..decode_push((heads, kv_heads, hd), capacity, (k_off, v_off))
+        };
+        let rope = QkRopePush {
+            heads,
+            kv_heads,
+            head_dim: hd,
+            capacity,
+            flags,
+            eps: 1e-6,
+            theta: 1.0e6,
+            token_stride: stride,
+        };
+        let attn = AttnPush {
+            heads,
+            kv_heads,
+            head_dim: hd,
+            capacity,
+            chunk,
+            splits,
+            scale: 1.0 / (hd as f32).sqrt(),
+            q_stride: 0,
+        };
         for pos in 0..positions {
             let params = u32_buffer(&d, "params", &[0, pos, pos + 1, 0], ResourceClass::Generic);
             let at = (pos * stride) as u64 * 4;
             let row = at..at + stride as u64 * 4;
             let mut enc = d.encoder().unwrap();
-            let push = AttnRopePush {
-                heads,
-                kv_heads,
-                head_dim: hd,
-                capacity,
-                chunk,
-                splits,
-                scale: 1.0 / (hd as f32).sqrt(),
-                flags,
-                eps: 1e-6,
-                theta: 1.0e6,
-                k_offset: k_off,
-                v_offset: v_off,
-                q8_at: 0,
-            };
             let inputs = [
                 params.slice(..),
                 qkv_a.slice(row.clone()),
@@ -454,16 +415,6 @@ fn decode_attention_matches_the_split_attention_over_the_cache() {
             };
             enc.dispatch(kernel, [splits, heads, 1], &bindings[..n], &push)
                 .unwrap();
-            let rope = QkRopePush {
-                heads,
-                kv_heads,
-                head_dim: hd,
-                capacity,
-                flags,
-                eps: 1e-6,
-                theta: 1.0e6,
-                token_stride: stride,
-            };
             enc.dispatch(
                 &prefill,
                 [heads + kv_heads, 1, 1],
@@ -482,16 +433,6 @@ fn decode_attention_matches_the_split_attention_over_the_cache() {
                 &rope,
             )
             .unwrap();
-            let attn = AttnPush {
-                heads,
-                kv_heads,
-                head_dim: hd,
-                capacity,
-                chunk,
-                splits,
-                scale: 1.0 / (hd as f32).sqrt(),
-                q_stride: 0,
-            };
             enc.dispatch(
                 &split,
                 [splits, heads, 1],

@@ -4,7 +4,8 @@
 
 use sluice::{Buffer, BufferSlice, Device, Pipeline, Pod, ResourceClass};
 use sluice_kernels::{
-    act_q8_strides, pack_f16_pairs, pack_weights, unpack_f16_pairs, ActQ8Push, WeightDtype, ACT_Q8,
+    act_q8_strides, pack_f16_pairs, pack_weights, unpack_f16_pairs, ActQ8Push, AttnRopePush,
+    WeightDtype, ACT_Q8, ROPE_NORM,
 };
 use std::sync::Arc;
 
@@ -307,5 +308,30 @@ impl PickBuffers {
             vec![0],
             "{what}: ticket"
         );
+    }
+}
+
+/// The decode attention's push constants for q | k | v of `heads` / `kv_heads` heads of
+/// `hd` at floats 0 / `k_offset` / `v_offset` of a token's row: the whole cache in one
+/// split, q/k norms (eps 1e-6), theta 1e6, no q8 records; tests override the rest.
+pub fn decode_push(
+    (heads, kv_heads, hd): (u32, u32, u32),
+    capacity: u32,
+    (k_offset, v_offset): (u32, u32),
+) -> AttnRopePush {
+    AttnRopePush {
+        heads,
+        kv_heads,
+        head_dim: hd,
+        capacity,
+        chunk: capacity,
+        splits: 1,
+        scale: 1.0 / (hd as f32).sqrt(),
+        flags: ROPE_NORM,
+        eps: 1e-6,
+        theta: 1.0e6,
+        k_offset,
+        v_offset,
+        q8_at: 0,
     }
 }

@@ -270,6 +270,8 @@ fn warm_rest(k: u32, n: u32, li: u32) {
     let t = k * 256u + li;
     let tn = n * 256u;
     // Twice the sectors where the attention's splits hold 64+ positions (see WARM_PER).
+    // Derived here, by idle workgroups only: main derives the chunk only with
+    // ITEMS_BY_CONTEXT, and the mixture kernel's attention workgroups should not.
     let seq = min(params.seq_len, pc.capacity);
     let per = select(WARM_PER, 2u * WARM_PER, attn_chunk(seq) >= 64u);
     var left = per * tn;

@@ -2,7 +2,8 @@
 //! around each dispatch. Weights rotate over enough copies (>= 256 MiB) that the L2 cache
 //! cannot serve them. Prints one line per case: median µs and achieved GB/s.
 //!
-//! `cargo run --release -p sluice-kernels --example kernel_bench [reps] [quant]`
+//! `cargo run --release -p sluice-kernels --example kernel_bench [reps] [quant]` (reps:
+//! dispatches timed per case, default 50, at least 2: the first one's time is left out)
 //!
 //! With `quant` as the second argument only the block-format matvecs run (Q8_0 / Q4_0 /
 //! Q4_K / Q6_K at the Qwen3-4B / 0.6B decode shapes, plain and fused gate/up+norm, several

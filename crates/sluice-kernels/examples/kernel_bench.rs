@@ -39,6 +39,11 @@
 //! instruction caches, L2 and the address-translation caches losing their contents cost
 //! it); the Q4_K integer-dot decode matvec at two 4B shapes the same way.
 //!
+//! With `battn` (optionally `hot`: one copy of the caches, L2-resident where they fit): the
+//! batched paged attention kernels (`batch_attention`, `batch_attention_gqa`,
+//! `batch_attention_gqa_hd128`) at the Qwen3-0.6B / 4B head shapes, 8 to 64 rows at 144 to
+//! 4096 positions, in a chain over rotating caches, each output against the first kernel's.
+//!
 //! With `i8mm`: the batched matvec on int8 matrix units (`matvec_batch_i8mm`, Q4_K) against
 //! the integer-dot one (`matvec_batch_dp`) and the staged f16 matrix-unit one the model
 //! picks (`matvec_batch_cmt_layout`), in a chain at 1 / 8 / 32 / 64 tokens (timing only:
@@ -147,6 +152,10 @@ fn main() {
     }
     if std::env::args().nth(2).as_deref() == Some("attn") {
         attn_bench(&d, reps);
+        return;
+    }
+    if std::env::args().nth(2).as_deref() == Some("battn") {
+        battn_bench(&d, reps);
         return;
     }
     if std::env::args().nth(2).as_deref() == Some("cmt") {
@@ -1378,5 +1387,148 @@ fn attn_bench(d: &Device, reps: u32) {
             "matvec q4_k {name:<8} {rows}x{cols}: {us:>6.2} us (after reading 1 MiB {:>6.2}, 256 MiB {:>6.2}, 4 GiB {:>6.2})",
             after[0], after[1], after[2]
         );
+    }
+}
+
+/// The batched paged attention kernels at the Qwen3-0.6B / 4B head shapes: `rows` rows of
+/// as many sequences, each at position `ctx - 1` with its blocks of 16 positions scattered
+/// over the pool, f16 output (the matrix-unit o's input), one split per row; a chain of
+/// dispatches over rotating caches (>= 256 MiB); each kernel's output against the first
+/// kernel's (max abs difference).
+fn battn_bench(d: &Device, reps: u32) {
+    let kernels: [(&str, &sluice::KernelDesc, bool); 3] = [
+        ("mha", &BATCH_ATTENTION, false),
+        ("gqa", &BATCH_ATTENTION_GQA, true),
+        ("gqa_hd128", &BATCH_ATTENTION_GQA_HD128, true),
+    ];
+    // `hot`: one copy of the caches (L2-resident where they fit).
+    let hot = std::env::args().nth(3).as_deref() == Some("hot");
+    let pipes: Vec<_> = kernels.iter().map(|k| d.pipeline(k.1).unwrap()).collect();
+    let block = 16u32;
+    let mut rnd = uniform(11);
+    for (name, heads, kv_heads) in [("0.6b", 16u32, 8u32), ("4b", 32, 8)] {
+        let hd = 128u32;
+        for (rows, ctx) in [
+            (8u32, 144u32),
+            (16, 144),
+            (32, 144),
+            (64, 144),
+            (32, 512),
+            (32, 2048),
+            (8, 4096),
+        ] {
+            let max_blocks = ctx.div_ceil(block);
+            let capacity = rows * max_blocks * block;
+            // Slot s's blocks: a scrambled permutation of the pool's.
+            let nb = rows * max_blocks;
+            let mut ids: Vec<u32> = (0..nb).collect();
+            let mut seed = 7u32;
+            for i in (1..ids.len()).rev() {
+                seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
+                ids.swap(i, (seed >> 8) as usize % (i + 1));
+            }
+            let table = filled(d, "table", &ids, ResourceClass::Generic);
+            let rws: Vec<u32> = (0..rows).flat_map(|r| [ctx - 1, r]).collect();
+            let rb = filled(d, "rows", &rws, ResourceClass::Generic);
+            let q: Vec<f32> = (0..rows * heads * hd).map(|_| rnd(2.0)).collect();
+            let qb = filled(d, "q", &q, ResourceClass::TokenScratch);
+            let words = (kv_heads * capacity * hd / 2) as usize;
+            let cache_bytes = words as u64 * 4;
+            let copies = if hot {
+                1
+            } else {
+                (256u64 << 20).div_ceil(2 * cache_bytes).max(2) as usize
+            };
+            let data: Vec<u32> = (0..words)
+                .map(|_| {
+                    let a = half::f16::from_f32(rnd(2.0)).to_bits() as u32;
+                    let b = half::f16::from_f32(rnd(2.0)).to_bits() as u32;
+                    a | b << 16
+                })
+                .collect();
+            let caches: Vec<(Buffer, Buffer)> = (0..copies)
+                .map(|_| {
+                    (
+                        filled(d, "kc", &data, ResourceClass::AppendOnlyKv),
+                        filled(d, "vc", &data, ResourceClass::AppendOnlyKv),
+                    )
+                })
+                .collect();
+            let n_out = (rows * heads * hd / 2) as usize;
+            let out = buffer(d, "out", n_out as u64 * 4, ResourceClass::TokenScratch);
+            let none = buffer(d, "none", 16, ResourceClass::TokenScratch);
+            let p = BatchAttnPush {
+                heads,
+                kv_heads,
+                head_dim: hd,
+                capacity,
+                q_stride: heads * hd,
+                o_stride: heads * hd,
+                scale: 1.0 / (hd as f32).sqrt(),
+                block,
+                max_blocks,
+                out_f16: 1,
+                q8: 0,
+                q8_words: 0,
+                q8_blocks: 0,
+                chunk: 0,
+                splits: 1,
+            };
+            let kv_mb = (rows * kv_heads * ctx * hd * 4) as f64 / 1e6;
+            let mut line =
+                format!("battn {name:<4} rows {rows:>2} ctx {ctx:>4} ({kv_mb:>6.1} MB k+v):");
+            let mut first: Option<Vec<f32>> = None;
+            for ((kname, _, gqa), pipe) in kernels.iter().zip(&pipes) {
+                let groups = if *gqa {
+                    kv_heads * (heads / kv_heads).div_ceil(BATCH_ATTENTION_GQA_HEADS)
+                } else {
+                    heads
+                };
+                let mut attn = |enc: &mut sluice::Encoder, i: u32| {
+                    let (kc, vc) = &caches[i as usize % copies];
+                    let s = [
+                        rb.slice(..),
+                        table.slice(..),
+                        qb.slice(..),
+                        kc.slice(..),
+                        vc.slice(..),
+                        out.slice(..),
+                        kc.slice(..),
+                        vc.slice(..),
+                        none.slice(..),
+                        none.slice(..),
+                        none.slice(..),
+                        none.slice(..),
+                    ];
+                    enc.dispatch(pipe, [groups, rows, 1], &s, &p).unwrap();
+                };
+                let us = time(d, reps, &mut attn);
+                let got: Vec<f32> = out
+                    .read::<u32>(0, n_out)
+                    .unwrap()
+                    .iter()
+                    .flat_map(|&w| {
+                        [
+                            half::f16::from_bits(w as u16).to_f32(),
+                            half::f16::from_bits((w >> 16) as u16).to_f32(),
+                        ]
+                    })
+                    .collect();
+                let diff = first.as_ref().map_or(0.0, |f| {
+                    f.iter()
+                        .zip(&got)
+                        .map(|(a, b)| (a - b).abs())
+                        .fold(0.0f32, f32::max)
+                });
+                if first.is_none() {
+                    first = Some(got);
+                }
+                line.push_str(&format!(
+                    " {kname} {us:>6.2} us {:>5.0} GB/s (diff {diff:.1e})",
+                    kv_mb * 1e-3 / (us * 1e-6)
+                ));
+            }
+            println!("{line}");
+        }
     }
 }

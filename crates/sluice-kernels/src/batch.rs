@@ -53,8 +53,9 @@ const _: () =
 /// int8 output with `q8` (read-write: words, block scales; any buffer otherwise), 10 the
 /// split partials and 11 their tickets with `splits` > 1 (read-write,
 /// [`batch_attention_scratch`]; any buffer otherwise). Dispatch `[heads, n, z]`;
-/// [`crate::BATCH_ATTENTION_GQA`]: `[kv_heads * ceil(heads / kv_heads / 4), n, z]` (see
-/// [`batch_attention_kernel`]), z = [`batch_attention_z`] of the rows' longest context.
+/// [`crate::BATCH_ATTENTION_GQA`] and [`crate::BATCH_ATTENTION_GQA_HD128`]: `[kv_heads *
+/// ceil(heads / kv_heads / 4), n, z]` (see [`batch_attention_kernel`]), z =
+/// [`batch_attention_z`] of the rows' longest context.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct BatchAttnPush {
@@ -141,7 +142,7 @@ pub fn batch_attention_z(len: u32, chunk: u32, splits: u32) -> u32 {
 
 /// Query heads per workgroup lane set of the kernel [`batch_attention_kernel`] picks for
 /// `heads` over `kv_heads`: [`BATCH_ATTENTION_GQA_HEADS`] (its partials hold a vec4 per
-/// value) for [`crate::BATCH_ATTENTION_GQA`], else 1.
+/// value) for the grouped-query kernels, else 1.
 pub fn batch_attention_lanes(heads: u32, kv_heads: u32) -> u32 {
     if heads / kv_heads.max(1) >= BATCH_ATTENTION_GQA_HEADS {
         BATCH_ATTENTION_GQA_HEADS
@@ -173,18 +174,29 @@ pub fn batch_attention_scratch(
 pub const BATCH_ATTENTION_GQA_HEADS: u32 = 4;
 
 /// The batched attention kernel for `heads` query heads over `kv_heads` key/value heads
-/// and its workgroups per row: [`crate::BATCH_ATTENTION_GQA`] (up to
-/// [`BATCH_ATTENTION_GQA_HEADS`] query heads of one key/value head per workgroup, each key
-/// and value read once for them) where that many or more share a key/value head, else
-/// [`crate::BATCH_ATTENTION`] (one query head per workgroup). Both take
-/// [`BatchAttnPush`]. Measured on the H100 (BENCHMARKS.md, eighth session): qwen3-4b (4
-/// per key/value head) +6-7% tok/s at 32-64 rows with the grouped kernel, qwen3-0.6b (2)
-/// -5-7%.
-pub fn batch_attention_kernel(heads: u32, kv_heads: u32) -> (&'static KernelDesc, u32) {
+/// of `head_dim` dims and its workgroups per row: where [`BATCH_ATTENTION_GQA_HEADS`] or
+/// more query heads share a key/value head, up to that many per workgroup, each key and
+/// value read once for them — [`crate::BATCH_ATTENTION_GQA_HD128`] for head_dim 128 (256
+/// invocations, the scores on registers), else [`crate::BATCH_ATTENTION_GQA`]; otherwise
+/// [`crate::BATCH_ATTENTION`] (one query head per workgroup). All take [`BatchAttnPush`].
+/// Measured on the H100 (BENCHMARKS.md, eighth session): qwen3-4b (4 per key/value head)
+/// +6-7% tok/s at 32-64 rows with the grouped kernel, qwen3-0.6b (2) -5-7%; on the H200
+/// (forty-eighth session) the head_dim-128 form takes 9-31% less time than the grouped
+/// kernel at 32 rows of 144-2048 positions.
+pub fn batch_attention_kernel(
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+) -> (&'static KernelDesc, u32) {
     let group = heads / kv_heads.max(1);
     if group >= BATCH_ATTENTION_GQA_HEADS {
         let quads = group.div_ceil(BATCH_ATTENTION_GQA_HEADS);
-        (&crate::BATCH_ATTENTION_GQA, kv_heads * quads)
+        let kernel = if head_dim == 128 {
+            &crate::BATCH_ATTENTION_GQA_HD128
+        } else {
+            &crate::BATCH_ATTENTION_GQA
+        };
+        (kernel, kv_heads * quads)
     } else {
         (&crate::BATCH_ATTENTION, heads)
     }

@@ -40,12 +40,13 @@ fn rows_buffer(d: &Device, rows: &[(u32, u32)]) -> Buffer {
     u32_buffer(d, "rows", &words, ResourceClass::Generic)
 }
 
-/// Runs the plain attention kernel, or (`gqa`) the grouped-query one, over `rows`: `n_out`
-/// output words (f32 bits, or f16 pairs with `out_f16`), all bits set where not written.
+/// Runs batched attention kernel `kernel` (the plain one or a grouped-query one) over
+/// `rows`: `n_out` output words (f32 bits, or f16 pairs with `out_f16`), all bits set where
+/// not written.
 #[allow(clippy::too_many_arguments)]
 fn run_attention(
     d: &Device,
-    gqa: bool,
+    kernel: &sluice::KernelDesc,
     p: &BatchAttnPush,
     rows: &[(u32, u32)],
     table: &Buffer,
@@ -55,14 +56,23 @@ fn run_attention(
     n_out: usize,
 ) -> Vec<u32> {
     let none = u32_buffer(d, "unused", &[0; 4], ResourceClass::TokenScratch);
-    run_attention_into(d, gqa, p, rows, (table, q), (kc, vc), n_out, (&none, &none))
+    run_attention_into(
+        d,
+        kernel,
+        p,
+        rows,
+        (table, q),
+        (kc, vc),
+        n_out,
+        (&none, &none),
+    )
 }
 
 /// [`run_attention`] with bindings 8 and 9 (the int8 output with `p.q8`).
 #[allow(clippy::too_many_arguments)]
 fn run_attention_into(
     d: &Device,
-    gqa: bool,
+    kernel: &sluice::KernelDesc,
     p: &BatchAttnPush,
     rows: &[(u32, u32)],
     (table, q): (&Buffer, &[f32]),
@@ -70,13 +80,14 @@ fn run_attention_into(
     n_out: usize,
     (oq, od): (&Buffer, &Buffer),
 ) -> Vec<u32> {
-    let (desc, groups) = if gqa {
+    let gqa = kernel.name != BATCH_ATTENTION.name;
+    let groups = if gqa {
         let quads = (p.heads / p.kv_heads).div_ceil(BATCH_ATTENTION_GQA_HEADS);
-        (&BATCH_ATTENTION_GQA, p.kv_heads * quads)
+        p.kv_heads * quads
     } else {
-        (&BATCH_ATTENTION, p.heads)
+        p.heads
     };
-    let k = d.pipeline(desc).unwrap();
+    let k = d.pipeline(kernel).unwrap();
     let rb = rows_buffer(d, rows);
     let qb = f32_buffer(d, "q", q, ResourceClass::TokenScratch);
     let ob = u32_buffer(d, "out", &vec![!0; n_out], ResourceClass::TokenScratch);
@@ -164,14 +175,16 @@ fn act_f16_words(
 
 #[test]
 fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
-    // The engine's pick: grouped-query from 4 query heads per key/value head.
-    let pick = |h, kv| {
-        let (k, groups) = batch_attention_kernel(h, kv);
+    // The engine's pick: grouped-query from 4 query heads per key/value head, the
+    // head_dim-128 form where it fits.
+    let pick = |h, kv, hd| {
+        let (k, groups) = batch_attention_kernel(h, kv, hd);
         (k.name, groups)
     };
-    assert_eq!(pick(16, 8), ("batch_attention", 16));
-    assert_eq!(pick(32, 8), ("batch_attention_gqa", 8));
-    assert_eq!(pick(40, 8), ("batch_attention_gqa", 16));
+    assert_eq!(pick(16, 8, 128), ("batch_attention", 16));
+    assert_eq!(pick(32, 8, 128), ("batch_attention_gqa_hd128", 8));
+    assert_eq!(pick(32, 8, 64), ("batch_attention_gqa", 8));
+    assert_eq!(pick(40, 8, 128), ("batch_attention_gqa_hd128", 16));
     // The split partials hold a vec4 per value for the grouped kernel.
     assert_eq!(batch_attention_lanes(16, 8), 1);
     assert_eq!(batch_attention_lanes(32, 8), BATCH_ATTENTION_GQA_HEADS);
@@ -179,31 +192,37 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
     let d = test_device();
     let _guard = ValidationGuard::new(&d);
     let mut rng = Rng::new(31);
-    // (heads, kv_heads, head_dim, block): GQA and MHA, head_dim 256 (two dims per
-    // invocation) and an odd-sized one, blocks of 16 and 5; 1 to 8 query heads per
-    // key/value head (up to 4 per workgroup: 5 and 8 take two workgroups per kv head).
-    for (heads, kv_heads, hd, block) in [
-        (4u32, 2u32, 64u32, 16u32),
-        (6, 2, 128, 16),
-        (3, 3, 256, 5),
-        (4, 1, 22, 7),
-        (10, 2, 32, 16),
-        (16, 2, 64, 8),
+    // (heads, kv_heads, head_dim, block, context): GQA and MHA, head_dim 256 (two dims
+    // per invocation) and an odd-sized one, blocks of 16 and 5; 1 to 8 query heads per
+    // key/value head (up to 4 per workgroup: 5 and 8 take two workgroups per kv head);
+    // head_dim 128 (the hd128 kernel too) with contexts past its 256-key tile.
+    for (heads, kv_heads, hd, block, ctx) in [
+        (4u32, 2u32, 64u32, 16u32, 40u32),
+        (6, 2, 128, 16, 300),
+        (3, 3, 256, 5, 40),
+        (4, 1, 22, 7, 40),
+        (10, 2, 32, 16, 40),
+        (16, 2, 64, 8, 40),
+        (8, 2, 128, 16, 300),
+        (20, 4, 128, 7, 40),
     ] {
-        let (seqs, max_blocks) = (3u32, 40u32.div_ceil(block) + 1);
+        let (seqs, max_blocks) = (3u32, ctx.div_ceil(block) + 1);
         let blocks = seqs * max_blocks;
         let capacity = blocks * block;
         let table_words = scattered_table(seqs, max_blocks, blocks);
         let table = u32_buffer(&d, "table", &table_words, ResourceClass::Generic);
         let cache_len = (kv_heads * capacity * hd) as usize;
         let (kc, vc, kc_f, vc_f) = random_kv_caches(&d, &mut rng, cache_len);
-        // Rows of three sequences, positions 0, mid-block, block edges, > 128 keys (two tiles).
+        // Rows of three sequences, positions 0, mid-block, block edges, > 128 keys (two
+        // tiles of the 128-key kernels), > 256 where the context allows (two of hd128's).
+        let last = max_blocks * block - 1;
         let rows = [
             (0u32, 1u32),
             (37, 0),
             (block - 1, 2),
             (block, 1),
-            (129.min(max_blocks * block - 1), 2),
+            (129.min(last), 2),
+            (290.min(last), 0),
         ];
         let q = rng.vec(rows.len() * (heads * hd + 3) as usize, 3.0);
         // One split per row, then splits of at least 16 positions (1 to 4 per row here)
@@ -231,10 +250,18 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
                 },
             };
             let want = batch_attention_cpu(&p, &rows, &table_words, &q, &kc_f, &vc_f);
-            for gqa in [false, true] {
+            let kernels = [
+                &BATCH_ATTENTION,
+                &BATCH_ATTENTION_GQA,
+                &BATCH_ATTENTION_GQA_HD128,
+            ];
+            for kernel in kernels
+                .into_iter()
+                .filter(|k| hd == 128 || k.name != "batch_attention_gqa_hd128")
+            {
                 let n_out = rows.len() * p.o_stride as usize;
                 let got = floats(run_attention(
-                    &d, gqa, &p, &rows, &table, &q, &kc, &vc, n_out,
+                    &d, kernel, &p, &rows, &table, &q, &kc, &vc, n_out,
                 ));
                 let n = (heads * hd) as usize;
                 let (mut g, mut w) = (Vec::new(), Vec::new());
@@ -244,14 +271,9 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
                     w.extend_from_slice(&want[at..at + n]);
                     assert!(got[at + n].is_nan(), "gap after row {r} written");
                 }
-                let kernel = if gqa {
-                    "batch_attention_gqa"
-                } else {
-                    "batch_attention"
-                };
                 let what = format!(
-                    "{kernel} {heads}/{kv_heads} hd {hd} block {block} splits {}",
-                    p.splits
+                    "{} {heads}/{kv_heads} hd {hd} block {block} splits {}",
+                    kernel.name, p.splits
                 );
                 assert_nmse(&what, &g, &w, NMSE_MAX);
                 // Each row alone: bit-identical to its result in the batch.
@@ -260,7 +282,7 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
                     let n_row = p.o_stride as usize;
                     let alone = floats(run_attention(
                         &d,
-                        gqa,
+                        kernel,
                         &p,
                         &[row],
                         &table,
@@ -282,7 +304,7 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
                     ..p
                 };
                 let words = rows.len() * h_stride as usize / 2;
-                let got16 = run_attention(&d, gqa, &p16, &rows, &table, &q, &kc, &vc, words);
+                let got16 = run_attention(&d, kernel, &p16, &rows, &table, &q, &kc, &vc, words);
                 let rows_n = rows.len() as u32;
                 let want16 = act_f16_words(&d, &got, heads * hd, rows_n, p.o_stride, h_stride / 2);
                 for r in 0..rows.len() {
@@ -313,7 +335,7 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
                     let od = u32_buffer(&d, "od", &vec![!0; 4 * nd], ResourceClass::TokenScratch);
                     let out = run_attention_into(
                         &d,
-                        gqa,
+                        kernel,
                         &pq,
                         &rows,
                         (&table, &q),

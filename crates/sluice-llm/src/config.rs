@@ -195,6 +195,7 @@ pub const SYNTHETIC_NAMES: &[&str] = &[
     "tiny-llama3",
     "tiny-256",
     "tiny-gqa",
+    "tiny-gqa128",
     "qwen3-0.6b",
     "qwen3-4b",
 ];
@@ -709,7 +710,8 @@ impl ModelConfig {
 
     /// A built-in config by name (see [`SYNTHETIC_NAMES`]): `tiny`, `tiny-llama`,
     /// `tiny-qwen2` (q/k/v biases), `tiny-llama3` (Llama 3.1 RoPE scaling), `tiny-256`,
-    /// `tiny-gqa` (four query heads per key/value head), `qwen3-0.6b`, `qwen3-4b`.
+    /// `tiny-gqa` (four query heads per key/value head), `tiny-gqa128` (the same, heads of
+    /// 128 dims), `qwen3-0.6b`, `qwen3-4b`.
     /// Synthetic models have random weights, so they name no special tokens.
     pub fn synthetic(name: &str) -> Result<Self> {
         let qwen3 = |hidden, intermediate, layers, heads| ModelConfig {
@@ -751,6 +753,13 @@ impl ModelConfig {
             // grouped-query attention kernel.
             "tiny-gqa" => ModelConfig {
                 heads: 8,
+                ..Self::synthetic("tiny")?
+            },
+            // The same with heads of 128 dims, as qwen3-4b: the batched engine's
+            // head_dim-128 grouped-query kernel.
+            "tiny-gqa128" => ModelConfig {
+                heads: 8,
+                head_dim: 128,
                 ..Self::synthetic("tiny")?
             },
             // Rows of 256 and 512: every block format, K-quants included, fits.

@@ -111,8 +111,9 @@ fn batch_matches_cpu(name: &str, fuse: bool) {
 fn batched_rows_match_cpu_reference_qwen3() {
     batch_matches_cpu("tiny", true);
     // Four query heads per key/value head: the grouped-query attention kernel (its split
-    // partials a vec4 per value).
+    // partials a vec4 per value), and its head_dim-128 form.
     batch_matches_cpu("tiny-gqa", true);
+    batch_matches_cpu("tiny-gqa128", true);
 }
 
 #[test]

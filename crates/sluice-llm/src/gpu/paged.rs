@@ -262,7 +262,8 @@ impl PagedLayout {
         } else {
             0
         };
-        let attention_groups = k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32).1;
+        let attention_groups =
+            k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32, c.head_dim as u32).1;
         let split = opts.attention_split(attention_split);
         let attn_splits = split.map_or(1, |chunk| {
             k::batch_attention_splits(
@@ -465,7 +466,8 @@ impl Paged {
         let int8 = |name: &str, q: u64| -> Result<Option<(Buffer, Buffer)>, LlmError> {
             Ok(make(&format!("{name}q"), q, t)?.zip(make(&format!("{name}d"), q / 2, t)?))
         };
-        let attention = k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32).0;
+        let attention =
+            k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32, c.head_dim as u32).0;
         Ok(Paged {
             tokens: device.create_buffer("batch.tokens", lay.tokens, g)?,
             rows: device.create_buffer("batch.rows", lay.rows, g)?,
@@ -1014,7 +1016,8 @@ mod tests {
     fn attention_partials_are_sized_for_the_kernel_the_model_runs() {
         for (name, lanes) in [("qwen3-4b", 4u64), ("qwen3-0.6b", 1)] {
             let c = ModelConfig::synthetic(name).unwrap();
-            let (_, groups) = k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32);
+            let (_, groups) =
+                k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32, c.head_dim as u32);
             let (floats, tickets) = attention_scratch(&c, 64, groups, 8).unwrap().unwrap();
             let cells = 64 * groups as u64;
             assert_eq!(tickets, cells, "{name}");
@@ -1080,7 +1083,7 @@ mod tests {
             block: DEFAULT_KV_BLOCK,
         };
         let (rows_cap, split) = (40, Some(64));
-        for name in ["tiny", "tiny-gqa"] {
+        for name in ["tiny", "tiny-gqa", "tiny-gqa128"] {
             let c = ModelConfig::synthetic(name).unwrap();
             let o = super::super::GpuOptions {
                 context: 4096,

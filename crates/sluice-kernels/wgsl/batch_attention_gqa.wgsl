@@ -30,49 +30,13 @@ const NEG: f32 = -3.0e38;
 var<workgroup> qs: array<Lane, 256>; // dim d: the NH heads' q[d]
 var<workgroup> ps: array<Lane, 128>;
 var<workgroup> slots: array<u32, 128>;
-var<workgroup> red: array<vec4<f32>, 128>;
-var<workgroup> part: array<vec4<f32>, 1024>; // L x head_dim partial outputs
-
-// Reduction over the workgroup of each lane (op 0: max, 1: sum): within each subgroup (the
-// device's fixed order), then the subgroup results in subgroup order; every invocation
-// gets the result. A row's workgroup holds only that row, so the order never depends on
-// the batch.
-fn reduce(sg: u32, lane: u32, nsg: u32, v: vec4<f32>, op: u32) -> vec4<f32> {
-    var s = vec4<f32>(0.0);
-    if (op == 0u) {
-        s = subgroupMax(v);
-    } else {
-        s = subgroupAdd(v);
-    }
-    workgroupBarrier(); // red free (previous use read by everyone)
-    if (lane == 0u) {
-        red[sg] = s;
-    }
-    workgroupBarrier();
-    var r = red[0];
-    for (var i = 1u; i < nsg; i++) {
-        if (op == 0u) {
-            r = max(r, red[i]);
-        } else {
-            r = r + red[i];
-        }
-    }
-    return r;
-}
+var<workgroup> red: array<Lane, 128>;
+var<workgroup> part: array<Lane, 1024>; // L x head_dim partial outputs
 
 // The staged output of head i (lane i), dim d for the q8 output
 // (include/batch_attention_io.wgsl).
 fn q8_value(i: u32, d: u32) -> f32 {
     return qs[d][i];
-}
-
-// Dim d's outputs (the NH heads) summed over the nl key lanes' partials, in lane order.
-fn dim_sum(d: u32, nl: u32, hd: u32) -> vec4<f32> {
-    var sum = vec4<f32>(0.0);
-    for (var k = 0u; k < nl; k++) {
-        sum += part[k * hd + d];
-    }
-    return sum;
 }
 
 @compute @workgroup_size(128)

@@ -1,10 +1,10 @@
 // Bindings and push constants of the batched paged attention kernels (batch_attention,
-// batch_attention_gqa; `sluice_kernels::BatchAttnPush`), the score and value loops both
-// run, and their split of long contexts (`split_range`, `settle_splits`). The kernel
-// declares `alias Lane` (f32: one query head; vec4<f32>: up to four heads as lanes), the
-// workgroup arrays `qs` (the scaled query, a Lane per dim), `ps` (a tile's weights, a
-// Lane per key), `slots` (a tile's cache rows) and `part` (the key lanes' per-dim sums),
-// and `dim_sum`, `WG` and `NEG`.
+// batch_attention_gqa, batch_attention_gqa_hd128; `sluice_kernels::BatchAttnPush`), the
+// score and value loops, the workgroup reductions and their split of long contexts
+// (`split_range`, `settle_splits`). The kernel declares `alias Lane` (f32: one query head;
+// vec4<f32>: up to four heads as lanes), the workgroup arrays `qs` (the scaled query, a
+// Lane per dim), `ps` (a tile's weights, a Lane per key), `slots` (a tile's cache rows),
+// `red` (a Lane per subgroup) and `part` (the key lanes' per-dim sums), `WG` and `NEG`.
 struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
 struct U32x4s { d: array<vec4<u32>> }
@@ -60,6 +60,42 @@ var<workgroup> aticket: u32;
 // lanes of `part`.
 var<private> out_inv: Lane;
 var<private> out_nl: u32;
+
+// Reduction over the workgroup of each lane (op 0: max, 1: sum): within each subgroup (the
+// device's fixed order), then the subgroup results in subgroup order; every invocation
+// gets the result. A row's workgroup holds only that row, so the order never depends on
+// the batch.
+fn reduce(sg: u32, lane: u32, nsg: u32, v: Lane, op: u32) -> Lane {
+    var s = Lane(0.0);
+    if (op == 0u) {
+        s = subgroupMax(v);
+    } else {
+        s = subgroupAdd(v);
+    }
+    workgroupBarrier(); // red free (previous use read by everyone)
+    if (lane == 0u) {
+        red[sg] = s;
+    }
+    workgroupBarrier();
+    var r = red[0];
+    for (var i = 1u; i < nsg; i++) {
+        if (op == 0u) {
+            r = max(r, red[i]);
+        } else {
+            r = r + red[i];
+        }
+    }
+    return r;
+}
+
+// Dim d's outputs summed over the nl key lanes' partials in `part`, in lane order.
+fn dim_sum(d: u32, nl: u32, hd: u32) -> Lane {
+    var sum = Lane(0.0);
+    for (var k = 0u; k < nl; k++) {
+        sum += part[k * hd + d];
+    }
+    return sum;
+}
 
 // Keys [x, y) of the row's context of `len` positions that split z takes, and the splits
 // that hold keys (z): with `splits` > 1, ceil(len / `chunk`) splits (at most `splits`) of

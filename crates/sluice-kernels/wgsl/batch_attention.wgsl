@@ -33,9 +33,9 @@ var<workgroup> slots: array<u32, 128>;
 var<workgroup> red: array<Lane, 128>;
 var<workgroup> part: array<Lane, 1024>; // L x head_dim partial outputs
 
-// The staged output of dim d for the q8 output (include/batch_attention_io.wgsl).
-fn q8_value(i: u32, d: u32) -> f32 {
-    return qs[d];
+// Head i's float of a Lane (one head: the float itself).
+fn lane_value(v: Lane, i: u32) -> f32 {
+    return v;
 }
 
 @compute @workgroup_size(128)
@@ -111,23 +111,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     if (!settle_splits(li, r * nwg.x + wg.x, wg.z, sp.z, nl, hd, m, l)) {
         return;
     }
-    let inv = out_inv;
-    let nlo = out_nl;
-    let ob = r * pc.o_stride + h * hd;
-    if (pc.q8 != 0u) {
-        // qs was last read by the key scores (the barrier above).
-        for (var d = li; d < hd; d += WG) {
-            qs[d] = dim_sum(d, nlo, hd) * inv;
-        }
-        put_q8_heads(li, r, h, 1u, hd);
-    } else if (pc.out_f16 != 0u) {
-        for (var p = li; p < hd / 2u; p += WG) {
-            let d = 2u * p;
-            put_out2(ob + d, vec2<f32>(dim_sum(d, nlo, hd), dim_sum(d + 1u, nlo, hd)) * inv);
-        }
-    } else {
-        for (var d = li; d < hd; d += WG) {
-            put_out(ob + d, dim_sum(d, nlo, hd) * inv);
-        }
-    }
+    put_outputs(li, r, h, 1u, hd);
 }

@@ -33,10 +33,9 @@ var<workgroup> slots: array<u32, 128>;
 var<workgroup> red: array<Lane, 128>;
 var<workgroup> part: array<Lane, 1024>; // L x head_dim partial outputs
 
-// The staged output of head i (lane i), dim d for the q8 output
-// (include/batch_attention_io.wgsl).
-fn q8_value(i: u32, d: u32) -> f32 {
-    return qs[d][i];
+// Head i's float of a Lane.
+fn lane_value(v: Lane, i: u32) -> f32 {
+    return v[i];
 }
 
 @compute @workgroup_size(128)
@@ -121,30 +120,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     if (!settle_splits(li, r * nwg.x + wg.x, wg.z, sp.z, nl, hd, m, l)) {
         return;
     }
-    let inv = out_inv;
-    let nlo = out_nl;
-    let ob = r * pc.o_stride + h0 * hd;
-    if (pc.q8 != 0u) {
-        // qs was last read by the key scores (the barrier above).
-        for (var d = li; d < hd; d += WG) {
-            qs[d] = dim_sum(d, nlo, hd) * inv;
-        }
-        put_q8_heads(li, r, h0, nh, hd);
-    } else if (pc.out_f16 != 0u) {
-        for (var p = li; p < hd / 2u; p += WG) {
-            let d = 2u * p;
-            let v0 = dim_sum(d, nlo, hd) * inv;
-            let v1 = dim_sum(d + 1u, nlo, hd) * inv;
-            for (var i = 0u; i < nh; i++) {
-                put_out2(ob + i * hd + d, vec2<f32>(v0[i], v1[i]));
-            }
-        }
-    } else {
-        for (var d = li; d < hd; d += WG) {
-            let v = dim_sum(d, nlo, hd) * inv;
-            for (var i = 0u; i < nh; i++) {
-                put_out(ob + i * hd + d, v[i]);
-            }
-        }
-    }
+    put_outputs(li, r, h0, nh, hd);
 }

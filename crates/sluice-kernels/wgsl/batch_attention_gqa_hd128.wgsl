@@ -43,10 +43,9 @@ var<workgroup> part: array<Lane, 1024>;
 var<workgroup> sg_linear: atomic<u32>;
 var<workgroup> sg_width: u32;
 
-// The staged output of head i (lane i), dim d for the q8 output
-// (include/batch_attention_io.wgsl).
-fn q8_value(i: u32, d: u32) -> f32 {
-    return qs[d][i];
+// Head i's float of a Lane.
+fn lane_value(v: Lane, i: u32) -> f32 {
+    return v[i];
 }
 
 // The query's dims 8w .. 8w + 7.
@@ -302,30 +301,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     if (!settle_splits(li, r * nwg.x + wg.x, wg.z, sp.z, 8u, HD, m, l)) {
         return;
     }
-    let inv = out_inv;
-    let nlo = out_nl;
-    let ob = r * pc.o_stride + h0 * HD;
-    if (pc.q8 != 0u) {
-        // qs was last read by the key scores (the barriers above).
-        for (var d = li; d < HD; d += WG) {
-            qs[d] = dim_sum(d, nlo, HD) * inv;
-        }
-        put_q8_heads(li, r, h0, nh, HD);
-    } else if (pc.out_f16 != 0u) {
-        for (var p = li; p < HD / 2u; p += WG) {
-            let d = 2u * p;
-            let v0 = dim_sum(d, nlo, HD) * inv;
-            let v1 = dim_sum(d + 1u, nlo, HD) * inv;
-            for (var i = 0u; i < nh; i++) {
-                put_out2(ob + i * HD + d, vec2<f32>(v0[i], v1[i]));
-            }
-        }
-    } else {
-        for (var d = li; d < HD; d += WG) {
-            let v = dim_sum(d, nlo, HD) * inv;
-            for (var i = 0u; i < nh; i++) {
-                put_out(ob + i * HD + d, v[i]);
-            }
-        }
-    }
+    put_outputs(li, r, h0, nh, HD);
 }

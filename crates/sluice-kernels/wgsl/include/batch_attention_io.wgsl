@@ -4,7 +4,8 @@
 // (`split_range`, `settle_splits`). The kernel declares `alias Lane` (f32: one query head;
 // vec4<f32>: up to four heads as lanes), the workgroup arrays `qs` (the scaled query, a
 // Lane per dim), `ps` (a tile's weights, a Lane per key), `slots` (a tile's cache rows),
-// `red` (a Lane per subgroup) and `part` (the key lanes' per-dim sums), `WG` and `NEG`.
+// `red` (a Lane per subgroup) and `part` (the key lanes' per-dim sums), `WG`, `NEG` and
+// `lane_value` (head i's float of a Lane).
 struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
 struct U32x4s { d: array<vec4<u32>> }
@@ -180,10 +181,47 @@ fn split_merge(li: u32, cell: u32, z: u32, used: u32, nl: u32, hd: u32, m: Lane,
     return true;
 }
 
+// After `settle_splits` returned true: row r's outputs of heads h0 .. h0 + nh - 1 (dims
+// summed over the out_nl lanes of `part`, times out_inv) in the form the push constants
+// ask for: int8 blocks (`q8`, staged in `qs`, whose last readers, the key scores, are
+// behind settle_splits' barrier), f16 pairs (`out_f16`) or f32. Every invocation calls it.
+fn put_outputs(li: u32, r: u32, h0: u32, nh: u32, hd: u32) {
+    let inv = out_inv;
+    let nlo = out_nl;
+    let ob = r * pc.o_stride + h0 * hd;
+    if (pc.q8 != 0u) {
+        for (var d = li; d < hd; d += WG) {
+            qs[d] = dim_sum(d, nlo, hd) * inv;
+        }
+        put_q8_heads(li, r, h0, nh, hd);
+    } else if (pc.out_f16 != 0u) {
+        for (var p = li; p < hd / 2u; p += WG) {
+            let d = 2u * p;
+            let v0 = dim_sum(d, nlo, hd) * inv;
+            let v1 = dim_sum(d + 1u, nlo, hd) * inv;
+            for (var i = 0u; i < nh; i++) {
+                put_out2(ob + i * hd + d, vec2<f32>(lane_value(v0, i), lane_value(v1, i)));
+            }
+        }
+    } else {
+        for (var d = li; d < hd; d += WG) {
+            let v = dim_sum(d, nlo, hd) * inv;
+            for (var i = 0u; i < nh; i++) {
+                put_out(ob + i * hd + d, lane_value(v, i));
+            }
+        }
+    }
+}
+
+// Head i's staged output of dim d (in `qs`) for the q8 output.
+fn q8_value(i: u32, d: u32) -> f32 {
+    return lane_value(qs[d], i);
+}
+
 // Row r's outputs of heads h0 .. h0 + nh - 1 to oq / od (`q8` = 1): one invocation per
-// block of 32 (all invocations call it). The kernel has staged head i's dim d where its
-// `q8_value(i, d)` reads it (in `qs`, free once the keys are scored, so the kernels take
-// no more shared memory than without the q8 output).
+// block of 32 (all invocations call it), from head i's dim d staged where `q8_value(i, d)`
+// reads it (in `qs`, free once the keys are scored, so the kernels take no more shared
+// memory than without the q8 output).
 fn put_q8_heads(li: u32, r: u32, h0: u32, nh: u32, hd: u32) {
     workgroupBarrier();
     for (var b = li; b < nh * hd / 32u; b += WG) {

@@ -48,12 +48,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     let hd = pc.head_dim;
     let pairs = hd / 2u;
     let kvh = h / (pc.heads / pc.kv_heads);
-    let pos = rows.d[2u * r];
-    let seq = rows.d[2u * r + 1u];
-    // Keys [0, len): positions whose blocks exist in the table.
-    let len = min(pos + 1u, pc.max_blocks * pc.block);
     // Split wg.z of the row's context: keys [sp.x, sp.y) of sp.z splits.
-    let sp = split_range(len, wg.z);
+    let rs = row_split(r, wg.z);
+    let sp = rs.xyz;
+    let seq = rs.w;
     if (wg.z >= sp.z) {
         return;
     }
@@ -79,8 +77,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         var score = NEG;
         var slot = 0u;
         if (j < sp.y) {
-            slot = min(table.d[seq * pc.max_blocks + j / pc.block] * pc.block + j % pc.block,
-                       pc.capacity - 1u);
+            slot = cache_row(seq, j);
             score = key_score((kv0 + slot) * pairs, pairs);
         }
         slots[li] = slot;

@@ -1,4 +1,5 @@
 //! include: batch_attention_io
+//! include: batch_attention_gqa_heads
 //! include: quant_x8
 // Batched decode / paged KV attention, grouped-query (batch_attention with the query heads
 // of one key/value head in one workgroup): row r (rows[2r] = position p, rows[2r + 1] =
@@ -43,21 +44,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32,
         @builtin(num_subgroups) nsg: u32) {
-    let group = pc.heads / pc.kv_heads;
-    let quads = (group + NH - 1u) / NH;
-    let kvh = wg.x / quads;
-    // This workgroup's heads: h0 .. h0 + nh - 1.
-    let h0 = kvh * group + (wg.x % quads) * NH;
-    let nh = min(NH, (kvh + 1u) * group - h0);
+    // This workgroup's key/value head and query heads h0 .. h0 + nh - 1.
+    let heads = gqa_heads(wg.x);
+    let kvh = heads.x;
+    let h0 = heads.y;
+    let nh = heads.z;
     let r = wg.y;
     let hd = pc.head_dim;
     let pairs = hd / 2u;
-    let pos = rows.d[2u * r];
-    let seq = rows.d[2u * r + 1u];
-    // Keys [0, len): positions whose blocks exist in the table.
-    let len = min(pos + 1u, pc.max_blocks * pc.block);
     // Split wg.z of the row's context: keys [sp.x, sp.y) of sp.z splits.
-    let sp = split_range(len, wg.z);
+    let rs = row_split(r, wg.z);
+    let sp = rs.xyz;
+    let seq = rs.w;
     if (wg.z >= sp.z) {
         return;
     }
@@ -68,14 +66,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     let g = li % ng;
     let kl = li / ng;
 
-    let qb = r * pc.q_stride + h0 * hd;
-    for (var e = li; e < hd; e += WG) {
-        var qv = vec4<f32>(0.0);
-        for (var i = 0u; i < nh; i++) {
-            qv[i] = q.d[qb + i * hd + e] * pc.scale;
-        }
-        qs[e] = qv;
-    }
+    stage_query(li, r, h0, nh, hd);
     var m = vec4<f32>(NEG);
     var l = vec4<f32>(0.0);
     var o: array<Lane, 8>;
@@ -88,8 +79,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         var score = vec4<f32>(NEG);
         var slot = 0u;
         if (j < sp.y) {
-            slot = min(table.d[seq * pc.max_blocks + j / pc.block] * pc.block + j % pc.block,
-                       pc.capacity - 1u);
+            slot = cache_row(seq, j);
             score = key_score((kv0 + slot) * pairs, pairs);
         }
         slots[li] = slot;

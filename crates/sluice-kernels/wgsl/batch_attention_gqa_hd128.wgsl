@@ -1,4 +1,5 @@
 //! include: batch_attention_io
+//! include: batch_attention_gqa_heads
 //! include: quant_x8
 // Batched decode / paged KV attention, grouped-query, for head_dim 128: what
 // batch_attention_gqa.wgsl computes (up to 4 query heads of one key/value head for one row
@@ -38,10 +39,10 @@ var<workgroup> red: array<Lane, 64>;
 // The key lanes' folded partial outputs (8 x head_dim); during the tile loop, the
 // score butterfly's exchanges where the subgroup is narrower than a step.
 var<workgroup> part: array<Lane, 1024>;
-// Whether subgroups hold consecutive invocations, and the width the butterfly may shuffle
-// within (1: none).
+// Whether subgroups hold consecutive invocations, and whether the score butterfly runs on
+// shuffles (subgroups of 16+ consecutive invocations).
 var<workgroup> sg_linear: atomic<u32>;
-var<workgroup> sg_width: u32;
+var<workgroup> sg_shuffle: u32;
 
 // Head i's float of a Lane.
 fn lane_value(v: Lane, i: u32) -> f32 {
@@ -197,19 +198,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32,
         @builtin(num_subgroups) nsg: u32, @builtin(subgroup_size) sgs: u32) {
-    let group = pc.heads / pc.kv_heads;
-    let quads = (group + NH - 1u) / NH;
-    let kvh = wg.x / quads;
-    // This workgroup's heads: h0 .. h0 + nh - 1.
-    let h0 = kvh * group + (wg.x % quads) * NH;
-    let nh = min(NH, (kvh + 1u) * group - h0);
+    // This workgroup's key/value head and query heads h0 .. h0 + nh - 1.
+    let heads = gqa_heads(wg.x);
+    let kvh = heads.x;
+    let h0 = heads.y;
+    let nh = heads.z;
     let r = wg.y;
-    let pos = rows.d[2u * r];
-    let seq = rows.d[2u * r + 1u];
-    // Keys [0, len): positions whose blocks exist in the table.
-    let len = min(pos + 1u, pc.max_blocks * pc.block);
     // Split wg.z of the row's context: keys [sp.x, sp.y) of sp.z splits.
-    let sp = split_range(len, wg.z);
+    let rs = row_split(r, wg.z);
+    let sp = rs.xyz;
+    let seq = rs.w;
     if (wg.z >= sp.z) {
         return;
     }
@@ -224,22 +222,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     }
     workgroupBarrier();
     if (li == 0u) {
-        sg_width = select(1u, sgs, atomicLoad(&sg_linear) != 0u);
+        sg_shuffle = u32(sgs >= 16u && atomicLoad(&sg_linear) != 0u);
     }
-    let sw = workgroupUniformLoad(&sg_width);
+    let wide = workgroupUniformLoad(&sg_shuffle) != 0u;
     let kv0 = kvh * pc.capacity;
     // Value work split: dim group g (pairs 4g .. 4g + 3), key lane kl of 16.
     let g = li % 16u;
     let kl = li / 16u;
 
-    let qb = r * pc.q_stride + h0 * HD;
-    for (var e = li; e < HD; e += WG) {
-        var qv = vec4<f32>(0.0);
-        for (var i = 0u; i < nh; i++) {
-            qv[i] = q.d[qb + i * HD + e] * pc.scale;
-        }
-        qs[e] = qv;
-    }
+    stage_query(li, r, h0, nh, HD);
     var m = vec4<f32>(NEG);
     var l = vec4<f32>(0.0);
     var o: array<Lane, 8>;
@@ -251,8 +242,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         let j = kb + li;
         var slot = 0u; // keys past the split read row 0 and are masked
         if (j < sp.y) {
-            slot = min(table.d[seq * pc.max_blocks + j / pc.block] * pc.block + j % pc.block,
-                       pc.capacity - 1u);
+            slot = cache_row(seq, j);
         }
         slots[li] = slot;
         workgroupBarrier();
@@ -261,7 +251,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         for (var u = 0u; u < 8u; u++) {
             vpre[u] = vcache4.d[(kv0 + slots[kl + 16u * u]) * (HD / 8u) + g];
         }
-        tile_scores(li, kv0, sw >= 16u);
+        tile_scores(li, kv0, wide);
         workgroupBarrier();
         let score = select(vec4<f32>(NEG), ps[li], j < sp.y);
         let mt = max(m, reduce(sg, lane, nsg, score, 0u));

@@ -115,6 +115,23 @@ fn split_range(len: u32, z: u32) -> vec3<u32> {
     return vec3<u32>(k0, min(k0 + c, len), (len + c - 1u) / c);
 }
 
+// Row r's keys [x, y) of its split z (of z' splits: (x, y, z', slot); z >= z' holds none)
+// and its sequence slot: positions [0, p] of the row's position p whose blocks exist in
+// the table.
+fn row_split(r: u32, z: u32) -> vec4<u32> {
+    let pos = rows.d[2u * r];
+    let seq = rows.d[2u * r + 1u];
+    let len = min(pos + 1u, pc.max_blocks * pc.block);
+    return vec4<u32>(split_range(len, z), seq);
+}
+
+// The cache row of position j of sequence slot `seq` (through the block table, clamped to
+// the pool).
+fn cache_row(seq: u32, j: u32) -> u32 {
+    return min(table.d[seq * pc.max_blocks + j / pc.block] * pc.block + j % pc.block,
+               pc.capacity - 1u);
+}
+
 // After the tile loop of split z (of `used`) of cell `cell`, its nl key lanes' partial
 // outputs in `part` (a barrier behind them), running max m and sum l: whether this
 // workgroup writes the output, from out_nl lanes of `part` times out_inv. One split:

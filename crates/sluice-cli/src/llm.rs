@@ -106,6 +106,12 @@ pub struct ModelOpts {
     /// Prompt tokens per prefill dispatch
     #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=sluice_llm::load::MAX_PREFILL_CHUNK as i64))]
     pub prefill_chunk: u32,
+    /// Single-sequence prefill: the projections on the prefill matmul kernels instead of
+    /// the batched engine's matrix-unit matvecs, and the attention on the scalar flash
+    /// kernel instead of the matrix units (A/B; devices without matrix units always run
+    /// the tiled matmul and the scalar attention)
+    #[arg(long)]
+    pub no_prefill_matrix_units: bool,
     /// Threads per matvec row (power of two in 32..=256; default by row length)
     #[arg(long, value_name = "N")]
     pub matvec_tpr: Option<u32>,
@@ -173,6 +179,7 @@ pub(crate) fn model_args(
     load.gpu.attention_chunk = o.attention_chunk;
     load.gpu.batch_attention_split = o.batch_attention_split;
     load.gpu.prefill_chunk = o.prefill_chunk as usize;
+    load.gpu.prefill_matrix_units = !o.no_prefill_matrix_units;
     load.gpu.matvec_threads_per_row = o.matvec_tpr;
     load.dtype = quant_request(o.dtype, &o.tensor_type)?;
     load.gpu.fuse_gate_up = !o.no_fuse;
@@ -303,14 +310,8 @@ fn bench_batched(args: &BenchArgs, device: &Device) -> Result<(), String> {
     let mut runner =
         sluice_llm::batch::BatchRunner::new(&loaded.model, m.mode, m.graph).map_err(err)?;
     // Clocks up before the first count: its untimed run is a few milliseconds, and the
-    // H100 measured a one-row step at 9.4 ms right after a load against 2.6 warm. Best
-    // effort: a device without room for the probe's buffers measures as before.
-    if device.info().device_type != "cpu" {
-        match BandwidthProbe::new(device) {
-            Ok(probe) => probe.warm_up(PROFILE_WARM_UP_SECS)?,
-            Err(e) => log::debug!("bench: no clock warm-up ({e})"),
-        }
-    }
+    // H100 measured a one-row step at 9.4 ms right after a load against 2.6 warm.
+    warm_clocks(device)?;
     let mut rows = Vec::new();
     for &seqs in &args.sequences {
         // One untimed run per count: recordings, pipelines and clocks.
@@ -393,8 +394,12 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "DIR", default_value = "profile")]
     out: PathBuf,
     /// Profile the batched step with N sequences (each at position 128) instead
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096), conflicts_with = "prompt")]
     sequences: Option<u32>,
+    /// Profile a prefill chunk of N prompt tokens (from position 0; at most
+    /// --prefill-chunk) instead
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=sluice_llm::load::MAX_PREFILL_CHUNK as i64))]
+    prompt: Option<u32>,
 }
 
 /// Two buffers copied into each other: warms the GPU up (clocks idle low after a load; a
@@ -797,6 +802,19 @@ fn chat_prompt(
     tok.encode(&rendered, add_bos, true).map_err(err)
 }
 
+/// Keeps a GPU busy for [`PROFILE_WARM_UP_SECS`] so that timed runs after a load start at
+/// working clocks. Best effort: a device without room for the probe's buffers measures as
+/// before; CPU drivers have no clocks to raise.
+fn warm_clocks(device: &Device) -> Result<(), String> {
+    if device.info().device_type != "cpu" {
+        match BandwidthProbe::new(device) {
+            Ok(probe) => probe.warm_up(PROFILE_WARM_UP_SECS)?,
+            Err(e) => log::debug!("bench: no clock warm-up ({e})"),
+        }
+    }
+    Ok(())
+}
+
 /// `sluice bench`: llama-bench-like `pp` (with `-p N`) and `tg` (`-n N`) rows, mean ±
 /// standard deviation over `--repeat` runs.
 pub fn bench(args: &BenchArgs, device: &Device) -> Result<(), String> {
@@ -831,6 +849,9 @@ pub fn bench(args: &BenchArgs, device: &Device) -> Result<(), String> {
         // Long on a CPU device (quadratic attention): say what the wait is.
         eprintln!("filling the KV cache to {depth} tokens (once per row), then timing");
     }
+    // A 512-token prefill of the 0.6B takes ~10 ms: right after a (CPU-bound) quantizing
+    // load the H200 ran the first five of them at a quarter of the speed.
+    warm_clocks(device)?;
     let mut fill = prefill_progress(json, "filling the KV cache", true);
     let s =
         sluice_llm::bench::bench_suite_with(&decoder, &m.model, &loaded.dtype, &params, &mut fill)
@@ -896,7 +917,14 @@ pub fn graph(args: &GraphArgs, device: &Device) -> Result<(), String> {
 pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
     let out = args.out.clone();
     let n = args.n as usize;
-    let mut m = model_args(&args.model, device, n + 64)?;
+    let prompt = args.prompt.map(|p| p as usize);
+    let mut m = model_args(&args.model, device, n.max(prompt.unwrap_or(0)) + 64)?;
+    if let Some(p) = prompt.filter(|&p| p > m.load.gpu.prefill_chunk) {
+        return Err(format!(
+            "--prompt {p} is longer than a prefill chunk ({}; see --prefill-chunk)",
+            m.load.gpu.prefill_chunk
+        ));
+    }
     const POS: usize = 128;
     if let Some(seqs) = args.sequences {
         let seqs = seqs as usize;
@@ -916,9 +944,20 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
     let ns = |t: Instant| t.duration_since(t0).as_secs_f64() * 1e9;
     let mut cpu = Vec::new();
     let r0 = Instant::now();
-    let graph = match args.sequences {
-        None => Decoder::graph(model, m.graph).map_err(err)?,
-        Some(seqs) => {
+    let graph = match (args.sequences, prompt) {
+        (None, None) => Decoder::graph(model, m.graph).map_err(err)?,
+        (None, Some(p)) => {
+            // Token ids 1, 2, ... (timing only).
+            let vocab = model.config().vocab.max(2);
+            let ids: Vec<u32> = (0..p).map(|i| (1 + i % (vocab - 1)) as u32).collect();
+            model.set_prefill_params(&ids, 0).map_err(err)?;
+            let mut cap = device.capture();
+            model.encode_prefill(&mut cap, p).map_err(err)?;
+            let mut g = cap.finish_capture().map_err(err)?;
+            g.optimize(m.graph);
+            g
+        }
+        (Some(seqs), _) => {
             // Every sequence at position POS (its cache holds whatever is there: timing only).
             let mut runner =
                 sluice_llm::batch::BatchRunner::new(model, m.mode, m.graph).map_err(err)?;
@@ -948,7 +987,7 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
         begin_ns: ns(r0),
         dur_ns: r0.elapsed().as_secs_f64() * 1e9,
     });
-    if args.sequences.is_none() {
+    if args.sequences.is_none() && prompt.is_none() {
         model.set_params(1, 0).map_err(err)?;
     }
     // Clocks up before the profiled steps (a CPU driver has none: a token warm-up there).
@@ -981,7 +1020,11 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
     // whole table but reads one row of it per token (per sequence in a batched step).
     let nodes = graph.nodes();
     let vocab = model.config().vocab as u64;
-    let tokens = args.sequences.unwrap_or(1) as u64;
+    let tokens = args
+        .sequences
+        .map(|s| s as u64)
+        .or(prompt.map(|p| p as u64))
+        .unwrap_or(1);
     let bytes = |i: usize| -> Option<u64> {
         let op = nodes[i].label.split(' ').next().unwrap_or("");
         let embed = op == "embed" || op == "batch.embed";
@@ -1028,8 +1071,12 @@ pub fn profile(args: &ProfileArgs, device: &Device) -> Result<(), String> {
     .map_err(err)?;
     let bandwidth = probe.bandwidth()?;
     let mut table = String::new();
+    let what = match prompt {
+        Some(p) => format!("a prefill chunk of {p} tokens"),
+        None => "one token".to_string(),
+    };
     table += &format!(
-        "{title}: one token (last of {n}, after {warm_secs} s of copies to bring the clocks up), profiled replay (timestamps around every dispatch)\n\n"
+        "{title}: {what} (last of {n}, after {warm_secs} s of copies to bring the clocks up), profiled replay (timestamps around every dispatch)\n\n"
     );
     table += &format!(
         "floor = the op's weight bytes / the device's measured read bandwidth ({bandwidth:.2} GB/s: a kernel streaming {} MiB): the time it could take if it only streamed its weights\n\n",

@@ -245,6 +245,8 @@ pub struct AttnPrefillPush {
 }
 const _: () = assert!(
     std::mem::size_of::<AttnPrefillPush>() == crate::ATTENTION_PREFILL.push_constant_bytes as usize
+        && std::mem::size_of::<AttnPrefillPush>()
+            == crate::ATTENTION_PREFILL_CM.push_constant_bytes as usize
 );
 
 /// Queries per workgroup of [`crate::ATTENTION_PREFILL`].
@@ -253,6 +255,21 @@ pub const ATTENTION_PREFILL_QUERIES: u32 = 16;
 /// Dispatch size of [`crate::ATTENTION_PREFILL`]: `[ceil(tokens / 16), heads, 1]`.
 pub fn attention_prefill_groups(tokens: u32, heads: u32) -> [u32; 3] {
     [tokens.div_ceil(ATTENTION_PREFILL_QUERIES).max(1), heads, 1]
+}
+
+/// Queries per workgroup of [`crate::ATTENTION_PREFILL_CM`].
+pub const ATTENTION_PREFILL_CM_QUERIES: u32 = 64;
+
+/// The prefill attention for `head_dim` and how many queries a workgroup of it takes:
+/// [`crate::ATTENTION_PREFILL_CM`] (the matrix units; head_dim 128) where `coopmat` (the
+/// device's `coopmat_f16_16x16`), else [`crate::ATTENTION_PREFILL`]. Both take the same
+/// bindings and [`AttnPrefillPush`]; dispatch `[ceil(tokens / queries), heads, 1]`.
+pub fn attention_prefill_kernel(head_dim: u32, coopmat: bool) -> (&'static crate::KernelDesc, u32) {
+    if coopmat && head_dim == 128 {
+        (&crate::ATTENTION_PREFILL_CM, ATTENTION_PREFILL_CM_QUERIES)
+    } else {
+        (&crate::ATTENTION_PREFILL, ATTENTION_PREFILL_QUERIES)
+    }
 }
 
 /// CPU reference of [`crate::ATTENTION_PREFILL`] (f64 softmax): `q` tokens x `q_stride`,

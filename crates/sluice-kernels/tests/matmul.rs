@@ -416,22 +416,76 @@ fn matmul_speed_probe() {
 fn attention_prefill_matches_causal_reference() {
     let d = test_device();
     let _guard = ValidationGuard::new(&d);
-    let k = d.pipeline(&ATTENTION_PREFILL).unwrap();
-    let mut rng = Rng::new(21);
-    let capacity = 80u32;
     // (heads, kv_heads, head_dim, first position, tokens): GQA and MHA, positions > 0,
     // odd lengths, a chunk that reaches the capacity.
-    for (heads, kv_heads, hd, pos, tokens) in [
+    let cases = [
         (4u32, 2u32, 64u32, 0u32, 17u32),
         (6, 2, 128, 5, 3),
         (2, 1, 32, 30, 1),
         (3, 3, 256, 11, 33),
         (4, 1, 22, 63, 17),
-    ] {
+    ];
+    attention_prefill_cases(
+        &d,
+        &ATTENTION_PREFILL,
+        ATTENTION_PREFILL_QUERIES,
+        80,
+        &cases,
+        NMSE_MAX,
+    );
+}
+
+/// The matrix-unit prefill attention (head_dim 128) against the same reference: several
+/// 64-query blocks and 32-position tiles, blocks cut by the chunk's end and by the
+/// capacity, GQA and MHA. Without matrix units (lavapipe) only the selector is checked.
+#[test]
+fn attention_prefill_cm_matches_causal_reference() {
+    let d = sluice::testing::coopmat_or_test_device();
+    let coopmat = d.info().coopmat_f16_16x16;
+    let (kernel, queries) = attention_prefill_kernel(128, coopmat);
+    assert_eq!(
+        attention_prefill_kernel(64, coopmat).0.name,
+        ATTENTION_PREFILL.name
+    );
+    if !coopmat {
+        assert_eq!(kernel.name, ATTENTION_PREFILL.name);
+        eprintln!(
+            "{}: no cooperative matrices; only the selector is checked",
+            d.info().name
+        );
+        return;
+    }
+    assert_eq!((kernel.name, queries), (ATTENTION_PREFILL_CM.name, 64));
+    let cases = [
+        (4u32, 2u32, 128u32, 0u32, 100u32),
+        (8, 2, 128, 37, 3),
+        (2, 2, 128, 0, 1),
+        (4, 1, 128, 61, 140),
+        (16, 8, 128, 200, 64),
+    ];
+    // f16 queries and weights on the matrix units (the scalar kernel keeps f32 queries).
+    attention_prefill_cases(&d, kernel, queries, 256, &cases, 2e-5);
+}
+
+/// Runs `kernel` (`queries` per workgroup) on each case `(heads, kv_heads, head_dim, first
+/// position, tokens)` over random caches of `capacity` positions and compares every
+/// written output with [`attention_prefill_cpu`] (NMSE <= `nmse`); the padding after each
+/// token's row must stay unwritten.
+fn attention_prefill_cases(
+    d: &Device,
+    kernel: &sluice::KernelDesc,
+    queries: u32,
+    capacity: u32,
+    cases: &[(u32, u32, u32, u32, u32)],
+    nmse: f64,
+) {
+    let k = d.pipeline(kernel).unwrap();
+    let mut rng = Rng::new(21);
+    for &(heads, kv_heads, hd, pos, tokens) in cases {
         let cache_len = (kv_heads * capacity * hd) as usize;
         // The whole cache is random: positions beyond each query's reach must be ignored.
-        let (kc, vc, kc_f, vc_f) = random_kv_caches(&d, &mut rng, cache_len);
-        let q_stride = heads * hd + 2;
+        let (kc, vc, kc_f, vc_f) = random_kv_caches(d, &mut rng, cache_len);
+        let q_stride = heads * hd + 4;
         let o_stride = heads * hd + 1;
         let p = AttnPrefillPush {
             heads,
@@ -444,11 +498,11 @@ fn attention_prefill_matches_causal_reference() {
             scale: 1.0 / (hd as f32).sqrt(),
         };
         let q = rng.vec((tokens * q_stride) as usize, 3.0);
-        let qb = f32_buffer(&d, "q", &q, ResourceClass::TokenScratch);
-        let params = u32_buffer(&d, "params", &[0, pos, pos + 1, 0], ResourceClass::Generic);
+        let qb = f32_buffer(d, "q", &q, ResourceClass::TokenScratch);
+        let params = u32_buffer(d, "params", &[0, pos, pos + 1, 0], ResourceClass::Generic);
         let n_out = (tokens * o_stride) as usize;
         let ob = f32_buffer(
-            &d,
+            d,
             "out",
             &vec![f32::NAN; n_out],
             ResourceClass::TokenScratch,
@@ -456,7 +510,7 @@ fn attention_prefill_matches_causal_reference() {
         let mut enc = d.encoder().unwrap();
         enc.dispatch(
             &k,
-            attention_prefill_groups(tokens, heads),
+            [tokens.div_ceil(queries), heads, 1],
             &[
                 params.slice(..),
                 qb.slice(..),
@@ -479,10 +533,13 @@ fn attention_prefill_matches_causal_reference() {
             assert!(got[row + n].is_nan(), "gap after token {t} written");
         }
         assert_close(
-            &format!("attention_prefill {heads}/{kv_heads} hd {hd} pos {pos} tokens {tokens}"),
+            &format!(
+                "{} {heads}/{kv_heads} hd {hd} pos {pos} tokens {tokens}",
+                kernel.name
+            ),
             &g,
             &w,
-            NMSE_MAX,
+            nmse,
         );
     }
 }

@@ -1,3 +1,4 @@
+//! include: attention_prefill_io
 // Flash-attention prefill: causal, GQA, online softmax over tiles of 16 queries x 16 keys,
 // reading the KV cache after the chunk's keys/values were appended (qk_norm_rope).
 // Query t of the chunk (position pos + t) attends to positions [0, min(seq_len + t,
@@ -12,26 +13,10 @@
 // lavapipe allows 32). Softmax and values: the 16 invocations of a row keep identical copies of
 // its running max m and sum l and own output dims c, c + 16, ... in registers.
 
-struct Params { token: u32, pos: u32, seq_len: u32, pad: u32 }
-struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
-struct Push {
-    heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    capacity: u32,
-    tokens: u32,
-    q_stride: u32,
-    o_stride: u32,
-    scale: f32,
-}
 
-@group(0) @binding(0) var<storage, read> params: Params;
-@group(0) @binding(1) var<storage, read> q: F32s;
 @group(0) @binding(2) var<storage, read> kcache: U32s;
 @group(0) @binding(3) var<storage, read> vcache: U32s;
-@group(0) @binding(4) var<storage, read_write> out: F32s;
-var<immediate> pc: Push;
 
 const BQ: u32 = 16u;
 const BK: u32 = 16u;

@@ -595,7 +595,9 @@ impl GpuModel {
     /// the weights fit (block formats: prompt chunks, and the decode rows of those
     /// engines).
     fn batch_path(&self, l: &Linear, shape: Shape) -> BatchPath {
-        if !shape.paged() {
+        // A single sequence's prefill chunk: the matrix units with the option, every format.
+        let prefill_mu = matches!(shape, Shape::Prefill(_)) && self.options.prefill_matrix_units;
+        if !shape.paged() && !prefill_mu {
             return BatchPath::Other;
         }
         let parts = self.matrices(l.weight);
@@ -626,19 +628,19 @@ impl GpuModel {
         BatchPath::Other
     }
 
-    /// Where linear op `l` of a paged `shape` finds its input already as f16, written there
-    /// by its producer (then the producer writes f16 pairs, bit for bit what `act_f16`
-    /// would make of its f32 output, and the `act_f16` dispatch goes): an op on the matrix
-    /// units without a norm whose input is the attention output (the batch's `xh`) or the
-    /// MLP hidden state of a gate/up op on the matrix units (the batch's `xh_mlp`: the
-    /// gate/up reads `xh`).
+    /// Where linear op `l` of a paged `shape` or a prefill chunk finds its input already as
+    /// f16, written there by its producer (then the producer writes f16 pairs, bit for bit
+    /// what `act_f16` would make of its f32 output, and the `act_f16` dispatch goes): an op
+    /// on the matrix units without a norm whose input is the batched attention's output
+    /// (the batch's `xh`; a prefill chunk's attention writes f32) or the MLP hidden state of
+    /// a gate/up op on the matrix units (`xh_mlp`: the gate/up reads `xh`).
     pub(super) fn f16_input(&self, l: &Linear, shape: Shape) -> Option<&Buffer> {
         if l.norm.is_some() || self.batch_path(l, shape) != BatchPath::MatrixUnits {
             return None;
         }
         let layer = l.weight.layer()?;
         match l.input {
-            Act::Attn => self.batch_xh(),
+            Act::Attn if shape.paged() => self.batch_xh(),
             Act::H => {
                 let producer = layer_linear(layer, |p| p.output == Act::H)?;
                 let gated_cm = producer.up.is_some()
@@ -1237,7 +1239,7 @@ impl GpuModel {
                 };
                 return enc.dispatch(
                     &self.kernels.attn_prefill,
-                    k::attention_prefill_groups(t, nh),
+                    [t.div_ceil(self.kernels.attn_prefill_queries).max(1), nh, 1],
                     &[
                         self.params.slice(..),
                         q,

@@ -11,6 +11,7 @@
 
 pub mod layout;
 mod lower;
+mod mu;
 pub mod paged;
 mod persistent;
 mod upload;
@@ -100,6 +101,14 @@ pub struct GpuOptions {
     /// Prompt tokens per prefill chunk (each dispatch of a chunk covers all of its tokens;
     /// the projections are matrix-matrix products). Default 512.
     pub prefill_chunk: usize,
+    /// A single-sequence model's prefill chunks on the matrix units, where the device has
+    /// them (decision 0017): the projections on the batched engine's matrix-unit matvecs
+    /// (`act_f16`, then the staged and register-built kernels, K split where matrices have
+    /// few rows) instead of the prefill matmul family, and for heads of 128 dims the
+    /// attention on cooperative matrices (`sluice_kernels::ATTENTION_PREFILL_CM`) instead
+    /// of the scalar flash attention. Elsewhere the tiled matmul and the scalar attention.
+    /// Default true; off for A/B (`--no-prefill-matrix-units`).
+    pub prefill_matrix_units: bool,
     /// Sample the next token on the GPU with these settings instead of taking the argmax
     /// (the token still stays on the GPU, so replayed steps queue back to back). Default
     /// `None`: greedy.
@@ -133,6 +142,7 @@ impl Default for GpuOptions {
             two_format_qkv: true,
             matvec_threads_per_row: None,
             prefill_chunk: 512,
+            prefill_matrix_units: true,
             sampling: None,
             paged: None,
             lowering: Lowering::Auto,
@@ -230,7 +240,10 @@ pub(crate) struct Kernels {
     pub sample: Arc<Pipeline>,
     pub silu_mul: Arc<Pipeline>,
     pub advance: Arc<Pipeline>,
+    /// The prefill attention (`sluice_kernels::attention_prefill_kernel`).
     pub attn_prefill: Arc<Pipeline>,
+    /// Queries a workgroup of `attn_prefill` takes.
+    pub attn_prefill_queries: u32,
 }
 
 /// A model resident on the GPU, ready to decode.
@@ -242,9 +255,12 @@ pub struct GpuModel {
     /// Prefill matmuls run on cooperative matrices (checked against the tiled kernel once
     /// at load).
     coopmat: bool,
-    /// Batched f16 LM heads build their matrix-unit operands in registers (decision 0014;
-    /// the device's element layout checked once at load).
+    /// The matrix-unit matvecs build their weights' operands in registers (f16 LM heads,
+    /// Q4_K and Q6_K; decision 0014; the device's element layout checked once at load).
     cmd_layout: bool,
+    /// Scratch of the matrix-unit matvecs (paged engines, and prefill chunks with
+    /// [`GpuOptions::prefill_matrix_units`]); `None` without matrix units.
+    mu: Option<mu::MuScratch>,
     sizes: layout::Sizes,
     embed: Matrix,
     layers: Vec<Layer>,

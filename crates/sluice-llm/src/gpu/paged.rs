@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use sluice::{Buffer, BufferSlice, Device, Encoder, Pipeline, ResourceClass};
+use sluice::{Buffer, Device, Encoder, Pipeline, ResourceClass};
 use sluice_kernels as k;
 
 use super::layout::{qkv_offsets, qkv_rows, Sizes};
@@ -151,12 +151,11 @@ impl PagedOptions {
     }
 }
 
-/// Which optional buffers a paged engine holds: those of the matrix-unit matvec
-/// (`coopmat`), those of the integer-dot matvec (`int_dot`), and one staged-matvec region
-/// per run of a split qkv (`qkv_runs`, 1 to 3).
+/// Which optional buffers a paged engine holds: those of the integer-dot matvec
+/// (`int_dot`), and one qkv side region for a split qkv (`qkv_runs`, 1 to 3; the
+/// matrix-unit matvecs' scratch, one region per run, is `super::mu`'s).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PagedFeatures {
-    pub coopmat: bool,
     pub int_dot: bool,
     pub qkv_runs: usize,
 }
@@ -165,7 +164,6 @@ impl PagedFeatures {
     /// The most any device and any weight formats ask for: what memory checks count before
     /// the device's features and the layers' formats are known.
     pub const MOST: PagedFeatures = PagedFeatures {
-        coopmat: true,
         int_dot: true,
         qkv_runs: 3,
     };
@@ -182,12 +180,6 @@ pub(crate) struct PagedLayout {
     pub logits: u64,
     pub results: u64,
     pub argmax_scratch: u64,
-    pub xh: u64,
-    pub xh_mlp: u64,
-    /// Floats and tickets of one staged-matvec region (256-byte multiples).
-    pub cmt_run: (u64, u64),
-    pub cmt_part: u64,
-    pub cmt_tick: u64,
     pub qkv_side: u64,
     /// Bytes of the int8 words of x's rows (their scales take half as many).
     pub dp: u64,
@@ -230,12 +222,6 @@ impl PagedLayout {
         };
         let (rows, max_rows) = (rows_cap as u64, opts.max_rows as u64);
         let widest = c.hidden.max(c.intermediate).max(c.heads * c.head_dim) as u64;
-        let f16_rows = |what: &str, cols: u64| -> Result<u64, LlmError> {
-            if !f.coopmat {
-                return Ok(0);
-            }
-            mul(what, &[rows.next_multiple_of(16), cols, 2])
-        };
         let int8_rows = |what: &str, cols: u64| -> Result<u64, LlmError> {
             if !f.int_dot {
                 return Ok(0);
@@ -243,20 +229,6 @@ impl PagedLayout {
             mul(what, &[max_rows, cols.next_multiple_of(32)])
         };
         let runs = f.qkv_runs.max(1) as u64;
-        // Regions of 256-byte multiples (any device's storage offset alignment).
-        let cmt_run = cmt_scratch(c, rows_cap)?;
-        let cmt_run = (
-            cmt_run.0.next_multiple_of(64),
-            cmt_run.1.next_multiple_of(64),
-        );
-        let (cmt_part, cmt_tick) = if f.coopmat {
-            (
-                mul("staged matvec partials", &[cmt_run.0, 4, runs])?,
-                mul("staged matvec tickets", &[cmt_run.1, 4, runs])?,
-            )
-        } else {
-            (0, 0)
-        };
         let qkv_side = if runs > 1 {
             mul("qkv side rows", &[rows, qkv_side_stride(c) as u64, 4])?
         } else {
@@ -291,11 +263,6 @@ impl PagedLayout {
             logits: mul("logits", &[max_rows, c.vocab as u64, 4])?,
             results: mul("results", &[max_rows, k::TOKEN_RESULT_BYTES])?,
             argmax_scratch: mul("argmax scratch", &[argmax_words, 4])?,
-            xh: f16_rows("f16 activations", widest)?,
-            xh_mlp: f16_rows("f16 MLP activations", c.intermediate as u64)?,
-            cmt_run,
-            cmt_part,
-            cmt_tick,
             qkv_side,
             dp: int8_rows("int8 activations", widest)?,
             dp_h: int8_rows("int8 MLP activations", c.intermediate as u64)?,
@@ -317,10 +284,6 @@ impl PagedLayout {
             Some(self.logits),
             Some(self.results),
             Some(self.argmax_scratch),
-            Some(self.xh),
-            Some(self.xh_mlp),
-            Some(self.cmt_part),
-            Some(self.cmt_tick),
             Some(self.qkv_side),
             int8(self.dp),
             int8(self.dp_h),
@@ -336,20 +299,37 @@ impl PagedLayout {
 impl Sizes {
     /// The checked sizes of everything `o` asks the model to allocate besides weights:
     /// [`Sizes::new`], with scratch for a batched step's rows and the paged buffers when
-    /// `o.paged` is set (all of them, as on a device with matrix units and integer dot
-    /// products and a model whose q, k and v have three formats: [`PagedFeatures::MOST`]).
+    /// `o.paged` is set (all of them, as on a device with integer dot products and a model
+    /// whose q, k and v have three formats: [`PagedFeatures::MOST`]), and the matrix-unit
+    /// matvecs' scratch where a model may use it (`super::mu`: paged engines, and prefill
+    /// chunks with [`super::GpuOptions::prefill_matrix_units`]; counted as on a device
+    /// with matrix units).
     pub fn for_options(c: &ModelConfig, o: &super::GpuOptions) -> Result<Sizes, LlmError> {
-        let Some(p) = &o.paged else {
-            return Sizes::new(c, o.context, o.prefill_chunk, o.attention_chunk);
+        let (mut s, extra) = match &o.paged {
+            None => (
+                Sizes::new(c, o.context, o.prefill_chunk, o.attention_chunk)?,
+                0,
+            ),
+            Some(p) => {
+                p.check(c, o.context)?;
+                let chunk = o.prefill_chunk.max(p.max_rows);
+                let lay =
+                    PagedLayout::new(c, p, chunk, PagedFeatures::MOST, o.batch_attention_split)?;
+                (
+                    Sizes::new(c, o.context, chunk, o.attention_chunk)?,
+                    lay.total()?,
+                )
+            }
         };
-        p.check(c, o.context)?;
-        let chunk = o.prefill_chunk.max(p.max_rows);
-        let mut s = Sizes::new(c, o.context, chunk, o.attention_chunk)?;
-        let extra =
-            PagedLayout::new(c, p, chunk, PagedFeatures::MOST, o.batch_attention_split)?.total()?;
+        let mu = if o.paged.is_some() || o.prefill_matrix_units {
+            super::mu::MuLayout::new(c, s.chunk, 3)?.total()?
+        } else {
+            0
+        };
         s.total = s
             .total
             .checked_add(extra)
+            .and_then(|t| t.checked_add(mu))
             .ok_or_else(|| LlmError::InvalidArgument("paged buffers overflow".into()))?;
         Ok(s)
     }
@@ -380,19 +360,6 @@ pub(crate) struct Paged {
     pub logits: Buffer,
     /// Four u32 per row (see `sluice_kernels::TokenResult`).
     pub results: Buffer,
-    /// f16 activations of a batched step for the cooperative-matrix matvec
-    /// (`[rows_cap rounded to 16, widest projection input]`); `None` without matrix units.
-    pub xh: Option<Buffer>,
-    /// The MLP hidden state as f16, written by the gate/up kernels for the down projection
-    /// (`[rows_cap rounded to 16, intermediate]`, see `GpuModel::f16_input`); `None`
-    /// without matrix units.
-    pub xh_mlp: Option<Buffer>,
-    /// Partial sums and tickets of the K-split staged matvec (`sluice_kernels::matvec_batch_cmt`),
-    /// sized for the model's widest use, one region per run of a split qkv (`cmt_run`);
-    /// `None` without matrix units.
-    pub cmt: Option<(Buffer, Buffer)>,
-    /// Floats and tickets of one run's region of `cmt`.
-    pub cmt_run: (u64, u64),
     /// The qkv rows from `qkv_side_from` on of layers whose q, k and v are split by format
     /// (`Qkv::side_first`), `[rows_cap, qkv_side_stride]`: the runs after the first write
     /// here, so that they share no bytes with the first and run beside it; `None` when no
@@ -428,19 +395,16 @@ pub(crate) struct Paged {
 
 impl Paged {
     /// Buffers for steps of up to `rows_cap` rows (the scratch's rows; at least
-    /// `opts.max_rows`); `coopmat`: with the f16 activation buffer of the
-    /// cooperative-matrix matvec.
+    /// `opts.max_rows`).
     pub fn new(
         device: &Device,
         c: &ModelConfig,
         opts: PagedOptions,
         rows_cap: usize,
-        coopmat: bool,
         qkv_runs: usize,
         attention_split: Option<u32>,
     ) -> Result<Paged, LlmError> {
         let features = PagedFeatures {
-            coopmat,
             int_dot: device.info().int_dot,
             qkv_runs,
         };
@@ -491,14 +455,6 @@ impl Paged {
             attn_z: std::cell::Cell::new(1),
             argmax: device.pipeline(&k::ARGMAX_ROWS)?,
             argmax_scratch: zeroed("batch.argmax_scratch", lay.argmax_scratch)?,
-            xh: make("batch.xh", lay.xh, t)?,
-            xh_mlp: make("batch.xh_mlp", lay.xh_mlp, t)?,
-            cmt: pair(
-                make("batch.cmt_part", lay.cmt_part, t)?,
-                lay.cmt_tick,
-                "batch.cmt_tick",
-            )?,
-            cmt_run: lay.cmt_run,
             qkv_side: make("batch.qkv_side", lay.qkv_side, t)?,
             dp: int8("batch.x", lay.dp)?,
             dp_h: int8("batch.h", lay.dp_h)?,
@@ -565,45 +521,6 @@ pub(super) fn qkv_side_stride(c: &ModelConfig) -> u32 {
     (qkv_rows(c) as u64 - qkv_side_from(c)) as u32
 }
 
-/// Floats of partial sums and u32 tickets that the staged batched matvec
-/// (`sluice_kernels::matvec_batch_cmt_layout`) needs for any projection of `c` (fused,
-/// stacked in runs or separate q/k/v, o, gate/up, down, the LM head) at up to `rows` tokens.
-fn cmt_scratch(c: &ModelConfig, rows: usize) -> Result<(u64, u64), LlmError> {
-    let q = c.heads * c.head_dim;
-    let kv = c.kv_heads * c.head_dim;
-    let shapes = [
-        (q + 2 * kv, c.hidden, false),
-        (q + kv, c.hidden, false),
-        (2 * kv, c.hidden, false),
-        (q, c.hidden, false),
-        (kv, c.hidden, false),
-        (c.hidden, q, false),
-        (c.intermediate, c.hidden, false),
-        (c.intermediate, c.hidden, true),
-        (c.hidden, c.intermediate, false),
-        (c.vocab, c.hidden, false),
-    ];
-    let too_big = || LlmError::InvalidArgument("batched matvec scratch overflows u32".into());
-    let rows = u32::try_from(rows).map_err(|_| too_big())?;
-    let mut need = (4u64, 1u64);
-    for (r, k, gated) in shapes {
-        let (r, k) = (
-            u32::try_from(r).map_err(|_| too_big())?,
-            u32::try_from(k).map_err(|_| too_big())?,
-        );
-        // Any of the split kernels may run a shape (the choice depends on the format).
-        for shape in [
-            k::StagedShape::KSteps,
-            k::StagedShape::Rows,
-            k::StagedShape::Registers,
-        ] {
-            let lay = k::matvec_batch_staged_layout(shape, r, k, rows, gated);
-            need = (need.0.max(lay.part_floats), need.1.max(lay.tickets));
-        }
-    }
-    Ok(need)
-}
-
 impl GpuModel {
     fn paged_state(&self) -> Result<&Paged, LlmError> {
         self.paged.as_ref().ok_or_else(|| {
@@ -633,34 +550,6 @@ impl GpuModel {
 
     pub(super) fn paged_tokens(&self) -> &Buffer {
         &self.paged.as_ref().expect("checked by encode_batch").tokens
-    }
-
-    /// The f16 activation buffer of the cooperative-matrix batched matvec, if any.
-    pub(super) fn batch_xh(&self) -> Option<&Buffer> {
-        self.paged.as_ref().and_then(|p| p.xh.as_ref())
-    }
-
-    /// The f16 MLP hidden state of a batched step, if any (see [`Paged::xh_mlp`]).
-    pub(super) fn batch_xh_mlp(&self) -> Option<&Buffer> {
-        self.paged.as_ref().and_then(|p| p.xh_mlp.as_ref())
-    }
-
-    /// The first `part_bytes` and `tick_bytes` of the staged matvec's partial sums and
-    /// tickets in the region that run `run` of a batched linear op uses (runs of a split
-    /// qkv, which share no bytes, run side by side); `None` without matrix units.
-    pub(super) fn batch_cmt_run(
-        &self,
-        run: u64,
-        part_bytes: u64,
-        tick_bytes: u64,
-    ) -> Option<(BufferSlice<'_>, BufferSlice<'_>)> {
-        let p = self.paged.as_ref()?;
-        let (part, tick) = p.cmt.as_ref()?;
-        let (po, to) = (run * p.cmt_run.0 * 4, run * p.cmt_run.1 * 4);
-        Some((
-            part.slice(po..po + part_bytes),
-            tick.slice(to..to + tick_bytes),
-        ))
     }
 
     /// Where a batched step writes layer `i`'s qkv rows from `row` on: the buffer, the
@@ -793,7 +682,7 @@ impl GpuModel {
                 .weight_formats()
                 .iter()
                 .any(|(d, _)| k::matvec_batch_dp(*d, false).is_some());
-        if p.xh.is_some() && !dp_rows {
+        if self.mu.is_some() && !dp_rows {
             k::MATVEC_BATCH_CMT_TOKENS as usize
         } else {
             1
@@ -1070,7 +959,7 @@ mod tests {
 
     /// A paged engine allocates its layout (by the allocator's own count, up to each
     /// buffer's alignment), and the memory check before loading counts at least that
-    /// layout, with or without matrix units, for one to three qkv runs, with split
+    /// layout and the matrix-unit scratch, for one to three qkv runs, with split
     /// attention.
     #[test]
     fn memory_check_counts_every_paged_buffer() {
@@ -1094,29 +983,26 @@ mod tests {
             };
             let plain = Sizes::new(&c, o.context, rows_cap, o.attention_chunk).unwrap();
             let counted = Sizes::for_options(&c, &o).unwrap().total - plain.total;
-            for coopmat in [false, true] {
-                for qkv_runs in 1..=3 {
-                    let f = PagedFeatures {
-                        coopmat,
-                        int_dot: d.info().int_dot,
-                        qkv_runs,
-                    };
-                    let lay = PagedLayout::new(&c, &opts, rows_cap, f, split).unwrap();
-                    assert!(lay.attn_splits > 1 && lay.attn_part > 0, "{lay:?}");
-                    let before = d.allocated_bytes();
-                    let p = Paged::new(&d, &c, opts.clone(), rows_cap, coopmat, qkv_runs, split)
-                        .unwrap();
-                    let made = d.allocated_bytes() - before;
-                    let want = lay.total().unwrap();
-                    // Each of at most 17 buffers rounded up to its alignment.
-                    assert!(
-                        (want..=want + 17 * 256).contains(&made),
-                        "{name} {f:?}: allocated {made} bytes, layout {want}"
-                    );
-                    assert!(want <= counted, "{name} {f:?}: {want} > {counted} counted");
-                    assert_eq!(p.cmt.is_some(), coopmat);
-                    assert_eq!(p.qkv_side.is_some(), qkv_runs > 1);
-                }
+            for qkv_runs in 1..=3 {
+                let f = PagedFeatures {
+                    int_dot: d.info().int_dot,
+                    qkv_runs,
+                };
+                let lay = PagedLayout::new(&c, &opts, rows_cap, f, split).unwrap();
+                assert!(lay.attn_splits > 1 && lay.attn_part > 0, "{lay:?}");
+                let before = d.allocated_bytes();
+                let p = Paged::new(&d, &c, opts.clone(), rows_cap, qkv_runs, split).unwrap();
+                let made = d.allocated_bytes() - before;
+                let want = lay.total().unwrap();
+                // Each of at most 13 buffers rounded up to its alignment.
+                assert!(
+                    (want..=want + 13 * 256).contains(&made),
+                    "{name} {f:?}: allocated {made} bytes, layout {want}"
+                );
+                let mu = super::super::mu::MuLayout::new(&c, rows_cap, qkv_runs).unwrap();
+                let want = want + mu.total().unwrap();
+                assert!(want <= counted, "{name} {f:?}: {want} > {counted} counted");
+                assert_eq!(p.qkv_side.is_some(), qkv_runs > 1);
             }
         }
     }

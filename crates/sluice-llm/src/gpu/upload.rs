@@ -124,6 +124,10 @@ impl GpuModel {
         }
         let sizes = Sizes::for_options(c, &options)?;
         check_fits(device, weight_estimate, &sizes)?;
+        let coopmat = k::coopmat_self_test(device)?;
+        // The prefill attention on the matrix units with the option (decision 0017).
+        let (attn_prefill, attn_prefill_queries) =
+            k::attention_prefill_kernel(c.head_dim as u32, coopmat && options.prefill_matrix_units);
         let kernels = Kernels {
             rmsnorm: device.pipeline(&k::RMSNORM)?,
             qk_rope: device.pipeline(&k::QK_NORM_ROPE)?,
@@ -137,9 +141,9 @@ impl GpuModel {
             sample: device.pipeline(&k::SAMPLE)?,
             silu_mul: device.pipeline(&k::SILU_MUL)?,
             advance: device.pipeline(&k::ADVANCE_PARAMS)?,
-            attn_prefill: device.pipeline(&k::ATTENTION_PREFILL)?,
+            attn_prefill: device.pipeline(attn_prefill)?,
+            attn_prefill_queries,
         };
-        let coopmat = k::coopmat_self_test(device)?;
         log::debug!(
             "prefill matmuls: {}",
             if coopmat {
@@ -379,17 +383,25 @@ impl GpuModel {
             (options.context * 4) as u64,
             ResourceClass::PersistentOutput,
         )?;
+        let qkv_runs = layers.iter().map(|l| l.qkv.runs()).max().unwrap_or(1);
         let paged = match &options.paged {
             Some(p) => Some(super::paged::Paged::new(
                 device,
                 c,
                 p.clone(),
                 sizes.chunk,
-                coopmat,
-                layers.iter().map(|l| l.qkv.runs()).max().unwrap_or(1),
+                qkv_runs,
                 options.batch_attention_split,
             )?),
             None => None,
+        };
+        // The matrix-unit matvecs' scratch: batched steps, and prefill chunks with the option.
+        let mu = if coopmat && (paged.is_some() || options.prefill_matrix_units) {
+            let lay = super::mu::MuLayout::new(c, sizes.chunk, qkv_runs)?;
+            let prefix = if paged.is_some() { "batch" } else { "prefill" };
+            Some(super::mu::MuScratch::new(device, &lay, prefix)?)
+        } else {
+            None
         };
         let persistent = match options.lowering {
             super::Lowering::Barriers => None,
@@ -398,7 +410,7 @@ impl GpuModel {
                 device, c, &options, &layers,
             )?),
         };
-        let cmd_layout = paged.is_some() && coopmat && k::cmd_layout_self_test(device)?;
+        let cmd_layout = mu.is_some() && k::cmd_layout_self_test(device)?;
         device.synchronize()?;
         Ok(GpuModel {
             persistent,
@@ -409,6 +421,7 @@ impl GpuModel {
             kernels,
             coopmat,
             cmd_layout,
+            mu,
             sizes,
             embed,
             layers,

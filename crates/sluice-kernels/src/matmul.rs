@@ -222,7 +222,8 @@ check_push!(
 /// `[kv_heads, capacity, head_dim]`, the chunk's keys/values already appended), 4 out f32
 /// (read-write). Query t (position `pos + t`) attends causally to positions
 /// `[0, min(seq_len + t, capacity))`; its q is at float `t * q_stride + h * head_dim`, its
-/// output at `t * o_stride + h * head_dim`. Dispatch [`attention_prefill_groups`].
+/// output at `t * o_stride + h * head_dim`. Dispatch [`attention_prefill_groups`] with
+/// the kernel's queries per workgroup ([`attention_prefill_kernel`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AttnPrefillPush {
@@ -252,9 +253,10 @@ const _: () = assert!(
 /// Queries per workgroup of [`crate::ATTENTION_PREFILL`].
 pub const ATTENTION_PREFILL_QUERIES: u32 = 16;
 
-/// Dispatch size of [`crate::ATTENTION_PREFILL`]: `[ceil(tokens / 16), heads, 1]`.
-pub fn attention_prefill_groups(tokens: u32, heads: u32) -> [u32; 3] {
-    [tokens.div_ceil(ATTENTION_PREFILL_QUERIES).max(1), heads, 1]
+/// Dispatch size of a prefill attention kernel taking `queries` per workgroup
+/// ([`attention_prefill_kernel`]): `[ceil(tokens / queries), heads, 1]`.
+pub fn attention_prefill_groups(queries: u32, tokens: u32, heads: u32) -> [u32; 3] {
+    [tokens.div_ceil(queries.max(1)).max(1), heads, 1]
 }
 
 /// Queries per workgroup of [`crate::ATTENTION_PREFILL_CM`].
@@ -263,7 +265,7 @@ pub const ATTENTION_PREFILL_CM_QUERIES: u32 = 64;
 /// The prefill attention for `head_dim` and how many queries a workgroup of it takes:
 /// [`crate::ATTENTION_PREFILL_CM`] (the matrix units; head_dim 128) where `coopmat` (the
 /// device's `coopmat_f16_16x16`), else [`crate::ATTENTION_PREFILL`]. Both take the same
-/// bindings and [`AttnPrefillPush`]; dispatch `[ceil(tokens / queries), heads, 1]`.
+/// bindings and [`AttnPrefillPush`]; dispatch [`attention_prefill_groups`].
 pub fn attention_prefill_kernel(head_dim: u32, coopmat: bool) -> (&'static crate::KernelDesc, u32) {
     if coopmat && head_dim == 128 {
         (&crate::ATTENTION_PREFILL_CM, ATTENTION_PREFILL_CM_QUERIES)

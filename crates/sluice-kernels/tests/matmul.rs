@@ -510,7 +510,7 @@ fn attention_prefill_cases(
         let mut enc = d.encoder().unwrap();
         enc.dispatch(
             &k,
-            [tokens.div_ceil(queries), heads, 1],
+            attention_prefill_groups(queries, tokens, heads),
             &[
                 params.slice(..),
                 qb.slice(..),

@@ -1239,7 +1239,7 @@ impl GpuModel {
                 };
                 return enc.dispatch(
                     &self.kernels.attn_prefill,
-                    [t.div_ceil(self.kernels.attn_prefill_queries).max(1), nh, 1],
+                    k::attention_prefill_groups(self.kernels.attn_prefill_queries, t, nh),
                     &[
                         self.params.slice(..),
                         q,

@@ -322,7 +322,7 @@ impl Sizes {
             }
         };
         let mu = if o.paged.is_some() || o.prefill_matrix_units {
-            super::mu::MuLayout::new(c, s.chunk, 3)?.total()?
+            super::mu::MuLayout::new(c, s.chunk, PagedFeatures::MOST.qkv_runs)?.total()?
         } else {
             0
         };

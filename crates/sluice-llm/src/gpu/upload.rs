@@ -145,12 +145,14 @@ impl GpuModel {
             attn_prefill_queries,
         };
         log::debug!(
-            "prefill matmuls: {}",
-            if coopmat {
-                "cooperative matrices (self-test passed)"
-            } else {
-                "tiled shared-memory kernel"
-            }
+            "prefill projections: {}; prefill attention: {}",
+            match (coopmat, options.prefill_matrix_units) {
+                (true, true) =>
+                    "the batched engine's matrix-unit matvecs where they fit (self-test passed)",
+                (true, false) => "matmuls on cooperative matrices (self-test passed)",
+                (false, _) => "tiled shared-memory matmuls",
+            },
+            attn_prefill.name
         );
         let total = weight_estimate.max(1);
         let mut done = 0u64;

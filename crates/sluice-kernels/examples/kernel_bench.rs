@@ -1075,16 +1075,33 @@ fn cmt_bench(
                     );
                     chain!(label, k, lay.groups, [part.slice(..), tick.slice(..)], push);
                 }
-                // The weights' operands built in registers (f16, plain, 32 tokens per
-                // workgroup, no K split; the engine runs it for LM heads).
-                if dt == WeightDtype::F16 && !gated {
-                    let k = d.pipeline(&MATVEC_BATCH_CMD_F16).unwrap();
-                    let (g, gx) = matvec_batch_cmd_groups(rows, tokens);
-                    let p = MatvecBatchCmPush {
-                        row_groups_x: gx,
-                        ..push
+                // The weights' operands built in registers (f16, 32 tokens per workgroup,
+                // no K split; the engine runs it for LM heads and prefill chunks).
+                // Prefill chunks also take its 64-token form (cmd64).
+                if dt == WeightDtype::F16 {
+                    let forms = if gated {
+                        [
+                            ("cmd", &MATVEC_BATCH_CMD_F16_SILU, 32),
+                            ("cmd64", &MATVEC_BATCH_CMD64_F16_SILU, 64),
+                        ]
+                    } else {
+                        [
+                            ("cmd", &MATVEC_BATCH_CMD_F16, 32),
+                            ("cmd64", &MATVEC_BATCH_CMD64_F16, 64),
+                        ]
                     };
-                    chain!("cmd", k, g, Vec::<sluice::BufferSlice>::new(), p);
+                    for (label, desc, per_group) in forms {
+                        if per_group > 32 && tokens <= 32 {
+                            continue;
+                        }
+                        let k = d.pipeline(desc).unwrap();
+                        let (g, gx) = matvec_batch_cmd_groups_of(per_group, rows, tokens, gated);
+                        let p = MatvecBatchCmPush {
+                            row_groups_x: gx,
+                            ..push
+                        };
+                        chain!(label, k, g, Vec::<sluice::BufferSlice>::new(), p);
+                    }
                 }
                 println!("{line}");
             }

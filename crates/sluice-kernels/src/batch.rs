@@ -522,15 +522,32 @@ pub const MATVEC_BATCH_CMD_TOKENS: u32 = 32;
 pub const MATVEC_BATCH_CMD_MIN_ROWS: u32 = 16384;
 
 /// Dispatch size and `row_groups_x` (here: row groups along y, then z past 65535) of
-/// [`MATVEC_BATCH_CMD_F16`], push constants as [`MatvecBatchCmPush`]: token groups of
+/// [`MATVEC_BATCH_CMD_F16`] (`gated`: [`MATVEC_BATCH_CMD_F16_SILU`], half the rows of each
+/// matrix per workgroup), push constants as [`MatvecBatchCmPush`]: token groups of
 /// [`MATVEC_BATCH_CMD_TOKENS`] along x, so a row group's token groups run side by side and
 /// read its weights once from DRAM.
-pub fn matvec_batch_cmd_groups(rows: u32, tokens: u32) -> ([u32; 3], u32) {
-    let groups = rows.div_ceil(MATVEC_BATCH_CMD_ROWS).max(1);
+pub fn matvec_batch_cmd_groups(rows: u32, tokens: u32, gated: bool) -> ([u32; 3], u32) {
+    matvec_batch_cmd_groups_of(MATVEC_BATCH_CMD_TOKENS, rows, tokens, gated)
+}
+
+/// [`matvec_batch_cmd_groups`] for a kernel of that family taking `per_group` tokens a
+/// workgroup (32, or 64: [`MATVEC_BATCH_CMD64_F16`], [`MATVEC_BATCH_CMD64_F16_SILU`]).
+pub fn matvec_batch_cmd_groups_of(
+    per_group: u32,
+    rows: u32,
+    tokens: u32,
+    gated: bool,
+) -> ([u32; 3], u32) {
+    let per = if gated {
+        MATVEC_BATCH_CMD_ROWS / 2
+    } else {
+        MATVEC_BATCH_CMD_ROWS
+    };
+    let groups = rows.div_ceil(per).max(1);
     let gy = groups.min(65535);
     (
         [
-            tokens.div_ceil(MATVEC_BATCH_CMD_TOKENS).max(1),
+            tokens.div_ceil(per_group.max(1)).max(1),
             gy,
             groups.div_ceil(gy),
         ],
@@ -555,6 +572,72 @@ pub fn matvec_batch_cmd_fits(
         && rows >= MATVEC_BATCH_CMD_MIN_ROWS
         && cols >= 16
         && cols.is_multiple_of(16)
+}
+
+/// Fewest workgroups [`matvec_batch_cmd_prefill`] takes a prefill chunk's matrix with
+/// (the kernels have no K split). H200, `kernel_bench 30 cmt f16 128,512` (BENCHMARKS.md,
+/// fiftieth session): from 256 workgroups faster than the K-split kernels (qwen3-0.6b's o
+/// at 512 tokens, 16 x 16 groups: 32.2 vs 50.2 µs; its qkv at 128, 64 x 4: 19.5 vs 23.3),
+/// below slower (its o at 128, 16 x 4: 32.1 vs 20.6; qwen3-4b's down at 128, 40 x 4: 156
+/// vs 109).
+pub const MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS: u32 = 256;
+
+/// Fewest workgroups [`matvec_batch_cmd_prefill`] takes the 64-token kernels with: below,
+/// their longer chains lose to twice the workgroups of 32 tokens. H200, `kernel_bench 30
+/// cmt f16 128,256,512` (BENCHMARKS.md, fiftieth session): faster from 512 (qwen3-4b's
+/// qkv at 512 tokens, 96 x 8 groups: 141.8 vs 157.6 µs; its gate/up 445 vs 488; qwen3-0.6b's
+/// qkv, 64 x 8: 43.1 vs 50.0), slower at 320-384 (qwen3-4b's down at 512 tokens, 40 x 8:
+/// 372 vs 306; its qkv at 256, 96 x 4: 99.3 vs 83.6; qwen3-0.6b's gate/up at 256: 42.7 vs
+/// 35.4).
+pub const MATVEC_BATCH_CMD64_PREFILL_MIN_GROUPS: u32 = 512;
+
+/// The register-built f16 kernel a single sequence's prefill chunk of `tokens` runs a
+/// `rows` x `cols` f16 matrix on (`gated`: a gate/up pair, y as f16 pairs or f32), on a
+/// device that passed [`cmd_layout_self_test`], and the tokens it takes a workgroup
+/// (dispatch [`matvec_batch_cmd_groups_of`]): [`MATVEC_BATCH_CMD64_F16`] /
+/// [`MATVEC_BATCH_CMD64_F16_SILU`] (64) where their workgroups number at least
+/// [`MATVEC_BATCH_CMD64_PREFILL_MIN_GROUPS`], else [`MATVEC_BATCH_CMD_F16`] /
+/// [`MATVEC_BATCH_CMD_F16_SILU`] (32) where theirs number at least
+/// [`MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS`]; `None` below (the K-split kernels then). The
+/// choice depends on the token count, so only for a single sequence's chunks (no batch to
+/// be invariant to).
+pub fn matvec_batch_cmd_prefill(
+    dtype: WeightDtype,
+    rows: u32,
+    cols: u32,
+    tokens: u32,
+    gated: bool,
+    y_mode: u32,
+) -> Option<(&'static KernelDesc, u32)> {
+    let modes_ok = if gated {
+        y_mode == Y_F16_PAIRS || y_mode == Y_STORE
+    } else {
+        y_mode == Y_STORE || y_mode == Y_ADD
+    };
+    if dtype != WeightDtype::F16 || !modes_ok || cols < 16 || !cols.is_multiple_of(16) {
+        return None;
+    }
+    let enough = |per_group, min: u32| {
+        let (g, _) = matvec_batch_cmd_groups_of(per_group, rows, tokens, gated);
+        g.iter().map(|&n| n as u64).product::<u64>() >= min as u64
+    };
+    let pick = |wide: &'static KernelDesc, narrow: &'static KernelDesc| {
+        if enough(64, MATVEC_BATCH_CMD64_PREFILL_MIN_GROUPS) {
+            Some((wide, 64))
+        } else if enough(MATVEC_BATCH_CMD_TOKENS, MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS) {
+            Some((narrow, MATVEC_BATCH_CMD_TOKENS))
+        } else {
+            None
+        }
+    };
+    if gated {
+        pick(
+            &crate::MATVEC_BATCH_CMD64_F16_SILU,
+            &crate::MATVEC_BATCH_CMD_F16_SILU,
+        )
+    } else {
+        pick(&crate::MATVEC_BATCH_CMD64_F16, &crate::MATVEC_BATCH_CMD_F16)
+    }
 }
 
 /// Where [`MATVEC_BATCH_CMD_F16`] expects element `i` of invocation `l` of a 16 x 16 f16

@@ -248,6 +248,8 @@ const _: () = assert!(
     std::mem::size_of::<AttnPrefillPush>() == crate::ATTENTION_PREFILL.push_constant_bytes as usize
         && std::mem::size_of::<AttnPrefillPush>()
             == crate::ATTENTION_PREFILL_CM.push_constant_bytes as usize
+        && std::mem::size_of::<AttnPrefillPush>()
+            == crate::ATTENTION_PREFILL_CM64.push_constant_bytes as usize
 );
 
 /// Queries per workgroup of [`crate::ATTENTION_PREFILL`].
@@ -259,18 +261,20 @@ pub fn attention_prefill_groups(queries: u32, tokens: u32, heads: u32) -> [u32; 
     [tokens.div_ceil(queries.max(1)).max(1), heads, 1]
 }
 
-/// Queries per workgroup of [`crate::ATTENTION_PREFILL_CM`].
+/// Queries per workgroup of [`crate::ATTENTION_PREFILL_CM`] and
+/// [`crate::ATTENTION_PREFILL_CM64`].
 pub const ATTENTION_PREFILL_CM_QUERIES: u32 = 64;
 
-/// The prefill attention for `head_dim` and how many queries a workgroup of it takes:
-/// [`crate::ATTENTION_PREFILL_CM`] (the matrix units; head_dim 128) where `coopmat` (the
-/// device's `coopmat_f16_16x16`), else [`crate::ATTENTION_PREFILL`]. Both take the same
-/// bindings and [`AttnPrefillPush`]; dispatch [`attention_prefill_groups`].
+/// The prefill attention for `head_dim` and how many queries a workgroup of it takes: on
+/// the matrix units where `coopmat` (the device's `coopmat_f16_16x16`) and heads have 128
+/// dims ([`crate::ATTENTION_PREFILL_CM`]) or 64 ([`crate::ATTENTION_PREFILL_CM64`]), else
+/// [`crate::ATTENTION_PREFILL`]. All take the same bindings and [`AttnPrefillPush`];
+/// dispatch [`attention_prefill_groups`].
 pub fn attention_prefill_kernel(head_dim: u32, coopmat: bool) -> (&'static crate::KernelDesc, u32) {
-    if coopmat && head_dim == 128 {
-        (&crate::ATTENTION_PREFILL_CM, ATTENTION_PREFILL_CM_QUERIES)
-    } else {
-        (&crate::ATTENTION_PREFILL, ATTENTION_PREFILL_QUERIES)
+    match (coopmat, head_dim) {
+        (true, 128) => (&crate::ATTENTION_PREFILL_CM, ATTENTION_PREFILL_CM_QUERIES),
+        (true, 64) => (&crate::ATTENTION_PREFILL_CM64, ATTENTION_PREFILL_CM_QUERIES),
+        _ => (&crate::ATTENTION_PREFILL, ATTENTION_PREFILL_QUERIES),
     }
 }
 

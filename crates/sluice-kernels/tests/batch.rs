@@ -1257,12 +1257,14 @@ fn check_batch_cm_of(
     failures
 }
 
-/// `matvec_batch_cmd_f16` (the weights' matrix-unit operands built in registers, K permuted
-/// per 32-column chunk; wgsl/matvec_batch_cmd_f16.wgsl) against CPU
-/// dot products of the f16-rounded operands (NMSE <= 1e-5), stored and added: a partial
-/// last row group (2080 = 32.5 groups of 64), a partial last staged block and chunk (1040 =
-/// 8 blocks of 128 + 16 columns), one and two token groups (33 tokens), strides past the
-/// rows. On the matrix units only; elsewhere the kernel is refused.
+/// `matvec_batch_cmd_f16` and its 64-token form `matvec_batch_cmd64_f16` (the weights'
+/// matrix-unit operands built in registers, K permuted per 32-column chunk;
+/// wgsl/include/matvec_batch_cmd_f16_body.wgsl) against CPU dot products of the
+/// f16-rounded operands (NMSE <= 1e-5), stored and added: a partial last row group (2080 =
+/// 32.5 groups of 64), a partial last staged block and chunk (1040 = 8 blocks of 128 + 16
+/// columns), one to three token groups (33 and 130 tokens), strides past the rows; the
+/// last token alone bit for bit its batch row. On the matrix units only; elsewhere the
+/// kernels are refused.
 #[test]
 fn matvec_batch_cmd_f16_matches_reference() {
     let f16 = WeightDtype::F16;
@@ -1278,38 +1280,38 @@ fn matvec_batch_cmd_f16_matches_reference() {
     ));
     let Some(d) = coopmat_device() else {
         assert!(d_refuses(&MATVEC_BATCH_CMD_F16));
+        assert!(d_refuses(&MATVEC_BATCH_CMD64_F16));
         return;
     };
-    let k = d.pipeline(&MATVEC_BATCH_CMD_F16).unwrap();
     let mut rng = Rng::new(131);
     let mut failures = Vec::new();
-    for (rows, cols, tokens, y_mode) in [
+    // The LM heads' kernel and the prefill chunks' 64-token form.
+    let kernels = [
+        (&MATVEC_BATCH_CMD_F16, 32u32),
+        (&MATVEC_BATCH_CMD64_F16, 64),
+    ];
+    let cases = [
         (64u32, 128u32, 1u32, Y_STORE),
         (2080, 96, 3, Y_ADD),
         (96, 1040, 17, Y_STORE),
         (48, 4096, 33, Y_ADD),
-    ] {
+        (80, 256, 130, Y_ADD),
+    ];
+    for ((kd, per_group), (rows, cols, tokens, y_mode)) in kernels
+        .iter()
+        .flat_map(|k| cases.iter().map(move |c| (*k, *c)))
+    {
+        let k = d.pipeline(kd).unwrap();
         let (r, c, n) = (rows as usize, cols as usize, tokens as usize);
         let x_stride = cols + 8;
         let y_stride = rows + 5;
         let w = rng.vec(r * c, 1.0);
-        let x: Vec<f32> = rng
-            .vec(n * x_stride as usize, 2.0)
-            .iter()
-            .map(|&v| round_to(f16, v))
-            .collect();
+        let (x, words) = f16_activations(&mut rng, n * x_stride as usize);
         let y0 = rng.vec(n * y_stride as usize, 1.0);
         let wbuf = weight_buffer(&d, f16, r, c, &w);
-        let words: Vec<u32> = x
-            .chunks(2)
-            .map(|p| {
-                u32::from(half::f16::from_f32(p[0]).to_bits())
-                    | u32::from(half::f16::from_f32(p[1]).to_bits()) << 16
-            })
-            .collect();
         let xbuf = u32_buffer(&d, "xh", &words, ResourceClass::TokenScratch);
         let ybuf = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
-        let (groups, gx) = matvec_batch_cmd_groups(rows, tokens);
+        let (groups, gx) = matvec_batch_cmd_groups_of(per_group, rows, tokens, false);
         let p = MatvecBatchCmPush {
             rows,
             cols,
@@ -1356,7 +1358,7 @@ fn matvec_batch_cmd_f16_matches_reference() {
             &y0[last * ys..(last + 1) * ys],
             ResourceClass::TokenScratch,
         );
-        let (g1, gx1) = matvec_batch_cmd_groups(rows, 1);
+        let (g1, gx1) = matvec_batch_cmd_groups_of(per_group, rows, 1, false);
         let p1 = MatvecBatchCmPush {
             tokens: 1,
             row_groups_x: gx1,
@@ -1369,13 +1371,186 @@ fn matvec_batch_cmd_f16_matches_reference() {
         let alone = yb1.read::<f32>(0, ys).unwrap();
         if bits(&alone) != bits(&got[last * ys..(last + 1) * ys]) {
             failures.push(format!(
-                "{rows}x{cols}: token {last} alone differs from its batch row"
+                "{} {rows}x{cols}: token {last} alone differs from its batch row",
+                kd.name
             ));
         }
         let e = nmse(&got, &want);
-        println!("matvec_batch_cmd_f16 {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}");
+        let name = kd.name;
+        println!("{name} {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}");
         if e > 1e-5 {
-            failures.push(format!("{rows}x{cols} tokens {tokens}: NMSE {e:e}"));
+            failures.push(format!("{name} {rows}x{cols} tokens {tokens}: NMSE {e:e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `matvec_batch_cmd_prefill`'s choice (f16 only, enough workgroups without a K split, the
+/// y modes each kernel writes) and `matvec_batch_cmd_f16_silu` (a prefill chunk's gated f16
+/// gate/up, weights' operands built in registers) against the CPU reference: silu(g) * u
+/// as f16 pairs and as f32 (NMSE <= 1e-5), partial row groups (48 rows: 1.5 groups of 32,
+/// 1040 columns: a partial 128-column stage), one to three token groups, the last token
+/// alone bit for bit its batch row. On the matrix units where `cmd_layout_self_test`
+/// passes; elsewhere the kernel is refused.
+#[test]
+fn matvec_batch_cmd_f16_silu_matches_reference() {
+    let f16 = WeightDtype::F16;
+    let pick = |rows, cols, tokens, gated, mode| {
+        matvec_batch_cmd_prefill(f16, rows, cols, tokens, gated, mode).map(|(k, n)| (k.name, n))
+    };
+    // qwen3-0.6b's gate/up at 512 tokens: 96 row groups x 8 token groups of 64.
+    assert_eq!(
+        pick(3072, 1024, 512, true, Y_F16_PAIRS),
+        Some((MATVEC_BATCH_CMD64_F16_SILU.name, 64))
+    );
+    // Its o at 512 tokens: 16 x 8 groups of 64 too few, 16 x 16 of 32 enough; at 128
+    // tokens 16 x 4, too few without a K split. qwen3-4b's down at 512 tokens: 40 x 8 of
+    // 64 too few, 40 x 16 of 32 enough.
+    assert_eq!(
+        pick(1024, 2048, 512, false, Y_ADD),
+        Some((MATVEC_BATCH_CMD_F16.name, 32))
+    );
+    assert_eq!(
+        pick(2560, 9728, 512, false, Y_ADD),
+        Some((MATVEC_BATCH_CMD_F16.name, 32))
+    );
+    assert_eq!(
+        pick(4096, 1024, 512, false, Y_STORE),
+        Some((MATVEC_BATCH_CMD64_F16.name, 64))
+    );
+    assert_eq!(
+        pick(4096, 1024, 256, false, Y_STORE),
+        Some((MATVEC_BATCH_CMD_F16.name, 32))
+    );
+    assert_eq!(
+        pick(3072, 1024, 128, true, Y_STORE),
+        Some((MATVEC_BATCH_CMD_F16_SILU.name, 32))
+    );
+    assert_eq!(pick(1024, 2048, 128, false, Y_ADD), None);
+    assert_eq!(pick(1024, 2048, 480, false, Y_ADD), None);
+    assert_eq!(pick(3072, 1024, 512, true, Y_ADD), None);
+    assert_eq!(pick(1024, 2048, 512, false, Y_F16_PAIRS), None);
+    assert_eq!(pick(1024, 2056, 512, false, Y_STORE), None);
+    assert!(
+        matvec_batch_cmd_prefill(WeightDtype::Q4K, 9728, 2560, 512, true, Y_F16_PAIRS).is_none()
+    );
+    let Some(d) = coopmat_device() else {
+        assert!(d_refuses(&MATVEC_BATCH_CMD_F16_SILU));
+        assert!(d_refuses(&MATVEC_BATCH_CMD64_F16_SILU));
+        return;
+    };
+    if !cmd_layout_self_test(&d).unwrap() {
+        eprintln!("this device's matrix-unit layout is not the one the kernel assumes");
+        return;
+    }
+    let mut rng = Rng::new(137);
+    let mut failures = Vec::new();
+    let kernels = [
+        (&MATVEC_BATCH_CMD_F16_SILU, 32u32),
+        (&MATVEC_BATCH_CMD64_F16_SILU, 64),
+    ];
+    let cases = [
+        (48u32, 128u32, 33u32, Y_F16_PAIRS),
+        (64, 1040, 17, Y_STORE),
+        (160, 256, 70, Y_F16_PAIRS),
+        (32, 512, 1, Y_STORE),
+    ];
+    for ((kd, per_group), (rows, cols, tokens, y_mode)) in kernels
+        .iter()
+        .flat_map(|k| cases.iter().map(move |c| (*k, *c)))
+    {
+        let k = d.pipeline(kd).unwrap();
+        let (r, c, n) = (rows as usize, cols as usize, tokens as usize);
+        let x_stride = cols + 8;
+        // f32 elements (Y_STORE) or halves (Y_F16_PAIRS) between tokens' y.
+        let y_stride = rows + 6;
+        let ys = y_stride as usize;
+        let wg = rng.vec(r * c, 1.0);
+        let wu = rng.vec(r * c, 1.0);
+        let (x, words) = f16_activations(&mut rng, n * x_stride as usize);
+        let gbuf = weight_buffer(&d, f16, r, c, &wg);
+        let ubuf = weight_buffer(&d, f16, r, c, &wu);
+        let pairs = y_mode == Y_F16_PAIRS;
+        let y_words = if pairs { n * ys / 2 } else { n * ys };
+        let run = |tokens: u32, xw: &[u32]| -> Vec<f32> {
+            let xbuf = u32_buffer(&d, "xh", xw, ResourceClass::TokenScratch);
+            let nw = if pairs {
+                tokens as usize * ys / 2
+            } else {
+                tokens as usize * ys
+            };
+            let ybuf = u32_buffer(&d, "y", &vec![0u32; nw], ResourceClass::TokenScratch);
+            let (groups, gx) = matvec_batch_cmd_groups_of(per_group, rows, tokens, true);
+            let p = MatvecBatchCmPush {
+                rows,
+                cols,
+                w_stride: matvec_batch_cm_w_stride(f16, cols),
+                tokens,
+                x_stride,
+                y_stride,
+                y_mode,
+                row_groups_x: gx,
+            };
+            let mut enc = d.encoder().unwrap();
+            enc.dispatch(
+                &k,
+                groups,
+                &[
+                    gbuf.slice(..),
+                    ubuf.slice(..),
+                    xbuf.slice(..),
+                    ybuf.slice(..),
+                ],
+                &p,
+            )
+            .unwrap();
+            enc.submit().unwrap().wait().unwrap();
+            let got = ybuf.read::<u32>(0, nw).unwrap();
+            if pairs {
+                got.iter()
+                    .flat_map(|&w| {
+                        [
+                            half::f16::from_bits(w as u16).to_f32(),
+                            half::f16::from_bits((w >> 16) as u16).to_f32(),
+                        ]
+                    })
+                    .collect()
+            } else {
+                got.iter().map(|&w| f32::from_bits(w)).collect()
+            }
+        };
+        let got = run(tokens, &words);
+        assert_eq!(got.len(), if pairs { 2 * y_words } else { y_words });
+        let mut want = vec![0.0f32; got.len()];
+        let mut have = vec![0.0f32; got.len()];
+        for t in 0..n {
+            let xt = &x[t * x_stride as usize..];
+            for row in 0..r {
+                let dot = |w: &[f32]| -> f32 {
+                    (0..c).map(|i| round_to(f16, w[row * c + i]) * xt[i]).sum()
+                };
+                let (g, u) = (dot(&wg), dot(&wu));
+                let o = t * ys + row;
+                want[o] = g / (1.0 + (-g).exp()) * u;
+                have[o] = got[o];
+            }
+        }
+        let e = nmse(&have, &want);
+        let name = kd.name;
+        println!("{name} {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}");
+        if e > 1e-5 {
+            failures.push(format!(
+                "{name} {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}"
+            ));
+        }
+        // The last token alone: bit for bit its row of the batch (batch invariance).
+        let last = n - 1;
+        let per = x_stride as usize / 2;
+        let alone = run(1, &words[last * per..(last + 1) * per]);
+        if bits(&alone[..r]) != bits(&got[last * ys..last * ys + r]) {
+            failures.push(format!(
+                "{name} {rows}x{cols}: token {last} alone differs from its batch row"
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -1434,6 +1609,24 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
     failures.extend(check_batch_cm(&d, shape, q, &shapes, 141));
     failures.extend(check_batch_cm_of(&d, shape, q6, &plain, &shapes, 142));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `len` random activations (scale 2) rounded to f16, and the same packed as f16 pairs (what
+/// `ACT_F16` writes for the register-built kernels).
+fn f16_activations(rng: &mut Rng, len: usize) -> (Vec<f32>, Vec<u32>) {
+    let x: Vec<f32> = rng
+        .vec(len, 2.0)
+        .iter()
+        .map(|&v| round_to(WeightDtype::F16, v))
+        .collect();
+    let words = x
+        .chunks(2)
+        .map(|p| {
+            u32::from(half::f16::from_f32(p[0]).to_bits())
+                | u32::from(half::f16::from_f32(p[1]).to_bits()) << 16
+        })
+        .collect();
+    (x, words)
 }
 
 /// Whether a device without matrix units refuses `kernel` by name.

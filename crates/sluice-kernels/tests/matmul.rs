@@ -435,36 +435,57 @@ fn attention_prefill_matches_causal_reference() {
     );
 }
 
-/// The matrix-unit prefill attention (head_dim 128) against the same reference: several
-/// 64-query blocks and 32-position tiles, blocks cut by the chunk's end and by the
-/// capacity, GQA and MHA. Without matrix units (lavapipe) only the selector is checked.
+/// The matrix-unit prefill attentions (heads of 128 and 64 dims) against the same
+/// reference: several 64-query blocks and 32-position tiles, blocks cut by the chunk's end
+/// and by the capacity, GQA and MHA. Without matrix units (lavapipe) only the selector is
+/// checked.
 #[test]
 fn attention_prefill_cm_matches_causal_reference() {
     let d = sluice::testing::coopmat_or_test_device();
     let coopmat = d.info().coopmat_f16_16x16;
-    let (kernel, queries) = attention_prefill_kernel(128, coopmat);
-    assert_eq!(
-        attention_prefill_kernel(64, coopmat).0.name,
-        ATTENTION_PREFILL.name
-    );
+    // Other head sizes keep the scalar kernel everywhere.
+    for hd in [16, 32, 96, 256] {
+        assert_eq!(
+            attention_prefill_kernel(hd, coopmat).0.name,
+            ATTENTION_PREFILL.name
+        );
+    }
     if !coopmat {
-        assert_eq!(kernel.name, ATTENTION_PREFILL.name);
+        for hd in [64, 128] {
+            assert_eq!(
+                attention_prefill_kernel(hd, coopmat).0.name,
+                ATTENTION_PREFILL.name
+            );
+        }
         eprintln!(
             "{}: no cooperative matrices; only the selector is checked",
             d.info().name
         );
         return;
     }
-    assert_eq!((kernel.name, queries), (ATTENTION_PREFILL_CM.name, 64));
+    // (heads, kv_heads, first position, tokens) for each head size: GQA and MHA, several
+    // 64-query blocks and tiles, chunks cut short; SmolLM2-135M's 9 query heads over 3.
     let cases = [
-        (4u32, 2u32, 128u32, 0u32, 100u32),
-        (8, 2, 128, 37, 3),
-        (2, 2, 128, 0, 1),
-        (4, 1, 128, 61, 140),
-        (16, 8, 128, 200, 64),
+        (4u32, 2u32, 0u32, 100u32),
+        (8, 2, 37, 3),
+        (2, 2, 0, 1),
+        (4, 1, 61, 140),
+        (16, 8, 200, 64),
+        (9, 3, 0, 130),
     ];
-    // f16 queries and weights on the matrix units (the scalar kernel keeps f32 queries).
-    attention_prefill_cases(&d, kernel, queries, 256, &cases, 2e-5);
+    for (hd, want) in [
+        (128u32, &ATTENTION_PREFILL_CM),
+        (64, &ATTENTION_PREFILL_CM64),
+    ] {
+        let (kernel, queries) = attention_prefill_kernel(hd, coopmat);
+        assert_eq!((kernel.name, queries), (want.name, 64));
+        let cases: Vec<_> = cases
+            .iter()
+            .map(|&(h, kv, pos, n)| (h, kv, hd, pos, n))
+            .collect();
+        // f16 queries and weights on the matrix units (the scalar kernel keeps f32 queries).
+        attention_prefill_cases(&d, kernel, queries, 256, &cases, 2e-5);
+    }
 }
 
 /// Runs `kernel` (`queries` per workgroup) on each case `(heads, kv_heads, head_dim, first

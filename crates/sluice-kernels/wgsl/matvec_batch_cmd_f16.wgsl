@@ -1,172 +1,22 @@
 //! include: batch_y_f32
 //! include: half_bits
+//! include: matvec_batch_cmd_f16_body
 enable f16;
 enable wgpu_cooperative_matrix;
 // The batched f16 matvec with the weights' matrix-unit operands built in registers, not
 // staged through shared memory (decision 0014; the batched engine's f16 LM heads,
-// `matvec_batch_cmd_fits`):
-// y[t, r] = (y_mode Y_ADD ? y[t, r] : 0) + W[r] . xh[t], up to 32 tokens per workgroup
-// (dispatch x: token groups, so a row group's run side by side and share its weights
-// through L2), 64 rows per workgroup (four subgroups of 16; dispatch y, then z past
-// row_groups_x, which counts along y here). Push constants and bindings as
-// matvec_batch_cm (w, xh, y). Batch invariance: a (token, row) sum runs over K in one
-// order whatever the other tokens.
-//
-// On the H100 element i of invocation l (g = l / 4, t = l % 4) of a 16 x 16 use-B matrix
-// loaded row-major with coopLoad is (row g + 8 (i / 4), column 2 t + i % 2 + 8 ((i / 2) % 2))
-// (tests/coop_element.rs). The product sums over K in any order, so the K columns of
-// each 32-column chunk are permuted (the same for the weights and the staged tokens) such
-// that those columns of both 16-column steps are the invocation's 8 consecutive halves
-// in memory, columns 8 t .. 8 t + 7 of the chunk: element i < 4 of step s is half 4 s + i
-// of row g's 16-byte load, element i >= 4 half 4 s + i - 4 of row g + 8's. The tokens are
-// staged in that order (column 8 t' + j of the chunk at (j / 4) 16 + ((j / 2) % 2) 8 + 2 t'
-// + j % 2), KX columns per stage; the weights come straight from memory, 16 bytes per
-// row and chunk.
+// `matvec_batch_cmd_fits`, and a prefill chunk's f16 matrices, `matvec_batch_cmd_prefill`):
+// y[t, r] = (y_mode Y_ADD ? y[t, r] : 0) + W[r] . xh[t]. See
+// include/matvec_batch_cmd_f16_body.wgsl.
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> xv: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, y_mode: u32, row_groups_x: u32 }
 var<immediate> pc: Push;
 
-const SG: u32 = 4u;
-const NI: u32 = SG * 32u;
-const TT: u32 = 32u; // tokens per workgroup (two token tiles)
-const KX: u32 = 128u; // columns per staged token block (four chunks of 32)
-const LX: u32 = KX + 8u; // halves per staged token row (8 of padding)
-const CPB: u32 = KX / 32u; // chunks per staged block (even)
-
-var<workgroup> xs: array<vec2<f16>, TT * LX / 2u>;
-var<workgroup> cs: array<f32, SG * 256u>;
-
-// Bodies written by build.rs (coop_element_fixup).
-fn set_b(m: coop_mat16x16<f16, B>, i: u32, v: f16) -> coop_mat16x16<f16, B> {
-    return m;
-}
-
-// Half h (0..7) of 8 halves packed in v.
-fn half8(v: vec4<u32>, h: u32) -> f16 {
-    let p = h2_bits(v[h / 2u]);
-    return select(p.x, p.y, (h % 2u) == 1u);
-}
-
-// Step s (0, 1) of a chunk as a use-B matrix: rows g and g + 8's 8 halves in lo and hi.
-fn build_b(base: coop_mat16x16<f16, B>, lo: vec4<u32>, hi: vec4<u32>, s: u32) -> coop_mat16x16<f16, B> {
-    var m = base;
-    for (var i = 0u; i < 4u; i++) {
-        m = set_b(m, i, half8(lo, 4u * s + i));
-        m = set_b(m, i + 4u, half8(hi, 4u * s + i));
-    }
-    return m;
-}
-
-// Chunk ch's 8 halves of this invocation (columns 32 ch + 8 t ..) of the row at vec4
-// `base`; zeros past the columns.
-fn wload(base: u32, ch: u32, t: u32) -> vec4<u32> {
-    // Branch-free (the matrix operations after it need uniform control flow): a column
-    // past the row reads the row's last 8 halves and drops them.
-    let c = 32u * ch + 8u * t;
-    let v = w[base + min(c, pc.cols - 8u) / 8u];
-    return select(vec4<u32>(0u), v, c < pc.cols);
-}
-
-@compute @workgroup_size(NI)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,
-        @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
-    let rg = wg.y + wg.z * pc.row_groups_x;
-    let r0 = rg * 16u * SG + sg * 16u;
-    let t0 = wg.x * TT;
-    let left = pc.tokens - min(t0, pc.tokens);
-    let nt = min((left + 15u) / 16u, 2u);
-    let g = lane / 4u;
-    let t = lane % 4u;
-    let last = max(pc.rows, 1u) - 1u;
-    let wa = min(r0 + g, last) * (pc.w_stride / 8u);
-    let wb = min(r0 + g + 8u, last) * (pc.w_stride / 8u);
-    for (var e = li; e < SG * 256u; e += NI) {
-        cs[e] = 0.0;
-    }
-    workgroupBarrier();
-    var c0 = coopLoadT<coop_mat16x16<f32, C>>(&cs[0], 16u);
-    var c1 = c0;
-    let zb = coopLoad<coop_mat16x16<f16, B>>(&xs[0], LX / 2u);
-    // Chunks two at a time: chunk ch's weights in (la, ha), ch + 1's in (lb, hb), each set
-    // reloaded with the chunk after next as soon as it is used (no copies of registers
-    // whose loads are in flight).
-    var la = wload(wa, 0u, t);
-    var ha = wload(wb, 0u, t);
-    var lb = wload(wa, 1u, t);
-    var hb = wload(wb, 1u, t);
-    for (var kb = 0u; kb < pc.cols; kb += KX) {
-        // The tokens' columns kb .. kb + KX in the permuted order; the first barrier: the
-        // previous block's readers are done.
-        workgroupBarrier();
-        for (var j = li; j < TT * KX / 8u; j += NI) {
-            let tok = j / (KX / 8u);
-            let run = j % (KX / 8u);
-            let col = kb + 8u * run;
-            var v = vec4<u32>(0u);
-            if (tok < left && col < pc.cols) {
-                v = xv[((t0 + tok) * pc.x_stride + col) / 8u];
-            }
-            // Pairs: (tok, 32 (run / 4) + 2 (run % 4) + {0, 8, 16, 24}), in vec2s.
-            let o = (tok * LX + 32u * (run / 4u) + 2u * (run % 4u)) / 2u;
-            xs[o] = h2_bits(v.x);
-            xs[o + 4u] = h2_bits(v.y);
-            xs[o + 8u] = h2_bits(v.z);
-            xs[o + 12u] = h2_bits(v.w);
-        }
-        workgroupBarrier();
-        // The block's chunks two at a time (CPB even; past the columns the weights are
-        // zeros and so are the staged tokens).
-        for (var cc = 0u; cc < CPB; cc += 2u) {
-            let ch = kb / 32u + cc;
-            for (var s = 0u; s < 2u; s++) {
-                let wt = build_b(zb, la, ha, s);
-                let k = cc * 32u + 16u * s;
-                let x0 = coopLoadT<coop_mat16x16<f16, A>>(&xs[k / 2u], LX / 2u);
-                c0 = coopMultiplyAdd(x0, wt, c0);
-                if (nt > 1u) {
-                    let x1 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(16u * LX + k) / 2u], LX / 2u);
-                    c1 = coopMultiplyAdd(x1, wt, c1);
-                }
-            }
-            la = wload(wa, ch + 2u, t);
-            ha = wload(wb, ch + 2u, t);
-            for (var s = 0u; s < 2u; s++) {
-                let wt = build_b(zb, lb, hb, s);
-                let k = (cc + 1u) * 32u + 16u * s;
-                let x0 = coopLoadT<coop_mat16x16<f16, A>>(&xs[k / 2u], LX / 2u);
-                c0 = coopMultiplyAdd(x0, wt, c0);
-                if (nt > 1u) {
-                    let x1 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(16u * LX + k) / 2u], LX / 2u);
-                    c1 = coopMultiplyAdd(x1, wt, c1);
-                }
-            }
-            lb = wload(wa, ch + 3u, t);
-            hb = wload(wb, ch + 3u, t);
-        }
-    }
-    // Each token tile parked in cs (element e: token e / 16, row e % 16) and written.
-    for (var tt = 0u; tt < nt; tt++) {
-        workgroupBarrier();
-        if (tt == 0u) {
-            coopStoreT(c0, &cs[sg * 256u], 16u);
-        } else {
-            coopStoreT(c1, &cs[sg * 256u], 16u);
-        }
-        workgroupBarrier();
-        for (var j = li; j < SG * 256u; j += NI) {
-            let e = j % 256u;
-            let tok = t0 + tt * 16u + e / 16u;
-            let r = rg * 16u * SG + 16u * (j / 256u) + e % 16u;
-            if (tok < pc.tokens && r < pc.rows) {
-                let o = tok * pc.y_stride + r;
-                var acc = cs[j];
-                if (pc.y_mode == Y_ADD) {
-                    acc += load_y(o);
-                }
-                store_y(o, acc);
-            }
-        }
-    }
+const NTT: u32 = 2u;
+const SILU: bool = false;
+// Only the gated kernel has a second matrix (never called here).
+fn wb_raw(i: u32) -> vec4<u32> {
+    return vec4<u32>(0u);
 }

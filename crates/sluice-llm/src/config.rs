@@ -198,6 +198,8 @@ pub const SYNTHETIC_NAMES: &[&str] = &[
     "tiny-gqa128",
     "qwen3-0.6b",
     "qwen3-4b",
+    "llama3.2-1b",
+    "smollm2-135m",
 ];
 
 /// Hyper-parameters of a dense decoder-only model (Qwen3, Qwen2 or Llama).
@@ -711,7 +713,8 @@ impl ModelConfig {
     /// A built-in config by name (see [`SYNTHETIC_NAMES`]): `tiny`, `tiny-llama`,
     /// `tiny-qwen2` (q/k/v biases), `tiny-llama3` (Llama 3.1 RoPE scaling), `tiny-256`,
     /// `tiny-gqa` (four query heads per key/value head), `tiny-gqa128` (the same, heads of
-    /// 128 dims), `qwen3-0.6b`, `qwen3-4b`.
+    /// 128 dims), `qwen3-0.6b`, `qwen3-4b`, `llama3.2-1b`, `smollm2-135m` (heads of 64
+    /// dims).
     /// Synthetic models have random weights, so they name no special tokens.
     pub fn synthetic(name: &str) -> Result<Self> {
         let qwen3 = |hidden, intermediate, layers, heads| ModelConfig {
@@ -841,6 +844,49 @@ impl ModelConfig {
             },
             "qwen3-0.6b" => qwen3(1024, 3072, 28, 16),
             "qwen3-4b" => qwen3(2560, 9728, 36, 32),
+            // Llama 3.2 1B's shapes (heads of 64 dims, Llama 3 RoPE scaling, tied
+            // embeddings of 128256 tokens).
+            "llama3.2-1b" => ModelConfig {
+                arch: Arch::Llama,
+                hidden: 2048,
+                intermediate: 8192,
+                layers: 16,
+                heads: 32,
+                kv_heads: 8,
+                head_dim: 64,
+                vocab: 128256,
+                rope_theta: 500_000.0,
+                rope_scaling: Some(RopeScaling::Llama3 {
+                    factor: 32.0,
+                    low_freq_factor: 1.0,
+                    high_freq_factor: 4.0,
+                    original_max_positions: 8192,
+                }),
+                rms_eps: 1e-5,
+                tied_embeddings: true,
+                max_positions: 131072,
+                bos_token: None,
+                eos_token: None,
+            },
+            // SmolLM2-135M's shapes (the README's model: 9 query heads of 64 dims over 3
+            // key/value heads).
+            "smollm2-135m" => ModelConfig {
+                arch: Arch::Llama,
+                hidden: 576,
+                intermediate: 1536,
+                layers: 30,
+                heads: 9,
+                kv_heads: 3,
+                head_dim: 64,
+                vocab: 49152,
+                rope_theta: 100_000.0,
+                rope_scaling: None,
+                rms_eps: 1e-5,
+                tied_embeddings: true,
+                max_positions: 8192,
+                bos_token: None,
+                eos_token: None,
+            },
             _ => {
                 return Err(LlmError::UnknownSynthetic {
                     name: name.to_string(),

@@ -546,10 +546,10 @@ fn prefill_stops_between_chunks_when_cancelled() {
 
 #[test]
 fn batched_prefill_matches_cpu_reference_and_token_by_token() {
-    // tiny-gqa128 (heads of 128 dims): on devices with matrix units, the prefill
-    // attention on them (`sluice_kernels::ATTENTION_PREFILL_CM`); the projections of all
-    // three run on the batched engine's matrix-unit matvecs there.
-    prefill_matches(&["tiny", "tiny-llama", "tiny-gqa128"], true);
+    // tiny-gqa128 and tiny-256 (heads of 128 and 64 dims): on devices with matrix units,
+    // the prefill attention on them (`sluice_kernels::ATTENTION_PREFILL_CM`, `_CM64`); the
+    // projections of all four run on the batched engine's matrix-unit matvecs there.
+    prefill_matches(&["tiny", "tiny-llama", "tiny-gqa128", "tiny-256"], true);
 }
 
 #[test]

@@ -106,6 +106,9 @@ struct Tokens {
     /// Rows of a batched decode step: the batched matvec family where the weight format
     /// has one (else `matmul`).
     batch_rows: bool,
+    /// A single sequence's prefill chunk ([`Shape::Prefill`]): kernels may be chosen by
+    /// the token count (no batch to be invariant to).
+    prefill: bool,
 }
 
 impl GpuModel {
@@ -416,15 +419,29 @@ impl GpuModel {
                 y_mode,
                 ..push
             };
-            // f16 LM heads: the weights' operands built in registers (decision 0014).
-            if self.cmd_layout && k::matvec_batch_cmd_fits(m.dtype, m.rows, cols, gated, y_mode) {
-                let (groups, gy) = k::matvec_batch_cmd_groups(m.rows, t.n);
+            // f16 LM heads, and a single sequence's prefill chunk's f16 matrices where its
+            // tokens fill the GPU: the weights' operands built in registers (decision 0014).
+            let cmd = if !self.cmd_layout {
+                None
+            } else if t.prefill {
+                k::matvec_batch_cmd_prefill(m.dtype, m.rows, cols, t.n, gated, y_mode)
+            } else {
+                k::matvec_batch_cmd_fits(m.dtype, m.rows, cols, gated, y_mode)
+                    .then_some((&k::MATVEC_BATCH_CMD_F16, k::MATVEC_BATCH_CMD_TOKENS))
+            };
+            if let Some((desc, per_group)) = cmd {
+                let (groups, gy) = k::matvec_batch_cmd_groups_of(per_group, m.rows, t.n, gated);
                 let push = k::MatvecBatchCmPush {
                     row_groups_x: gy,
                     ..push
                 };
-                let pipeline = self.device.pipeline(&k::MATVEC_BATCH_CMD_F16)?;
-                enc.dispatch(&pipeline, groups, &bindings, &push)?;
+                log::trace!(
+                    "batched {}x{cols} f16 at {} tokens: {} {groups:?}",
+                    m.rows,
+                    t.n,
+                    desc.name
+                );
+                enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push)?;
                 continue;
             }
             // Operands staged through shared memory, K split over workgroups for matrices
@@ -928,6 +945,7 @@ impl GpuModel {
             y_stride: ys,
             matmul: shape.paged(),
             batch_rows: matches!(shape, Shape::Batch(_)),
+            prefill: matches!(shape, Shape::Prefill(_)),
         });
         let x_slice = |m: &Matrix| match tokens {
             Some(_) => xb.slice(x_at..),

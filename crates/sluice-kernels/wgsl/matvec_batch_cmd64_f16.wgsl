@@ -1,0 +1,20 @@
+//! include: batch_y_f32
+//! include: half_bits
+//! include: matvec_batch_cmd_f16_body
+enable f16;
+enable wgpu_cooperative_matrix;
+// matvec_batch_cmd_f16 with 64 tokens per workgroup (NTT = 4; a prefill chunk's f16
+// matrices, `matvec_batch_cmd_prefill`): each weight operand built once for four token
+// tiles. See include/matvec_batch_cmd_f16_body.wgsl.
+@group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> xv: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, y_mode: u32, row_groups_x: u32 }
+var<immediate> pc: Push;
+
+const NTT: u32 = 4u;
+const SILU: bool = false;
+// Only the gated kernel has a second matrix (never called here).
+fn wb_raw(i: u32) -> vec4<u32> {
+    return vec4<u32>(0u);
+}

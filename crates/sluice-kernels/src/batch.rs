@@ -582,21 +582,33 @@ pub fn matvec_batch_cmd_fits(
 /// vs 109).
 pub const MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS: u32 = 256;
 
-/// Fewest workgroups [`matvec_batch_cmd_prefill`] takes the 64-token kernels with: below,
-/// their longer chains lose to twice the workgroups of 32 tokens. H200, `kernel_bench 30
-/// cmt f16 128,256,512` (BENCHMARKS.md, fiftieth session): faster from 512 (qwen3-4b's
-/// qkv at 512 tokens, 96 x 8 groups: 141.8 vs 157.6 µs; its gate/up 445 vs 488; qwen3-0.6b's
-/// qkv, 64 x 8: 43.1 vs 50.0), slower at 320-384 (qwen3-4b's down at 512 tokens, 40 x 8:
-/// 372 vs 306; its qkv at 256, 96 x 4: 99.3 vs 83.6; qwen3-0.6b's gate/up at 256: 42.7 vs
-/// 35.4).
-pub const MATVEC_BATCH_CMD64_PREFILL_MIN_GROUPS: u32 = 512;
+/// Workgroups of the 64-token kernels ([`MATVEC_BATCH_CMD64_F16`],
+/// [`MATVEC_BATCH_CMD64_F16_SILU`]) resident at once on a 132-SM GPU: two per
+/// multiprocessor (their 21.4 KB of shared memory against the ~57 KB the NVIDIA driver
+/// keeps per multiprocessor, BENCHMARKS.md thirty-seventh session).
+pub const MATVEC_BATCH_CMD64_WAVE: u32 = 264;
+
+/// Whether [`matvec_batch_cmd_prefill`] takes the 64-token kernels for `groups` of their
+/// workgroups: at least [`MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS`] and waves of
+/// [`MATVEC_BATCH_CMD64_WAVE`] at least 90% full on average (their longer chains lose to
+/// twice the workgroups of 32 tokens when a last wave runs half empty). H200, `kernel_bench
+/// 30 cmt f16 128,256,512` (BENCHMARKS.md, fiftieth session), 64 vs 32 tokens: faster at 256
+/// groups (qwen3-0.6b's qkv at 256 tokens: 24.0 vs 34.7 µs), 512 (its qkv at 512: 43.1 vs
+/// 50.0), 768 (qwen3-4b's qkv at 512: 141.8 vs 157.6) and 2432 (its gate/up: 445 vs 488);
+/// slower at 128 (qwen3-0.6b's o at 512: 38.3 vs 32.4), 320 (qwen3-4b's down at 512: 372 vs
+/// 306) and 384 (its qkv at 256: 99.3 vs 83.6).
+pub fn matvec_batch_cmd64_waves_full(groups: u64) -> bool {
+    let wave = MATVEC_BATCH_CMD64_WAVE as u64;
+    groups >= MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS as u64
+        && groups * 10 >= groups.div_ceil(wave) * wave * 9
+}
 
 /// The register-built f16 kernel a single sequence's prefill chunk of `tokens` runs a
 /// `rows` x `cols` f16 matrix on (`gated`: a gate/up pair, y as f16 pairs or f32), on a
 /// device that passed [`cmd_layout_self_test`], and the tokens it takes a workgroup
 /// (dispatch [`matvec_batch_cmd_groups_of`]): [`MATVEC_BATCH_CMD64_F16`] /
-/// [`MATVEC_BATCH_CMD64_F16_SILU`] (64) where their workgroups number at least
-/// [`MATVEC_BATCH_CMD64_PREFILL_MIN_GROUPS`], else [`MATVEC_BATCH_CMD_F16`] /
+/// [`MATVEC_BATCH_CMD64_F16_SILU`] (64) where their workgroups fill whole waves
+/// ([`matvec_batch_cmd64_waves_full`]), else [`MATVEC_BATCH_CMD_F16`] /
 /// [`MATVEC_BATCH_CMD_F16_SILU`] (32) where theirs number at least
 /// [`MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS`]; `None` below (the K-split kernels then). The
 /// choice depends on the token count, so only for a single sequence's chunks (no batch to
@@ -617,14 +629,14 @@ pub fn matvec_batch_cmd_prefill(
     if dtype != WeightDtype::F16 || !modes_ok || cols < 16 || !cols.is_multiple_of(16) {
         return None;
     }
-    let enough = |per_group, min: u32| {
+    let groups = |per_group| {
         let (g, _) = matvec_batch_cmd_groups_of(per_group, rows, tokens, gated);
-        g.iter().map(|&n| n as u64).product::<u64>() >= min as u64
+        g.iter().map(|&n| n as u64).product::<u64>()
     };
     let pick = |wide: &'static KernelDesc, narrow: &'static KernelDesc| {
-        if enough(64, MATVEC_BATCH_CMD64_PREFILL_MIN_GROUPS) {
+        if matvec_batch_cmd64_waves_full(groups(64)) {
             Some((wide, 64))
-        } else if enough(MATVEC_BATCH_CMD_TOKENS, MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS) {
+        } else if groups(MATVEC_BATCH_CMD_TOKENS) >= MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS as u64 {
             Some((narrow, MATVEC_BATCH_CMD_TOKENS))
         } else {
             None

@@ -1418,10 +1418,23 @@ fn matvec_batch_cmd_f16_silu_matches_reference() {
         pick(4096, 1024, 512, false, Y_STORE),
         Some((MATVEC_BATCH_CMD64_F16.name, 64))
     );
+    // qwen3-0.6b's qkv at 256 tokens: 64 x 4 groups of 64, one wave nearly full; qwen3-4b's
+    // at 256: 96 x 4 = 384, a second wave under half full: 32 tokens (96 x 8).
     assert_eq!(
         pick(4096, 1024, 256, false, Y_STORE),
+        Some((MATVEC_BATCH_CMD64_F16.name, 64))
+    );
+    assert_eq!(
+        pick(6144, 2560, 256, false, Y_STORE),
         Some((MATVEC_BATCH_CMD_F16.name, 32))
     );
+    // Llama 3.2 1B's down at 512 tokens: 32 x 8 = 256 groups of 64, one wave.
+    assert_eq!(
+        pick(2048, 8192, 512, false, Y_ADD),
+        Some((MATVEC_BATCH_CMD64_F16.name, 64))
+    );
+    assert!(matvec_batch_cmd64_waves_full(2432) && matvec_batch_cmd64_waves_full(512));
+    assert!(!matvec_batch_cmd64_waves_full(320) && !matvec_batch_cmd64_waves_full(128));
     assert_eq!(
         pick(3072, 1024, 128, true, Y_STORE),
         Some((MATVEC_BATCH_CMD_F16_SILU.name, 32))

@@ -931,6 +931,33 @@ pub fn matvec_batch_cmdq(dtype: WeightDtype, silu: bool) -> Option<&'static Kern
     }
 }
 
+/// The layout a single sequence's prefill chunk of `tokens` runs a `rows` x `cols` matrix
+/// on [`matvec_batch_cmdq`] with: K whole where the chunk's token groups alone give at least
+/// [`MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS`] workgroups, else the engine's split
+/// ([`matvec_batch_staged_layout`]). Depends on the token count: single-sequence chunks only.
+pub fn matvec_batch_cmdq_prefill_layout(
+    rows: u32,
+    cols: u32,
+    tokens: u32,
+    gated: bool,
+) -> MatvecBatchCmtLayout {
+    let whole = matvec_batch_staged_layout_aiming(
+        StagedShape::Registers,
+        rows,
+        cols,
+        tokens,
+        gated,
+        Some(1),
+    );
+    if whole.groups.iter().map(|&g| g as u64).product::<u64>()
+        >= MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS as u64
+    {
+        whole
+    } else {
+        matvec_batch_staged_layout(StagedShape::Registers, rows, cols, tokens, gated)
+    }
+}
+
 /// Whether the batched engine runs a `rows` x `cols` `dtype` matrix (`gated`: a gate/up
 /// pair) on [`matvec_batch_cmdq`] (on a device that passed [`cmd_layout_self_test`]): a
 /// kernel for the format, rows a multiple of 16, whole blocks. The choice depends on the

@@ -1598,6 +1598,17 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
         (gate.ksplit, gate.groups, gate.part_floats),
         (1, [304, 2, 1], 0)
     );
+    // A prefill chunk of 512 tokens: the same down with K whole (40 row groups x 16 token
+    // groups); of 64 tokens (40 x 2 groups) the engine's split.
+    let whole = matvec_batch_cmdq_prefill_layout(2560, 9728, 512, false);
+    assert_eq!(
+        (whole.ksplit, whole.groups, whole.part_floats),
+        (1, [40, 16, 1], 0)
+    );
+    assert_eq!(
+        matvec_batch_cmdq_prefill_layout(2560, 9728, 64, false).ksplit,
+        7
+    );
     let Some(d) = coopmat_device() else {
         assert!(d_refuses(&MATVEC_BATCH_CMD_Q4_K));
         assert!(d_refuses(&MATVEC_BATCH_CMD_Q4_K_SILU));

@@ -450,10 +450,21 @@ impl GpuModel {
             // faster on matvec_batch_cmt than on matvec_batch_cm_silu (-2% to +3% on the
             // engine; BENCHMARKS.md, fifth session).
             // Q4_K and Q6_K: the weights' operands built in registers, K split as the staged
-            // kernels (decision 0014).
+            // kernels (decision 0014); a single sequence's prefill chunk keeps K whole where
+            // its token groups fill the GPU (decision 0017).
             let lay = if self.cmd_layout && k::matvec_batch_cmdq_fits(m.dtype, m.rows, cols, gated)
             {
-                k::matvec_batch_staged_layout(k::StagedShape::Registers, m.rows, cols, t.n, gated)
+                if t.prefill {
+                    k::matvec_batch_cmdq_prefill_layout(m.rows, cols, t.n, gated)
+                } else {
+                    k::matvec_batch_staged_layout(
+                        k::StagedShape::Registers,
+                        m.rows,
+                        cols,
+                        t.n,
+                        gated,
+                    )
+                }
             } else {
                 k::matvec_batch_cmt_layout(m.dtype, m.rows, cols, t.n, gated)
             };

@@ -1075,9 +1075,9 @@ fn cmt_bench(
                     );
                     chain!(label, k, lay.groups, [part.slice(..), tick.slice(..)], push);
                 }
-                // The weights' operands built in registers (f16, 32 tokens per workgroup,
-                // no K split; the engine runs it for LM heads and prefill chunks).
-                // Prefill chunks also take its 64-token form (cmd64).
+                // The weights' operands built in registers (f16, no K split): 32 tokens per
+                // workgroup (cmd; the engine's LM heads and prefill chunks) and 64 (cmd64;
+                // prefill chunks).
                 if dt == WeightDtype::F16 {
                     let forms = if gated {
                         [
@@ -1095,7 +1095,7 @@ fn cmt_bench(
                             continue;
                         }
                         let k = d.pipeline(desc).unwrap();
-                        let (g, gx) = matvec_batch_cmd_groups_of(per_group, rows, tokens, gated);
+                        let (g, gx) = matvec_batch_cmd_groups(per_group, rows, tokens, gated);
                         let p = MatvecBatchCmPush {
                             row_groups_x: gx,
                             ..push

@@ -523,16 +523,11 @@ pub const MATVEC_BATCH_CMD_MIN_ROWS: u32 = 16384;
 
 /// Dispatch size and `row_groups_x` (here: row groups along y, then z past 65535) of
 /// [`MATVEC_BATCH_CMD_F16`] (`gated`: [`MATVEC_BATCH_CMD_F16_SILU`], half the rows of each
-/// matrix per workgroup), push constants as [`MatvecBatchCmPush`]: token groups of
-/// [`MATVEC_BATCH_CMD_TOKENS`] along x, so a row group's token groups run side by side and
-/// read its weights once from DRAM.
-pub fn matvec_batch_cmd_groups(rows: u32, tokens: u32, gated: bool) -> ([u32; 3], u32) {
-    matvec_batch_cmd_groups_of(MATVEC_BATCH_CMD_TOKENS, rows, tokens, gated)
-}
-
-/// [`matvec_batch_cmd_groups`] for a kernel of that family taking `per_group` tokens a
-/// workgroup (32, or 64: [`MATVEC_BATCH_CMD64_F16`], [`MATVEC_BATCH_CMD64_F16_SILU`]).
-pub fn matvec_batch_cmd_groups_of(
+/// matrix per workgroup) and their 64-token forms ([`MATVEC_BATCH_CMD64_F16`],
+/// [`MATVEC_BATCH_CMD64_F16_SILU`]), push constants as [`MatvecBatchCmPush`]: token groups
+/// of `per_group` ([`MATVEC_BATCH_CMD_TOKENS`] or 64) along x, so a row group's token groups
+/// run side by side and read its weights once from DRAM.
+pub fn matvec_batch_cmd_groups(
     per_group: u32,
     rows: u32,
     tokens: u32,
@@ -606,7 +601,7 @@ pub fn matvec_batch_cmd64_waves_full(groups: u64) -> bool {
 /// The register-built f16 kernel a single sequence's prefill chunk of `tokens` runs a
 /// `rows` x `cols` f16 matrix on (`gated`: a gate/up pair, y as f16 pairs or f32), on a
 /// device that passed [`cmd_layout_self_test`], and the tokens it takes a workgroup
-/// (dispatch [`matvec_batch_cmd_groups_of`]): [`MATVEC_BATCH_CMD64_F16`] /
+/// (dispatch [`matvec_batch_cmd_groups`]): [`MATVEC_BATCH_CMD64_F16`] /
 /// [`MATVEC_BATCH_CMD64_F16_SILU`] (64) where their workgroups fill whole waves
 /// ([`matvec_batch_cmd64_waves_full`]), else [`MATVEC_BATCH_CMD_F16`] /
 /// [`MATVEC_BATCH_CMD_F16_SILU`] (32) where theirs number at least
@@ -630,7 +625,7 @@ pub fn matvec_batch_cmd_prefill(
         return None;
     }
     let groups = |per_group| {
-        let (g, _) = matvec_batch_cmd_groups_of(per_group, rows, tokens, gated);
+        let (g, _) = matvec_batch_cmd_groups(per_group, rows, tokens, gated);
         g.iter().map(|&n| n as u64).product::<u64>()
     };
     let pick = |wide: &'static KernelDesc, narrow: &'static KernelDesc| {

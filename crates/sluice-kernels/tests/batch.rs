@@ -1311,7 +1311,7 @@ fn matvec_batch_cmd_f16_matches_reference() {
         let wbuf = weight_buffer(&d, f16, r, c, &w);
         let xbuf = u32_buffer(&d, "xh", &words, ResourceClass::TokenScratch);
         let ybuf = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
-        let (groups, gx) = matvec_batch_cmd_groups_of(per_group, rows, tokens, false);
+        let (groups, gx) = matvec_batch_cmd_groups(per_group, rows, tokens, false);
         let p = MatvecBatchCmPush {
             rows,
             cols,
@@ -1358,7 +1358,7 @@ fn matvec_batch_cmd_f16_matches_reference() {
             &y0[last * ys..(last + 1) * ys],
             ResourceClass::TokenScratch,
         );
-        let (g1, gx1) = matvec_batch_cmd_groups_of(per_group, rows, 1, false);
+        let (g1, gx1) = matvec_batch_cmd_groups(per_group, rows, 1, false);
         let p1 = MatvecBatchCmPush {
             tokens: 1,
             row_groups_x: gx1,
@@ -1398,52 +1398,49 @@ fn matvec_batch_cmd_f16_silu_matches_reference() {
     let pick = |rows, cols, tokens, gated, mode| {
         matvec_batch_cmd_prefill(f16, rows, cols, tokens, gated, mode).map(|(k, n)| (k.name, n))
     };
-    // qwen3-0.6b's gate/up at 512 tokens: 96 row groups x 8 token groups of 64.
-    assert_eq!(
-        pick(3072, 1024, 512, true, Y_F16_PAIRS),
-        Some((MATVEC_BATCH_CMD64_F16_SILU.name, 64))
+    let (c32, c64) = (
+        Some((MATVEC_BATCH_CMD_F16.name, 32)),
+        Some((MATVEC_BATCH_CMD64_F16.name, 64)),
     );
-    // Its o at 512 tokens: 16 x 8 groups of 64 too few, 16 x 16 of 32 enough; at 128
-    // tokens 16 x 4, too few without a K split. qwen3-4b's down at 512 tokens: 40 x 8 of
-    // 64 too few, 40 x 16 of 32 enough.
-    assert_eq!(
-        pick(1024, 2048, 512, false, Y_ADD),
-        Some((MATVEC_BATCH_CMD_F16.name, 32))
+    let (g32, g64) = (
+        Some((MATVEC_BATCH_CMD_F16_SILU.name, 32)),
+        Some((MATVEC_BATCH_CMD64_F16_SILU.name, 64)),
     );
-    assert_eq!(
-        pick(2560, 9728, 512, false, Y_ADD),
-        Some((MATVEC_BATCH_CMD_F16.name, 32))
-    );
-    assert_eq!(
-        pick(4096, 1024, 512, false, Y_STORE),
-        Some((MATVEC_BATCH_CMD64_F16.name, 64))
-    );
-    // qwen3-0.6b's qkv at 256 tokens: 64 x 4 groups of 64, one wave nearly full; qwen3-4b's
-    // at 256: 96 x 4 = 384, a second wave under half full: 32 tokens (96 x 8).
-    assert_eq!(
-        pick(4096, 1024, 256, false, Y_STORE),
-        Some((MATVEC_BATCH_CMD64_F16.name, 64))
-    );
-    assert_eq!(
-        pick(6144, 2560, 256, false, Y_STORE),
-        Some((MATVEC_BATCH_CMD_F16.name, 32))
-    );
-    // Llama 3.2 1B's down at 512 tokens: 32 x 8 = 256 groups of 64, one wave.
-    assert_eq!(
-        pick(2048, 8192, 512, false, Y_ADD),
-        Some((MATVEC_BATCH_CMD64_F16.name, 64))
-    );
+    // (rows, cols, tokens, gated, y mode, the kernel and its tokens a workgroup)
+    let cases = [
+        // qwen3-0.6b's gate/up at 512 tokens: 96 row groups x 8 token groups of 64; at 128,
+        // 96 x 2 of 64 too few, 96 x 4 of 32 enough.
+        (3072, 1024, 512, true, Y_F16_PAIRS, g64),
+        (3072, 1024, 128, true, Y_STORE, g32),
+        // Its o at 512 tokens: 16 x 8 groups of 64 too few, 16 x 16 of 32 enough; at 128
+        // (16 x 4) and 480 (16 x 15) too few without a K split.
+        (1024, 2048, 512, false, Y_ADD, c32),
+        (1024, 2048, 128, false, Y_ADD, None),
+        (1024, 2048, 480, false, Y_ADD, None),
+        // qwen3-4b's down at 512 tokens: 40 x 8 = 320 of 64 (a second wave mostly empty),
+        // 40 x 16 of 32.
+        (2560, 9728, 512, false, Y_ADD, c32),
+        // qwen3-0.6b's qkv at 512 and 256 tokens: 64 x 8 and 64 x 4 of 64, full waves;
+        // qwen3-4b's at 256: 96 x 4 = 384, a second wave under half full: 32 (96 x 8).
+        (4096, 1024, 512, false, Y_STORE, c64),
+        (4096, 1024, 256, false, Y_STORE, c64),
+        (6144, 2560, 256, false, Y_STORE, c32),
+        // Llama 3.2 1B's down at 512 tokens: 32 x 8 = 256 groups of 64, one wave.
+        (2048, 8192, 512, false, Y_ADD, c64),
+        // y modes the kernels do not write; columns not a multiple of 16.
+        (3072, 1024, 512, true, Y_ADD, None),
+        (1024, 2048, 512, false, Y_F16_PAIRS, None),
+        (1024, 2056, 512, false, Y_STORE, None),
+    ];
+    for (rows, cols, tokens, gated, mode, want) in cases {
+        assert_eq!(
+            pick(rows, cols, tokens, gated, mode),
+            want,
+            "{rows}x{cols} at {tokens} tokens, gated {gated}, y mode {mode}"
+        );
+    }
     assert!(matvec_batch_cmd64_waves_full(2432) && matvec_batch_cmd64_waves_full(512));
     assert!(!matvec_batch_cmd64_waves_full(320) && !matvec_batch_cmd64_waves_full(128));
-    assert_eq!(
-        pick(3072, 1024, 128, true, Y_STORE),
-        Some((MATVEC_BATCH_CMD_F16_SILU.name, 32))
-    );
-    assert_eq!(pick(1024, 2048, 128, false, Y_ADD), None);
-    assert_eq!(pick(1024, 2048, 480, false, Y_ADD), None);
-    assert_eq!(pick(3072, 1024, 512, true, Y_ADD), None);
-    assert_eq!(pick(1024, 2048, 512, false, Y_F16_PAIRS), None);
-    assert_eq!(pick(1024, 2056, 512, false, Y_STORE), None);
     assert!(
         matvec_batch_cmd_prefill(WeightDtype::Q4K, 9728, 2560, 512, true, Y_F16_PAIRS).is_none()
     );
@@ -1493,7 +1490,7 @@ fn matvec_batch_cmd_f16_silu_matches_reference() {
                 tokens as usize * ys
             };
             let ybuf = u32_buffer(&d, "y", &vec![0u32; nw], ResourceClass::TokenScratch);
-            let (groups, gx) = matvec_batch_cmd_groups_of(per_group, rows, tokens, true);
+            let (groups, gx) = matvec_batch_cmd_groups(per_group, rows, tokens, true);
             let p = MatvecBatchCmPush {
                 rows,
                 cols,

@@ -1,5 +1,5 @@
-// What the prefill attention kernels share (attention_prefill.wgsl,
-// attention_prefill_cm.wgsl; `sluice_kernels::AttnPrefillPush`): the params, the queries, the
+// What the prefill attention kernels share (attention_prefill.wgsl, attention_prefill_cm.wgsl
+// and attention_prefill_cm64.wgsl; `sluice_kernels::AttnPrefillPush`): the params, the queries, the
 // output and the push constants. Each kernel declares bindings 2 and 3 (the key and value
 // caches, f16 pairs) in the word width it reads.
 

@@ -430,7 +430,7 @@ impl GpuModel {
                     .then_some((&k::MATVEC_BATCH_CMD_F16, k::MATVEC_BATCH_CMD_TOKENS))
             };
             if let Some((desc, per_group)) = cmd {
-                let (groups, gy) = k::matvec_batch_cmd_groups_of(per_group, m.rows, t.n, gated);
+                let (groups, gy) = k::matvec_batch_cmd_groups(per_group, m.rows, t.n, gated);
                 let push = k::MatvecBatchCmPush {
                     row_groups_x: gy,
                     ..push

@@ -55,6 +55,10 @@ struct Common {
     /// matvecs stage them through shared memory instead)
     #[arg(long, global = true)]
     no_register_operands: bool,
+    /// Do not run a prompt chunk's f16 matrices as 128 x 128 matrix-unit tiles staged
+    /// through shared memory (the register-built matvecs run instead)
+    #[arg(long, global = true)]
+    no_tiled_matmul: bool,
     /// More log output on stderr (-v info, -vv debug: runtime decisions, -vvv trace)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -145,6 +149,7 @@ fn options(c: &Common) -> Options {
         no_coopmat: c.no_coopmat,
         no_int_dot: c.no_int_dot,
         no_register_operands: c.no_register_operands,
+        no_tiled_matmul: c.no_tiled_matmul,
         ..Options::default()
     }
 }

@@ -21,7 +21,8 @@
 //! With `cmt`: the staged batched matvecs (operands staged through shared memory, K split
 //! over workgroups for matrices of few rows; matvec_batch_cmt and its row-owning twin
 //! matvec_batch_cmr; for Q4_K and Q6_K also matvec_batch_cmd_<format>, the weights'
-//! operands built in registers) against
+//! operands built in registers; for f16 the register-built forms of 32 and 64 tokens (cmd,
+//! cmd64) and from 64 tokens the prefill chunks' tiled matmul matmul_tile_f16 (tile)) against
 //! matvec_batch_cm, in a chain, each checked against CPU dot products. A third argument
 //! keeps only the formats it names (`cmt q4_k,f16`), a fourth only the token counts it
 //! names (`cmt q4_k 32`; default 1, 8, 32, 64), a fifth the K-split targets to sweep
@@ -1101,6 +1102,21 @@ fn cmt_bench(
                             ..push
                         };
                         chain!(label, k, g, Vec::<sluice::BufferSlice>::new(), p);
+                    }
+                    // The tiled matmul (prefill chunks of many tokens).
+                    if tokens >= 64 {
+                        let desc = if gated {
+                            &MATMUL_TILE_F16_SILU
+                        } else {
+                            &MATMUL_TILE_F16
+                        };
+                        let k = d.pipeline(desc).unwrap();
+                        let (g, gx) = matmul_tile_groups(rows, tokens, gated);
+                        let p = MatvecBatchCmPush {
+                            row_groups_x: gx,
+                            ..push
+                        };
+                        chain!("tile", k, g, Vec::<sluice::BufferSlice>::new(), p);
                     }
                 }
                 println!("{line}");

@@ -647,6 +647,77 @@ pub fn matvec_batch_cmd_prefill(
     }
 }
 
+/// Weight rows a workgroup of [`MATMUL_TILE_F16`] computes (the tiled f16 matmul of prefill
+/// chunks, wgsl/include/matmul_tile_f16_body.wgsl; [`MATMUL_TILE_F16_SILU`]: half of them
+/// of each matrix).
+pub const MATMUL_TILE_ROWS: u32 = 128;
+/// Tokens a workgroup of [`MATMUL_TILE_F16`] / [`MATMUL_TILE_F16_SILU`] computes.
+pub const MATMUL_TILE_TOKENS: u32 = 128;
+
+/// Dispatch size and `row_groups_x` of [`MATMUL_TILE_F16`] (`gated`:
+/// [`MATMUL_TILE_F16_SILU`]) for a `rows`-row matrix and `tokens` tokens, push constants as
+/// [`MatvecBatchCmPush`]: token groups along x, row groups along y, then z past 65535.
+pub fn matmul_tile_groups(rows: u32, tokens: u32, gated: bool) -> ([u32; 3], u32) {
+    let per = if gated {
+        MATMUL_TILE_ROWS / 2
+    } else {
+        MATMUL_TILE_ROWS
+    };
+    let groups = rows.div_ceil(per).max(1);
+    let gy = groups.min(65535);
+    (
+        [
+            tokens.div_ceil(MATMUL_TILE_TOKENS).max(1),
+            gy,
+            groups.div_ceil(gy),
+        ],
+        gy,
+    )
+}
+
+/// The tiled f16 matmul ([`MATMUL_TILE_F16`], `gated`: [`MATMUL_TILE_F16_SILU`]) for a
+/// single sequence's prefill chunk of `tokens` on a `rows` x `cols` matrix of `dtype`, y
+/// written as `y_mode`: f16 weights, columns a multiple of 8 (the kernels load 8 halves at
+/// a time), the y modes each kernel writes, and at least [`MATMUL_TILE_MIN_GROUPS`]
+/// workgroups; `None`: another kernel (the register-built matvecs,
+/// [`matvec_batch_cmd_prefill`]). The choice depends on the token count, so only for a
+/// single sequence's chunks.
+pub fn matmul_tile_prefill(
+    dtype: WeightDtype,
+    rows: u32,
+    cols: u32,
+    tokens: u32,
+    gated: bool,
+    y_mode: u32,
+) -> Option<&'static KernelDesc> {
+    let modes_ok = if gated {
+        y_mode == Y_F16_PAIRS || y_mode == Y_STORE
+    } else {
+        y_mode == Y_STORE || y_mode == Y_ADD
+    };
+    let (g, _) = matmul_tile_groups(rows, tokens, gated);
+    let groups = g.iter().map(|&n| n as u64).product::<u64>();
+    let kernel = if gated {
+        &crate::MATMUL_TILE_F16_SILU
+    } else {
+        &crate::MATMUL_TILE_F16
+    };
+    (dtype == WeightDtype::F16
+        && modes_ok
+        && cols >= 8
+        && cols.is_multiple_of(8)
+        && groups >= MATMUL_TILE_MIN_GROUPS as u64)
+        .then_some(kernel)
+}
+
+/// Fewest workgroups [`matmul_tile_prefill`] takes the tiled matmul with (one a
+/// multiprocessor at most: 44 KB of shared memory each). H200, `kernel_bench 30 cmt f16
+/// 512,1024` (BENCHMARKS.md, fifty-first session): from 80 workgroups faster than the
+/// register-built kernels (qwen3-4b's o and down at 512 tokens, 20 x 4: 102 / 234 vs 119 /
+/// 300 µs), at 64 slower (qwen3-0.6b's o at 1024 tokens, 8 x 8: 55 vs 39; qwen3-4b's v
+/// at 1024: 71 vs 47).
+pub const MATMUL_TILE_MIN_GROUPS: u32 = 80;
+
 /// Where [`MATVEC_BATCH_CMD_F16`] expects element `i` of invocation `l` of a 16 x 16 f16
 /// use-B matrix loaded row-major (stride 16): (row, column). The H100's layout (the PTX
 /// m16n8k16 fragments, tests/coop_element.rs); another device may hold them elsewhere.

@@ -1566,6 +1566,171 @@ fn matvec_batch_cmd_f16_silu_matches_reference() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// `matmul_tile_f16` and `matmul_tile_f16_silu` (a prefill chunk's f16 matrices as tiled
+/// matmuls, wgsl/include/matmul_tile_f16_body.wgsl) against the CPU reference (NMSE <=
+/// 1e-5): y stored and added to, gated silu(g) * u as f16 pairs and f32, partial row and
+/// token tiles (200 rows: 1.6 tiles of 128; 72 gated: 1.1 of 64; 1 to 300 tokens), columns
+/// not a multiple of the 64-column step (1048), strides past the columns; the last token
+/// alone bit for bit its batch row. `matmul_tile_prefill`'s choice. On the matrix units;
+/// a device without them refuses the kernels by name.
+#[test]
+fn matmul_tile_f16_matches_reference() {
+    let f16 = WeightDtype::F16;
+    let pick = |rows, cols, tokens, gated, mode| {
+        matmul_tile_prefill(f16, rows, cols, tokens, gated, mode).map(|k| k.name)
+    };
+    let (plain, silu) = (Some(MATMUL_TILE_F16.name), Some(MATMUL_TILE_F16_SILU.name));
+    // (rows, cols, tokens, gated, y mode, the kernel)
+    let cases = [
+        // qwen3-4b's o at 512 tokens: 20 x 4 workgroups; qwen3-0.6b's at 512 (8 x 4) and
+        // 1024 (8 x 8) too few; its qkv at 512, 32 x 4.
+        (2560, 4096, 512, false, Y_ADD, plain),
+        (1024, 2048, 512, false, Y_ADD, None),
+        (1024, 2048, 1024, false, Y_ADD, None),
+        (4096, 1024, 512, false, Y_STORE, plain),
+        // qwen3-0.6b's gate/up at 512 tokens (48 x 4) and at 128 (48 x 1).
+        (3072, 1024, 512, true, Y_F16_PAIRS, silu),
+        (3072, 1024, 128, true, Y_F16_PAIRS, None),
+        // y modes the kernels do not write; columns not a multiple of 8; block formats.
+        (4096, 1024, 512, false, Y_F16_PAIRS, None),
+        (3072, 1024, 512, true, Y_ADD, None),
+        (4096, 1028, 512, false, Y_STORE, None),
+    ];
+    for (rows, cols, tokens, gated, mode, want) in cases {
+        assert_eq!(
+            pick(rows, cols, tokens, gated, mode),
+            want,
+            "{rows}x{cols} at {tokens} tokens, gated {gated}, y mode {mode}"
+        );
+    }
+    assert!(matmul_tile_prefill(WeightDtype::Q4K, 4096, 1024, 512, false, Y_STORE).is_none());
+    assert_eq!(matmul_tile_groups(200, 300, false), ([3, 2, 1], 2));
+    assert_eq!(matmul_tile_groups(72, 1, true), ([1, 2, 1], 2));
+    let Some(d) = coopmat_device() else {
+        // Refused for the matrix units or for its 44 KiB of workgroup memory.
+        let d = Device::new(sluice::Options::default()).expect("a Vulkan device");
+        assert!(d.pipeline(&MATMUL_TILE_F16).is_err());
+        assert!(d.pipeline(&MATMUL_TILE_F16_SILU).is_err());
+        return;
+    };
+    let mut rng = Rng::new(139);
+    let mut failures = Vec::new();
+    // (gated, rows, cols, tokens, y mode)
+    let cases = [
+        (false, 128u32, 64u32, 1u32, Y_STORE),
+        (false, 200, 1048, 130, Y_ADD),
+        (false, 64, 2560, 300, Y_STORE),
+        (true, 72, 1048, 129, Y_F16_PAIRS),
+        (true, 128, 256, 64, Y_STORE),
+        (true, 16, 32, 3, Y_F16_PAIRS),
+    ];
+    for (gated, rows, cols, tokens, y_mode) in cases {
+        let kd = if gated {
+            &MATMUL_TILE_F16_SILU
+        } else {
+            &MATMUL_TILE_F16
+        };
+        let k = d.pipeline(kd).unwrap();
+        let (r, c, n) = (rows as usize, cols as usize, tokens as usize);
+        let x_stride = cols + 8;
+        // f32 elements, or halves (Y_F16_PAIRS), between tokens' y.
+        let y_stride = rows + 6;
+        let ys = y_stride as usize;
+        let wg = rng.vec(r * c, 1.0);
+        let wu = rng.vec(r * c, 1.0);
+        let (x, words) = f16_activations(&mut rng, n * x_stride as usize);
+        let gbuf = weight_buffer(&d, f16, r, c, &wg);
+        let ubuf = weight_buffer(&d, f16, r, c, &wu);
+        let pairs = y_mode == Y_F16_PAIRS;
+        let y0: Vec<f32> = rng.vec(n * ys, 1.0);
+        let run = |tokens: u32, xw: &[u32], y_init: &[f32]| -> Vec<f32> {
+            let xbuf = u32_buffer(&d, "xh", xw, ResourceClass::TokenScratch);
+            let nw = if pairs {
+                tokens as usize * ys / 2
+            } else {
+                tokens as usize * ys
+            };
+            let init: Vec<u32> = if pairs {
+                vec![0u32; nw]
+            } else {
+                y_init[..nw].iter().map(|v| v.to_bits()).collect()
+            };
+            let ybuf = u32_buffer(&d, "y", &init, ResourceClass::TokenScratch);
+            let (groups, gx) = matmul_tile_groups(rows, tokens, gated);
+            let p = MatvecBatchCmPush {
+                rows,
+                cols,
+                w_stride: matvec_batch_cm_w_stride(f16, cols),
+                tokens,
+                x_stride,
+                y_stride,
+                y_mode,
+                row_groups_x: gx,
+            };
+            let mut b = vec![gbuf.slice(..)];
+            if gated {
+                b.push(ubuf.slice(..));
+            }
+            b.extend([xbuf.slice(..), ybuf.slice(..)]);
+            let mut enc = d.encoder().unwrap();
+            enc.dispatch(&k, groups, &b, &p).unwrap();
+            enc.submit().unwrap().wait().unwrap();
+            let got = ybuf.read::<u32>(0, nw).unwrap();
+            if pairs {
+                got.iter()
+                    .flat_map(|&w| {
+                        [
+                            half::f16::from_bits(w as u16).to_f32(),
+                            half::f16::from_bits((w >> 16) as u16).to_f32(),
+                        ]
+                    })
+                    .collect()
+            } else {
+                got.iter().map(|&w| f32::from_bits(w)).collect()
+            }
+        };
+        let got = run(tokens, &words, &y0);
+        let mut want = vec![0.0f32; n * r];
+        let mut have = vec![0.0f32; n * r];
+        for t in 0..n {
+            let xt = &x[t * x_stride as usize..];
+            for row in 0..r {
+                let dot = |w: &[f32]| -> f32 {
+                    (0..c).map(|i| round_to(f16, w[row * c + i]) * xt[i]).sum()
+                };
+                let o = t * ys + row;
+                want[t * r + row] = if gated {
+                    let (g, u) = (dot(&wg), dot(&wu));
+                    g / (1.0 + (-g).exp()) * u
+                } else if y_mode == Y_ADD {
+                    y0[o] + dot(&wg)
+                } else {
+                    dot(&wg)
+                };
+                have[t * r + row] = got[o];
+            }
+        }
+        let e = nmse(&have, &want);
+        let name = kd.name;
+        println!("{name} {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}");
+        if e > 1e-5 {
+            failures.push(format!(
+                "{name} {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}"
+            ));
+        }
+        // The last token alone: bit for bit its row of the batch.
+        let last = n - 1;
+        let per = x_stride as usize / 2;
+        let alone = run(1, &words[last * per..(last + 1) * per], &y0[last * ys..]);
+        if bits(&alone[..r]) != bits(&got[last * ys..last * ys + r]) {
+            failures.push(format!(
+                "{name} {rows}x{cols}: token {last} alone differs from its batch row"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// `matvec_batch_cmd_q4_k[_silu]` and `matvec_batch_cmd_q6_k` (the weights'
 /// matrix-unit operands built in registers; wgsl/include/matvec_batch_cmdq_body.wgsl)
 /// through the staged kernels' check (Q6_K: the variants without a gate): every variant

@@ -56,6 +56,10 @@ pub struct Options {
     /// decision 0014) even where the device's layout self-test passes: the kernels that
     /// stage them through shared memory run instead. Default false.
     pub no_register_operands: bool,
+    /// Do not run a prefill chunk's f16 matrices as tiled matmuls (both operands staged
+    /// through shared memory, 128 x 128 tiles) even where the device has matrix units: the
+    /// register-built matvecs run instead. Default false.
+    pub no_tiled_matmul: bool,
     /// Ask the driver for every pipeline's compile statistics (registers, instructions,
     /// spills: VK_KHR_pipeline_executable_properties) so that
     /// [`crate::Device::kernel_statistics`] can report them. Default false: capturing
@@ -76,6 +80,7 @@ impl Default for Options {
             no_coopmat: false,
             no_int_dot: false,
             no_register_operands: false,
+            no_tiled_matmul: false,
             kernel_statistics: false,
         }
     }

@@ -419,8 +419,31 @@ impl GpuModel {
                 y_mode,
                 ..push
             };
-            // f16 LM heads, and a single sequence's prefill chunk's f16 matrices where its
-            // tokens fill the GPU: the weights' operands built in registers (decision 0014).
+            // A single sequence's prefill chunk's f16 matrices where their 128 x 128 tiles
+            // fill the GPU: tiled matmuls (decision 0017).
+            let tile = if self.tiled && t.prefill {
+                k::matmul_tile_prefill(m.dtype, m.rows, cols, t.n, gated, y_mode)
+            } else {
+                None
+            };
+            if let Some(desc) = tile {
+                let (groups, gy) = k::matmul_tile_groups(m.rows, t.n, gated);
+                let push = k::MatvecBatchCmPush {
+                    row_groups_x: gy,
+                    ..push
+                };
+                log::trace!(
+                    "prefill {}x{cols} f16 at {} tokens: {} {groups:?}",
+                    m.rows,
+                    t.n,
+                    desc.name
+                );
+                enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push)?;
+                continue;
+            }
+            // f16 LM heads, and a single sequence's prefill chunk's other f16 matrices where
+            // its tokens fill the GPU: the weights' operands built in registers (decision
+            // 0014).
             let cmd = if !self.cmd_layout {
                 None
             } else if t.prefill {

@@ -258,6 +258,10 @@ pub struct GpuModel {
     /// The matrix-unit matvecs build their weights' operands in registers (f16 LM heads,
     /// Q4_K and Q6_K; decision 0014; the device's element layout checked once at load).
     cmd_layout: bool,
+    /// A single sequence's prefill chunks run their f16 matrices as tiled matmuls where
+    /// enough tiles fill the GPU (`sluice_kernels::matmul_tile_prefill`): matrix units and
+    /// not `Options::no_tiled_matmul`.
+    tiled: bool,
     /// Scratch of the matrix-unit matvecs (paged engines, and prefill chunks with
     /// [`GpuOptions::prefill_matrix_units`]); `None` without matrix units.
     mu: Option<mu::MuScratch>,

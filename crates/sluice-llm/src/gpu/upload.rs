@@ -413,6 +413,12 @@ impl GpuModel {
             )?),
         };
         let cmd_layout = mu.is_some() && k::cmd_layout_self_test(device)?;
+        // The tiled f16 matmuls of prefill chunks: matrix units, the option, and a device
+        // that takes their 44 KB of workgroup memory.
+        let tiled = mu.is_some()
+            && !device.options().no_tiled_matmul
+            && device.pipeline(&k::MATMUL_TILE_F16).is_ok()
+            && device.pipeline(&k::MATMUL_TILE_F16_SILU).is_ok();
         device.synchronize()?;
         Ok(GpuModel {
             persistent,
@@ -423,6 +429,7 @@ impl GpuModel {
             kernels,
             coopmat,
             cmd_layout,
+            tiled,
             mu,
             sizes,
             embed,

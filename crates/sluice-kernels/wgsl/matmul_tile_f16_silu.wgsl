@@ -1,0 +1,20 @@
+//! include: batch_y_pairs
+//! include: half_bits
+//! include: matmul_tile_f16_body
+enable f16;
+enable wgpu_cooperative_matrix;
+// A prefill chunk's f16 gate/up as a tiled matmul, 64 rows of each matrix x 128 tokens a
+// workgroup: y[t, r] = silu(Wg[r] . xh[t]) * (Wu[r] . xh[t]) (Wg = w, Wu = w_b), as f16
+// pairs (Y_F16_PAIRS, down's input) or f32 (Y_STORE). See
+// include/matmul_tile_f16_body.wgsl.
+@group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> w_b: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> xv: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<u32>; // include/batch_y_pairs.wgsl
+struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, y_mode: u32, row_groups_x: u32 }
+var<immediate> pc: Push;
+
+const SILU: bool = true;
+fn wb_raw(i: u32) -> vec4<u32> {
+    return w_b[i];
+}

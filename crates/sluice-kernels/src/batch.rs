@@ -538,16 +538,15 @@ pub fn matvec_batch_cmd_groups(
     } else {
         MATVEC_BATCH_CMD_ROWS
     };
-    let groups = rows.div_ceil(per).max(1);
+    tokens_x_rows_y(tokens.div_ceil(per_group.max(1)), rows.div_ceil(per))
+}
+
+/// Dispatch size and `row_groups_x` for `token_groups` along x and `row_groups` along y,
+/// continuing along z past 65535 (at least one of each).
+fn tokens_x_rows_y(token_groups: u32, row_groups: u32) -> ([u32; 3], u32) {
+    let groups = row_groups.max(1);
     let gy = groups.min(65535);
-    (
-        [
-            tokens.div_ceil(per_group.max(1)).max(1),
-            gy,
-            groups.div_ceil(gy),
-        ],
-        gy,
-    )
+    ([token_groups.max(1), gy, groups.div_ceil(gy)], gy)
 }
 
 /// Whether the batched engine runs a `rows` x `cols` matrix of `dtype` on
@@ -663,16 +662,7 @@ pub fn matmul_tile_groups(rows: u32, tokens: u32, gated: bool) -> ([u32; 3], u32
     } else {
         MATMUL_TILE_ROWS
     };
-    let groups = rows.div_ceil(per).max(1);
-    let gy = groups.min(65535);
-    (
-        [
-            tokens.div_ceil(MATMUL_TILE_TOKENS).max(1),
-            gy,
-            groups.div_ceil(gy),
-        ],
-        gy,
-    )
+    tokens_x_rows_y(tokens.div_ceil(MATMUL_TILE_TOKENS), rows.div_ceil(per))
 }
 
 /// The tiled f16 matmul ([`MATMUL_TILE_F16`], `gated`: [`MATMUL_TILE_F16_SILU`]) for a

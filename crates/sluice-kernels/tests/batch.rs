@@ -23,6 +23,23 @@ fn floats(words: Vec<u32>) -> Vec<f32> {
     words.into_iter().map(f32::from_bits).collect()
 }
 
+/// A gated kernel's y words as values: two f16 halves each (`pairs`, Y_F16_PAIRS), else
+/// f32 bits.
+fn y_values(words: Vec<u32>, pairs: bool) -> Vec<f32> {
+    if !pairs {
+        return floats(words);
+    }
+    words
+        .iter()
+        .flat_map(|&w| {
+            [
+                half::f16::from_bits(w as u16).to_f32(),
+                half::f16::from_bits((w >> 16) as u16).to_f32(),
+            ]
+        })
+        .collect()
+}
+
 /// A pool of `blocks` blocks handed out in a scrambled order to `seqs` slots.
 fn scattered_table(seqs: u32, max_blocks: u32, blocks: u32) -> Vec<u32> {
     let mut ids: Vec<u32> = (0..blocks).collect();
@@ -1515,19 +1532,7 @@ fn matvec_batch_cmd_f16_silu_matches_reference() {
             )
             .unwrap();
             enc.submit().unwrap().wait().unwrap();
-            let got = ybuf.read::<u32>(0, nw).unwrap();
-            if pairs {
-                got.iter()
-                    .flat_map(|&w| {
-                        [
-                            half::f16::from_bits(w as u16).to_f32(),
-                            half::f16::from_bits((w >> 16) as u16).to_f32(),
-                        ]
-                    })
-                    .collect()
-            } else {
-                got.iter().map(|&w| f32::from_bits(w)).collect()
-            }
+            y_values(ybuf.read::<u32>(0, nw).unwrap(), pairs)
         };
         let got = run(tokens, &words);
         assert_eq!(got.len(), if pairs { 2 * y_words } else { y_words });
@@ -1675,19 +1680,7 @@ fn matmul_tile_f16_matches_reference() {
             let mut enc = d.encoder().unwrap();
             enc.dispatch(&k, groups, &b, &p).unwrap();
             enc.submit().unwrap().wait().unwrap();
-            let got = ybuf.read::<u32>(0, nw).unwrap();
-            if pairs {
-                got.iter()
-                    .flat_map(|&w| {
-                        [
-                            half::f16::from_bits(w as u16).to_f32(),
-                            half::f16::from_bits((w >> 16) as u16).to_f32(),
-                        ]
-                    })
-                    .collect()
-            } else {
-                got.iter().map(|&w| f32::from_bits(w)).collect()
-            }
+            y_values(ybuf.read::<u32>(0, nw).unwrap(), pairs)
         };
         let got = run(tokens, &words, &y0);
         let mut want = vec![0.0f32; n * r];

@@ -568,6 +568,16 @@ pub fn matvec_batch_cmd_fits(
         && cols.is_multiple_of(16)
 }
 
+/// Whether the f16 prefill kernels (register-built and tiled) write y as `y_mode`: gated,
+/// f16 pairs or f32; plain, stored or added to.
+fn f16_kernel_writes(gated: bool, y_mode: u32) -> bool {
+    if gated {
+        y_mode == Y_F16_PAIRS || y_mode == Y_STORE
+    } else {
+        y_mode == Y_STORE || y_mode == Y_ADD
+    }
+}
+
 /// Fewest workgroups [`matvec_batch_cmd_prefill`] takes a prefill chunk's matrix with
 /// (the kernels have no K split). H200, `kernel_bench 30 cmt f16 128,512` (BENCHMARKS.md,
 /// fiftieth session): from 256 workgroups faster than the K-split kernels (qwen3-0.6b's o
@@ -615,11 +625,7 @@ pub fn matvec_batch_cmd_prefill(
     gated: bool,
     y_mode: u32,
 ) -> Option<(&'static KernelDesc, u32)> {
-    let modes_ok = if gated {
-        y_mode == Y_F16_PAIRS || y_mode == Y_STORE
-    } else {
-        y_mode == Y_STORE || y_mode == Y_ADD
-    };
+    let modes_ok = f16_kernel_writes(gated, y_mode);
     if dtype != WeightDtype::F16 || !modes_ok || cols < 16 || !cols.is_multiple_of(16) {
         return None;
     }
@@ -680,11 +686,7 @@ pub fn matmul_tile_prefill(
     gated: bool,
     y_mode: u32,
 ) -> Option<&'static KernelDesc> {
-    let modes_ok = if gated {
-        y_mode == Y_F16_PAIRS || y_mode == Y_STORE
-    } else {
-        y_mode == Y_STORE || y_mode == Y_ADD
-    };
+    let modes_ok = f16_kernel_writes(gated, y_mode);
     let (g, _) = matmul_tile_groups(rows, tokens, gated);
     let groups = g.iter().map(|&n| n as u64).product::<u64>();
     let kernel = if gated {

@@ -1314,90 +1314,12 @@ fn matvec_batch_cmd_f16_matches_reference() {
         (48, 4096, 33, Y_ADD),
         (80, 256, 130, Y_ADD),
     ];
-    for ((kd, per_group), (rows, cols, tokens, y_mode)) in kernels
+    for ((kd, per_group), case) in kernels
         .iter()
         .flat_map(|k| cases.iter().map(move |c| (*k, *c)))
     {
-        let k = d.pipeline(kd).unwrap();
-        let (r, c, n) = (rows as usize, cols as usize, tokens as usize);
-        let x_stride = cols + 8;
-        let y_stride = rows + 5;
-        let w = rng.vec(r * c, 1.0);
-        let (x, words) = f16_activations(&mut rng, n * x_stride as usize);
-        let y0 = rng.vec(n * y_stride as usize, 1.0);
-        let wbuf = weight_buffer(&d, f16, r, c, &w);
-        let xbuf = u32_buffer(&d, "xh", &words, ResourceClass::TokenScratch);
-        let ybuf = f32_buffer(&d, "y", &y0, ResourceClass::TokenScratch);
-        let (groups, gx) = matvec_batch_cmd_groups(per_group, rows, tokens, false);
-        let p = MatvecBatchCmPush {
-            rows,
-            cols,
-            w_stride: matvec_batch_cm_w_stride(f16, cols),
-            tokens,
-            x_stride,
-            y_stride,
-            y_mode,
-            row_groups_x: gx,
-        };
-        let mut enc = d.encoder().unwrap();
-        enc.dispatch(
-            &k,
-            groups,
-            &[wbuf.slice(..), xbuf.slice(..), ybuf.slice(..)],
-            &p,
-        )
-        .unwrap();
-        enc.submit().unwrap().wait().unwrap();
-        let got = ybuf.read::<f32>(0, y0.len()).unwrap();
-        let mut want = y0.clone();
-        for t in 0..n {
-            for row in 0..r {
-                let dot: f32 = (0..c)
-                    .map(|i| round_to(f16, w[row * c + i]) * x[t * x_stride as usize + i])
-                    .sum();
-                let o = t * y_stride as usize + row;
-                want[o] = if y_mode == Y_ADD { y0[o] + dot } else { dot };
-            }
-        }
-        // The last token alone: bit for bit its row of the batch (batch invariance).
-        let last = n - 1;
-        let xs = x_stride as usize;
-        let ys = y_stride as usize;
-        let xb1 = u32_buffer(
-            &d,
-            "xh1",
-            &words[last * xs / 2..(last + 1) * xs / 2],
-            ResourceClass::TokenScratch,
-        );
-        let yb1 = f32_buffer(
-            &d,
-            "y1",
-            &y0[last * ys..(last + 1) * ys],
-            ResourceClass::TokenScratch,
-        );
-        let (g1, gx1) = matvec_batch_cmd_groups(per_group, rows, 1, false);
-        let p1 = MatvecBatchCmPush {
-            tokens: 1,
-            row_groups_x: gx1,
-            ..p
-        };
-        let mut enc = d.encoder().unwrap();
-        enc.dispatch(&k, g1, &[wbuf.slice(..), xb1.slice(..), yb1.slice(..)], &p1)
-            .unwrap();
-        enc.submit().unwrap().wait().unwrap();
-        let alone = yb1.read::<f32>(0, ys).unwrap();
-        if bits(&alone) != bits(&got[last * ys..(last + 1) * ys]) {
-            failures.push(format!(
-                "{} {rows}x{cols}: token {last} alone differs from its batch row",
-                kd.name
-            ));
-        }
-        let e = nmse(&got, &want);
-        let name = kd.name;
-        println!("{name} {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}");
-        if e > 1e-5 {
-            failures.push(format!("{name} {rows}x{cols} tokens {tokens}: NMSE {e:e}"));
-        }
+        let groups = |tokens| matvec_batch_cmd_groups(per_group, case.0, tokens, false);
+        check_f16_kernel(&d, &mut rng, kd, groups, false, case, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -1482,91 +1404,12 @@ fn matvec_batch_cmd_f16_silu_matches_reference() {
         (160, 256, 70, Y_F16_PAIRS),
         (32, 512, 1, Y_STORE),
     ];
-    for ((kd, per_group), (rows, cols, tokens, y_mode)) in kernels
+    for ((kd, per_group), case) in kernels
         .iter()
         .flat_map(|k| cases.iter().map(move |c| (*k, *c)))
     {
-        let k = d.pipeline(kd).unwrap();
-        let (r, c, n) = (rows as usize, cols as usize, tokens as usize);
-        let x_stride = cols + 8;
-        // f32 elements (Y_STORE) or halves (Y_F16_PAIRS) between tokens' y.
-        let y_stride = rows + 6;
-        let ys = y_stride as usize;
-        let wg = rng.vec(r * c, 1.0);
-        let wu = rng.vec(r * c, 1.0);
-        let (x, words) = f16_activations(&mut rng, n * x_stride as usize);
-        let gbuf = weight_buffer(&d, f16, r, c, &wg);
-        let ubuf = weight_buffer(&d, f16, r, c, &wu);
-        let pairs = y_mode == Y_F16_PAIRS;
-        let y_words = if pairs { n * ys / 2 } else { n * ys };
-        let run = |tokens: u32, xw: &[u32]| -> Vec<f32> {
-            let xbuf = u32_buffer(&d, "xh", xw, ResourceClass::TokenScratch);
-            let nw = if pairs {
-                tokens as usize * ys / 2
-            } else {
-                tokens as usize * ys
-            };
-            let ybuf = u32_buffer(&d, "y", &vec![0u32; nw], ResourceClass::TokenScratch);
-            let (groups, gx) = matvec_batch_cmd_groups(per_group, rows, tokens, true);
-            let p = MatvecBatchCmPush {
-                rows,
-                cols,
-                w_stride: matvec_batch_cm_w_stride(f16, cols),
-                tokens,
-                x_stride,
-                y_stride,
-                y_mode,
-                row_groups_x: gx,
-            };
-            let mut enc = d.encoder().unwrap();
-            enc.dispatch(
-                &k,
-                groups,
-                &[
-                    gbuf.slice(..),
-                    ubuf.slice(..),
-                    xbuf.slice(..),
-                    ybuf.slice(..),
-                ],
-                &p,
-            )
-            .unwrap();
-            enc.submit().unwrap().wait().unwrap();
-            y_values(ybuf.read::<u32>(0, nw).unwrap(), pairs)
-        };
-        let got = run(tokens, &words);
-        assert_eq!(got.len(), if pairs { 2 * y_words } else { y_words });
-        let mut want = vec![0.0f32; got.len()];
-        let mut have = vec![0.0f32; got.len()];
-        for t in 0..n {
-            let xt = &x[t * x_stride as usize..];
-            for row in 0..r {
-                let dot = |w: &[f32]| -> f32 {
-                    (0..c).map(|i| round_to(f16, w[row * c + i]) * xt[i]).sum()
-                };
-                let (g, u) = (dot(&wg), dot(&wu));
-                let o = t * ys + row;
-                want[o] = g / (1.0 + (-g).exp()) * u;
-                have[o] = got[o];
-            }
-        }
-        let e = nmse(&have, &want);
-        let name = kd.name;
-        println!("{name} {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}");
-        if e > 1e-5 {
-            failures.push(format!(
-                "{name} {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}"
-            ));
-        }
-        // The last token alone: bit for bit its row of the batch (batch invariance).
-        let last = n - 1;
-        let per = x_stride as usize / 2;
-        let alone = run(1, &words[last * per..(last + 1) * per]);
-        if bits(&alone[..r]) != bits(&got[last * ys..last * ys + r]) {
-            failures.push(format!(
-                "{name} {rows}x{cols}: token {last} alone differs from its batch row"
-            ));
-        }
+        let groups = |tokens| matvec_batch_cmd_groups(per_group, case.0, tokens, true);
+        check_f16_kernel(&d, &mut rng, kd, groups, true, case, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -1635,91 +1478,9 @@ fn matmul_tile_f16_matches_reference() {
         } else {
             &MATMUL_TILE_F16
         };
-        let k = d.pipeline(kd).unwrap();
-        let (r, c, n) = (rows as usize, cols as usize, tokens as usize);
-        let x_stride = cols + 8;
-        // f32 elements, or halves (Y_F16_PAIRS), between tokens' y.
-        let y_stride = rows + 6;
-        let ys = y_stride as usize;
-        let wg = rng.vec(r * c, 1.0);
-        let wu = rng.vec(r * c, 1.0);
-        let (x, words) = f16_activations(&mut rng, n * x_stride as usize);
-        let gbuf = weight_buffer(&d, f16, r, c, &wg);
-        let ubuf = weight_buffer(&d, f16, r, c, &wu);
-        let pairs = y_mode == Y_F16_PAIRS;
-        let y0: Vec<f32> = rng.vec(n * ys, 1.0);
-        let run = |tokens: u32, xw: &[u32], y_init: &[f32]| -> Vec<f32> {
-            let xbuf = u32_buffer(&d, "xh", xw, ResourceClass::TokenScratch);
-            let nw = if pairs {
-                tokens as usize * ys / 2
-            } else {
-                tokens as usize * ys
-            };
-            let init: Vec<u32> = if pairs {
-                vec![0u32; nw]
-            } else {
-                y_init[..nw].iter().map(|v| v.to_bits()).collect()
-            };
-            let ybuf = u32_buffer(&d, "y", &init, ResourceClass::TokenScratch);
-            let (groups, gx) = matmul_tile_groups(rows, tokens, gated);
-            let p = MatvecBatchCmPush {
-                rows,
-                cols,
-                w_stride: matvec_batch_cm_w_stride(f16, cols),
-                tokens,
-                x_stride,
-                y_stride,
-                y_mode,
-                row_groups_x: gx,
-            };
-            let mut b = vec![gbuf.slice(..)];
-            if gated {
-                b.push(ubuf.slice(..));
-            }
-            b.extend([xbuf.slice(..), ybuf.slice(..)]);
-            let mut enc = d.encoder().unwrap();
-            enc.dispatch(&k, groups, &b, &p).unwrap();
-            enc.submit().unwrap().wait().unwrap();
-            y_values(ybuf.read::<u32>(0, nw).unwrap(), pairs)
-        };
-        let got = run(tokens, &words, &y0);
-        let mut want = vec![0.0f32; n * r];
-        let mut have = vec![0.0f32; n * r];
-        for t in 0..n {
-            let xt = &x[t * x_stride as usize..];
-            for row in 0..r {
-                let dot = |w: &[f32]| -> f32 {
-                    (0..c).map(|i| round_to(f16, w[row * c + i]) * xt[i]).sum()
-                };
-                let o = t * ys + row;
-                want[t * r + row] = if gated {
-                    let (g, u) = (dot(&wg), dot(&wu));
-                    g / (1.0 + (-g).exp()) * u
-                } else if y_mode == Y_ADD {
-                    y0[o] + dot(&wg)
-                } else {
-                    dot(&wg)
-                };
-                have[t * r + row] = got[o];
-            }
-        }
-        let e = nmse(&have, &want);
-        let name = kd.name;
-        println!("{name} {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}");
-        if e > 1e-5 {
-            failures.push(format!(
-                "{name} {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}"
-            ));
-        }
-        // The last token alone: bit for bit its row of the batch.
-        let last = n - 1;
-        let per = x_stride as usize / 2;
-        let alone = run(1, &words[last * per..(last + 1) * per], &y0[last * ys..]);
-        if bits(&alone[..r]) != bits(&got[last * ys..last * ys + r]) {
-            failures.push(format!(
-                "{name} {rows}x{cols}: token {last} alone differs from its batch row"
-            ));
-        }
+        let groups = |tokens| matmul_tile_groups(rows, tokens, gated);
+        let case = (rows, cols, tokens, y_mode);
+        check_f16_kernel(&d, &mut rng, kd, groups, gated, case, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -1792,6 +1553,117 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
 
 /// `len` random activations (scale 2) rounded to f16, and the same packed as f16 pairs (what
 /// `ACT_F16` writes for the register-built kernels).
+/// One case `(rows, cols, tokens, y mode)` of an f16 matrix-unit kernel with the
+/// register-built matvecs' bindings and push constants (`matvec_batch_cmd[64]_f16[_silu]`,
+/// `matmul_tile_f16[_silu]`; dispatch `groups(tokens)`) against the CPU reference: y = W . x
+/// stored or added to y's values, or (`gated`) silu(Wg . x) * (Wu . x) as f16 pairs or f32,
+/// activations and y with strides past the columns and rows. Pushed to `failures`: an NMSE
+/// above 1e-5 over the written elements, an f32 element past a token's rows written, the
+/// last token alone not bit for bit its batch row (batch invariance).
+fn check_f16_kernel(
+    d: &Device,
+    rng: &mut Rng,
+    kd: &sluice::KernelDesc,
+    groups: impl Fn(u32) -> ([u32; 3], u32),
+    gated: bool,
+    (rows, cols, tokens, y_mode): (u32, u32, u32, u32),
+    failures: &mut Vec<String>,
+) {
+    let f16 = WeightDtype::F16;
+    let k = d.pipeline(kd).unwrap();
+    let (r, c, n) = (rows as usize, cols as usize, tokens as usize);
+    let pairs = y_mode == Y_F16_PAIRS;
+    let x_stride = cols + 8;
+    // f32 elements, or halves (Y_F16_PAIRS: even), between tokens' y.
+    let y_stride = rows + if pairs { 6 } else { 5 };
+    let ys = y_stride as usize;
+    let wg = rng.vec(r * c, 1.0);
+    let wu = if gated {
+        rng.vec(r * c, 1.0)
+    } else {
+        Vec::new()
+    };
+    let (x, words) = f16_activations(rng, n * x_stride as usize);
+    let y0 = rng.vec(n * ys, 1.0);
+    let gbuf = weight_buffer(d, f16, r, c, &wg);
+    let ubuf = gated.then(|| weight_buffer(d, f16, r, c, &wu));
+    // y of `tokens` tokens from x words `xw`, y starting as `y_init` (f32 modes) or zeros.
+    let run = |tokens: u32, xw: &[u32], y_init: &[f32]| -> Vec<f32> {
+        let nw = if pairs {
+            tokens as usize * ys / 2
+        } else {
+            tokens as usize * ys
+        };
+        let init: Vec<u32> = if pairs {
+            vec![0u32; nw]
+        } else {
+            y_init[..nw].iter().map(|v| v.to_bits()).collect()
+        };
+        let xbuf = u32_buffer(d, "xh", xw, ResourceClass::TokenScratch);
+        let ybuf = u32_buffer(d, "y", &init, ResourceClass::TokenScratch);
+        let (g, gx) = groups(tokens);
+        let p = MatvecBatchCmPush {
+            rows,
+            cols,
+            w_stride: matvec_batch_cm_w_stride(f16, cols),
+            tokens,
+            x_stride,
+            y_stride,
+            y_mode,
+            row_groups_x: gx,
+        };
+        let mut b = vec![gbuf.slice(..)];
+        b.extend(ubuf.as_ref().map(|u| u.slice(..)));
+        b.extend([xbuf.slice(..), ybuf.slice(..)]);
+        let mut enc = d.encoder().unwrap();
+        enc.dispatch(&k, g, &b, &p).unwrap();
+        enc.submit().unwrap().wait().unwrap();
+        y_values(ybuf.read::<u32>(0, nw).unwrap(), pairs)
+    };
+    let got = run(tokens, &words, &y0);
+    assert_eq!(got.len(), n * ys);
+    let name = kd.name;
+    let mut want = vec![0.0f32; n * r];
+    let mut have = vec![0.0f32; n * r];
+    for t in 0..n {
+        let xt = &x[t * x_stride as usize..];
+        for row in 0..r {
+            let dot =
+                |w: &[f32]| -> f32 { (0..c).map(|i| round_to(f16, w[row * c + i]) * xt[i]).sum() };
+            let o = t * ys + row;
+            want[t * r + row] = if gated {
+                let (g, u) = (dot(&wg), dot(&wu));
+                g / (1.0 + (-g).exp()) * u
+            } else if y_mode == Y_ADD {
+                y0[o] + dot(&wg)
+            } else {
+                dot(&wg)
+            };
+            have[t * r + row] = got[o];
+        }
+        if !pairs && bits(&got[t * ys + r..(t + 1) * ys]) != bits(&y0[t * ys + r..(t + 1) * ys]) {
+            failures.push(format!(
+                "{name} {rows}x{cols}: token {t}'s y past its rows written"
+            ));
+        }
+    }
+    let e = nmse(&have, &want);
+    println!("{name} {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}");
+    if e > 1e-5 {
+        failures.push(format!(
+            "{name} {rows}x{cols} tokens {tokens} mode {y_mode}: NMSE {e:e}"
+        ));
+    }
+    let last = n - 1;
+    let per = x_stride as usize / 2;
+    let alone = run(1, &words[last * per..(last + 1) * per], &y0[last * ys..]);
+    if bits(&alone[..r]) != bits(&got[last * ys..last * ys + r]) {
+        failures.push(format!(
+            "{name} {rows}x{cols}: token {last} alone differs from its batch row"
+        ));
+    }
+}
+
 fn f16_activations(rng: &mut Rng, len: usize) -> (Vec<f32>, Vec<u32>) {
     let x: Vec<f32> = rng
         .vec(len, 2.0)

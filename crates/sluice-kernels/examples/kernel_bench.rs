@@ -1055,6 +1055,9 @@ fn cmt_bench(
                 if matvec_batch_cmdq(dt, gated).is_some() {
                     shapes.push(StagedShape::Registers);
                 }
+                if dt == WeightDtype::F16 {
+                    shapes.push(StagedShape::RegistersF16);
+                }
                 for (shape, target) in shapes
                     .into_iter()
                     .flat_map(|s| targets.iter().map(move |&t| (s, t)))
@@ -1068,6 +1071,7 @@ fn cmt_bench(
                         StagedShape::KSteps => "cmt",
                         StagedShape::Rows => "cmr",
                         StagedShape::Registers => "cmd",
+                        StagedShape::RegistersF16 => "cmdk",
                     };
                     let label = format!(
                         "{name} k{} g{}",
@@ -1271,6 +1275,7 @@ fn i8mm_bench(d: &Device, reps: u32) {
                 StagedShape::KSteps => "cmt",
                 StagedShape::Rows => "cmr",
                 StagedShape::Registers => "cmd",
+                StagedShape::RegistersF16 => "cmdk",
             };
             report(label, us);
             println!("{line}");

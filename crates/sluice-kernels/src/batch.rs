@@ -946,6 +946,10 @@ pub enum StagedShape {
     /// faster than one of 64 that decoded the weights once (H200, BENCHMARKS.md, fortieth
     /// session).
     Registers,
+    /// [`matvec_batch_cmdk_f16`]: [`StagedShape::Registers`] for f16 weights (64 rows,
+    /// gated 32 of each matrix, 32 tokens, operands built in registers), K split in stages
+    /// of 128 columns, a split at least one stage.
+    RegistersF16,
 }
 
 /// The staged cooperative-matrix batched matvec for `dtype` weights (`silu`: the gated
@@ -987,6 +991,39 @@ pub fn matvec_batch_cmdq(dtype: WeightDtype, silu: bool) -> Option<&'static Kern
         (WeightDtype::Q6K, false) => Some(&crate::MATVEC_BATCH_CMD_Q6_K),
         _ => None,
     }
+}
+
+/// The batched f16 matvec with the weights' matrix-unit operands built in registers and
+/// K split over workgroups (`matvec_batch_cmdk_f16[_silu]`; wgsl/include/
+/// matvec_batch_cmd_f16_body.wgsl with _cmd_f16_split.wgsl): bindings and push constants as
+/// [`matvec_batch_cmr`], layout from [`matvec_batch_staged_layout`] with
+/// [`StagedShape::RegistersF16`]. Only where [`cmd_layout_self_test`] passes.
+pub fn matvec_batch_cmdk_f16(silu: bool) -> &'static KernelDesc {
+    if silu {
+        &crate::MATVEC_BATCH_CMDK_F16_SILU
+    } else {
+        &crate::MATVEC_BATCH_CMDK_F16
+    }
+}
+
+/// Fewest rows (gated: of each matrix) [`matvec_batch_cmdk_f16_fits`] takes. H200, 32
+/// tokens (`kernel_bench 30 cmt f16 32`, BENCHMARKS.md, fifty-second session): from 2048
+/// rows it beat the staged kernels at every qwen3 shape (qwen3-4b's qkv 34.3 -> 22.0 µs,
+/// o 26.7 -> 18.1, gate/up 99.4 -> 50.6, down 53.7 -> 34.2; qwen3-0.6b's qkv 12.2 -> 10.9,
+/// gate/up 17.8 -> 13.0), at 1024 rows it lost (0.6B o 9.9 -> 11.2, down 11.8 -> 12.2, 4B v
+/// 10.9 -> 11.9: 16 row groups split 10-16 ways).
+pub const MATVEC_BATCH_CMDK_MIN_ROWS: u32 = 2048;
+
+/// Whether the batched engine runs a `rows` x `cols` `dtype` matrix on
+/// [`matvec_batch_cmdk_f16`] (on a device that passed [`cmd_layout_self_test`]): f16, at
+/// least [`MATVEC_BATCH_CMDK_MIN_ROWS`] rows, a multiple of 16, cols of 16. The choice
+/// depends on the shape and format alone (batch invariance).
+pub fn matvec_batch_cmdk_f16_fits(dtype: WeightDtype, rows: u32, cols: u32) -> bool {
+    dtype == WeightDtype::F16
+        && rows >= MATVEC_BATCH_CMDK_MIN_ROWS
+        && rows.is_multiple_of(16)
+        && cols > 0
+        && cols.is_multiple_of(16)
 }
 
 /// The layout a single sequence's prefill chunk of `tokens` runs a `rows` x `cols` matrix
@@ -1034,6 +1071,8 @@ const CMDQ_ROWS: u32 = 64;
 const CMDQ_TOKENS: u32 = 32;
 /// Columns per K unit of [`matvec_batch_cmdq`]: a block (Q4_K, Q6_K).
 const CMDQ_CHUNK: u32 = 256;
+/// Columns per K unit of [`matvec_batch_cmdk_f16`]: a stage of its staged tokens.
+const CMDK_F16_CHUNK: u32 = 128;
 /// Floats of one workgroup's partial sums of [`matvec_batch_cmdq`] (64 rows x 32 tokens).
 const CMDQ_PART: u64 = 2048;
 /// Workgroups a split of [`matvec_batch_cmdq`] aims for: two per multiprocessor of a
@@ -1069,6 +1108,9 @@ impl MatvecBatchCmtLayout {
             StagedShape::KSteps => matvec_batch_cmt(dtype, silu),
             StagedShape::Rows => matvec_batch_cmr(dtype, silu),
             StagedShape::Registers => matvec_batch_cmdq(dtype, silu),
+            StagedShape::RegistersF16 => {
+                (dtype == WeightDtype::F16).then(|| matvec_batch_cmdk_f16(silu))
+            }
         }
     }
 }
@@ -1120,7 +1162,7 @@ pub fn matvec_batch_staged_layout_aiming(
     gated: bool,
     target: Option<u32>,
 ) -> MatvecBatchCmtLayout {
-    let (per, chunk, part, split_below, own_target, per_tokens) = match shape {
+    let (per, chunk, part, split_below, own_target, per_tokens, min_run) = match shape {
         StagedShape::KSteps => (
             if gated { CMT_ROWS_GATED } else { CMT_ROWS },
             CMT_CHUNK,
@@ -1128,6 +1170,7 @@ pub fn matvec_batch_staged_layout_aiming(
             CMT_SPLIT_BELOW,
             CMT_SPLIT_TARGET,
             MATVEC_BATCH_CMT_TOKENS,
+            2,
         ),
         StagedShape::Rows => (
             if gated { CMR_ROWS / 2 } else { CMR_ROWS },
@@ -1136,6 +1179,7 @@ pub fn matvec_batch_staged_layout_aiming(
             CMR_SPLIT_TARGET,
             CMR_SPLIT_TARGET,
             MATVEC_BATCH_CMT_TOKENS,
+            2,
         ),
         StagedShape::Registers => (
             if gated { CMDQ_ROWS / 2 } else { CMDQ_ROWS },
@@ -1144,6 +1188,16 @@ pub fn matvec_batch_staged_layout_aiming(
             target.unwrap_or(CMDQ_SPLIT_TARGET),
             CMDQ_SPLIT_TARGET,
             CMDQ_TOKENS,
+            2,
+        ),
+        StagedShape::RegistersF16 => (
+            if gated { CMDQ_ROWS / 2 } else { CMDQ_ROWS },
+            CMDK_F16_CHUNK,
+            CMDQ_PART,
+            target.unwrap_or(CMDQ_SPLIT_TARGET),
+            CMDQ_SPLIT_TARGET,
+            CMDQ_TOKENS,
+            1,
         ),
     };
     let target = target.unwrap_or(own_target);
@@ -1152,9 +1206,11 @@ pub fn matvec_batch_staged_layout_aiming(
     let want = if row_groups >= split_below {
         1
     } else {
-        // At least two chunks per run: a run of one has no load in flight behind its
-        // multiplies.
-        target.div_ceil(row_groups).clamp(1, (chunks / 2).max(1))
+        // At least two chunks per run where a run of one has no load in flight behind its
+        // multiplies (a stage of `matvec_batch_cmdk_f16` is four chunks of 32 columns).
+        target
+            .div_ceil(row_groups)
+            .clamp(1, (chunks / min_run).max(1))
     };
     let kchunks = chunks.div_ceil(want);
     let ksplit = chunks.div_ceil(kchunks);

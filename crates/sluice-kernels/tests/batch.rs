@@ -1212,6 +1212,7 @@ fn check_batch_cm_of(
                     Some(StagedShape::KSteps) => "cmt",
                     Some(StagedShape::Rows) => "cmr",
                     Some(StagedShape::Registers) => "cmd",
+                    Some(StagedShape::RegistersF16) => "cmdk",
                 },
                 dt.name()
             );
@@ -1548,6 +1549,48 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
     let shape = Some(StagedShape::Registers);
     failures.extend(check_batch_cm(&d, shape, q, &shapes, 141));
     failures.extend(check_batch_cm_of(&d, shape, q6, &plain, &shapes, 142));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `matvec_batch_cmdk_f16[_silu]` (the register-built f16 kernel with K split over
+/// workgroups: the batched engine's f16 matrices from 2048 rows) in every variant against
+/// the CPU reference (NMSE <= 1e-5), gated f16 pairs bit for bit act_f16's, three tokens
+/// alone bit for bit their batch rows: K split 1 to 8 ways, a split's last stage partial
+/// (1040 columns), a partial row group, one to three token groups, rows of 2080 (more row
+/// groups than splits wanted: K whole).
+#[test]
+fn matvec_batch_cmdk_f16_matches_reference_and_each_token_alone() {
+    let f16 = WeightDtype::F16;
+    assert!(matvec_batch_cmdk_f16_fits(f16, 4096, 1024));
+    assert!(matvec_batch_cmdk_f16_fits(f16, 2048, 1040));
+    assert!(!matvec_batch_cmdk_f16_fits(f16, 1024, 3072));
+    assert!(!matvec_batch_cmdk_f16_fits(f16, 4096, 1000));
+    assert!(!matvec_batch_cmdk_f16_fits(WeightDtype::Q4K, 4096, 1024));
+    // qwen3-0.6b's qkv at 32 tokens: 64 row groups x 4 splits of 2 stages (128 columns).
+    let qkv = matvec_batch_staged_layout(StagedShape::RegistersF16, 4096, 1024, 32, false);
+    assert_eq!((qkv.ksplit, qkv.kchunks, qkv.groups), (4, 2, [64, 4, 1]));
+    assert_eq!(qkv.part_floats, 64 * 4 * 2048);
+    // Its 1024-row o splits down to single stages (16 x 16).
+    let o = matvec_batch_staged_layout(StagedShape::RegistersF16, 1024, 2048, 64, false);
+    assert_eq!((o.ksplit, o.kchunks, o.groups), (16, 1, [16, 32, 1]));
+    let Some(d) = coopmat_device() else {
+        assert!(d_refuses(&MATVEC_BATCH_CMDK_F16));
+        assert!(d_refuses(&MATVEC_BATCH_CMDK_F16_SILU));
+        return;
+    };
+    if !cmd_layout_self_test(&d).unwrap() {
+        eprintln!("this device's matrix-unit layout is not the one the kernel assumes");
+        return;
+    }
+    let shapes = [
+        (96u32, 256u32, 1u32),
+        (2080, 64, 3),
+        (64, 1040, 5),
+        (32, 512, 64),
+        (48, 4096, 33),
+        (32, 272, 70),
+    ];
+    let failures = check_batch_cm(&d, Some(StagedShape::RegistersF16), f16, &shapes, 143);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -1,6 +1,7 @@
 //! include: batch_y_f32
 //! include: half_bits
 //! include: matvec_batch_cmd_f16_body
+//! include: matvec_batch_cmd_f16_out
 enable f16;
 enable wgpu_cooperative_matrix;
 // matvec_batch_cmd_f16 with 64 tokens per workgroup (NTT = 4; a prefill chunk's f16

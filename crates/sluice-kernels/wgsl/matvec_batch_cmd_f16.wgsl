@@ -1,6 +1,7 @@
 //! include: batch_y_f32
 //! include: half_bits
 //! include: matvec_batch_cmd_f16_body
+//! include: matvec_batch_cmd_f16_out
 enable f16;
 enable wgpu_cooperative_matrix;
 // The batched f16 matvec with the weights' matrix-unit operands built in registers, not

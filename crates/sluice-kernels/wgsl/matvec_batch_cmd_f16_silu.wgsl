@@ -1,6 +1,7 @@
 //! include: batch_y_pairs
 //! include: half_bits
 //! include: matvec_batch_cmd_f16_body
+//! include: matvec_batch_cmd_f16_out
 enable f16;
 enable wgpu_cooperative_matrix;
 // The gated f16 gate/up with the weights' matrix-unit operands built in registers (a

@@ -1,13 +1,17 @@
 // The batched f16 matvecs with the weights' matrix-unit operands built in registers
 // (matvec_batch_cmd_f16, gated: matvec_batch_cmd_f16_silu; decision 0014). The kernel file
-// declares the bindings (w, gated w_b, xv, y), `pc`, SILU, the y accessors
-// (include/batch_y_f32.wgsl, gated include/batch_y_pairs.wgsl) and NTT (token tiles of 16
-// per workgroup: 2, or 4 in the prefill kernels matvec_batch_cmd64_f16[_silu]). A
-// workgroup takes BR = 64 rows (gated: 32 of each matrix, subgroups 0-1 the gate's, 2-3
-// the up's) and up to TT = 16 NTT tokens (dispatch x: token groups, so a row group's run
-// side by side and share its weights through L2; row groups along y, then z past
-// row_groups_x). Batch invariance: a (token, row) sum runs over K in one order whatever
-// the other tokens.
+// declares the bindings (w, gated w_b, xv, y; read through `wraw`), `pc`, SILU, the y accessors
+// (include/batch_y_f32.wgsl, gated include/batch_y_pairs.wgsl), NTT (token tiles of 16
+// per workgroup: 2, or 4 in the prefill kernels matvec_batch_cmd64_f16[_silu]) and how K is
+// divided: KSPLIT, `split_push()` (splits, KX stages per split) and `out` (everything after
+// the K loop). K whole
+// (include/matvec_batch_cmd_f16_out.wgsl): token groups along dispatch x, so a row group's
+// run side by side and share its weights through L2, row groups along y, then z past
+// row_groups_x. K split (matvec_batch_cmds_f16[_silu], the batched engine's f16 matrices):
+// the staged kernels' layout, partial sums and tickets (include/matvec_batch_split_out.wgsl).
+// A workgroup takes BR = 64 rows (gated: 32 of each matrix, subgroups 0-1 the gate's, 2-3
+// the up's) and up to TT = 16 NTT tokens. Batch invariance: a (token, row) sum runs over K
+// in one order whatever the other tokens.
 //
 // On the H100 element i of invocation l (g = l / 4, t = l % 4) of a 16 x 16 use-B matrix
 // loaded row-major with coopLoad is (row g + 8 (i / 4), column 2 t + i % 2 + 8 ((i / 2) % 2))
@@ -23,6 +27,7 @@ const SG: u32 = 4u;
 const NI: u32 = SG * 32u;
 const BR: u32 = 16u * SG; // rows per workgroup (gated: BR / 2 of each matrix)
 const TT: u32 = 16u * NTT; // tokens per workgroup
+const PART: u32 = BR * TT; // floats of one split's partial sums (K split)
 const KX: u32 = 128u; // columns per staged token block (four chunks of 32)
 const LX: u32 = KX + 8u; // halves per staged token row (8 of padding)
 const CPB: u32 = KX / 32u; // chunks per staged block (even)
@@ -52,31 +57,35 @@ fn build_b(base: coop_mat16x16<f16, B>, lo: vec4<u32>, hi: vec4<u32>, s: u32) ->
 }
 
 // Chunk ch's 8 halves of this invocation (columns 32 ch + 8 t ..) of the row at vec4
-// `base`; zeros past the columns.
+// `base`; zeros from column `end` (the split's last, at most the row's).
 // Gated: of the up matrix where `up` (uniform in a subgroup).
-fn wload(up: bool, base: u32, ch: u32, t: u32) -> vec4<u32> {
+fn wload(up: bool, base: u32, ch: u32, t: u32, end: u32) -> vec4<u32> {
     // Branch-free (the matrix operations after it need uniform control flow): a column
-    // past the row reads the row's last 8 halves and drops them.
+    // past the split reads its last 8 halves again (a cache hit) and drops them.
     let c = 32u * ch + 8u * t;
-    let at = base + min(c, pc.cols - 8u) / 8u;
-    var v: vec4<u32>;
-    if (SILU && up) {
-        v = wb_raw(at);
-    } else {
-        v = w[at];
-    }
-    return select(vec4<u32>(0u), v, c < pc.cols);
+    let at = base + min(c, end - 8u) / 8u;
+    let v = wraw(SILU && up, at);
+    return select(vec4<u32>(0u), v, c < end);
 }
 
 @compute @workgroup_size(NI)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
-    let rg = wg.y + wg.z * pc.row_groups_x;
+    // (row group, token group, K split); the values come from builtins and push constants
+    // only, not through a function's arguments (naga then counts them non-uniform).
+    let sp = split_push();
+    let rg = select(wg.y, wg.x, KSPLIT) + wg.z * pc.row_groups_x;
+    let ty = select(wg.x, wg.y, KSPLIT);
+    let tg = ty / sp.x;
+    let ks = ty % sp.x;
     // This subgroup's matrix (gated: the up's for subgroups 2, 3) and first row.
     let up = SILU && sg >= SG / 2u;
     let rb = rg * select(BR, BR / 2u, SILU);
     let r0 = rb + 16u * select(sg, sg % (SG / 2u), SILU);
-    let t0 = wg.x * TT;
+    let t0 = tg * TT;
+    // This split's columns k0 .. end.
+    let k0 = ks * sp.y * KX;
+    let end = min(k0 + sp.y * KX, pc.cols);
     let left = pc.tokens - min(t0, pc.tokens);
     let nt = min((left + 15u) / 16u, NTT);
     let g = lane / 4u;
@@ -96,11 +105,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // Chunks two at a time: chunk ch's weights in (la, ha), ch + 1's in (lb, hb), each set
     // reloaded with the chunk after next as soon as it is used (no copies of registers
     // whose loads are in flight).
-    var la = wload(up, wa, 0u, t);
-    var ha = wload(up, wb, 0u, t);
-    var lb = wload(up, wa, 1u, t);
-    var hb = wload(up, wb, 1u, t);
-    for (var kb = 0u; kb < pc.cols; kb += KX) {
+    let ch0 = k0 / 32u;
+    var la = wload(up, wa, ch0, t, end);
+    var ha = wload(up, wb, ch0, t, end);
+    var lb = wload(up, wa, ch0 + 1u, t, end);
+    var hb = wload(up, wb, ch0 + 1u, t, end);
+    for (var kb = k0; kb < end; kb += KX) {
         // The tokens' columns kb .. kb + KX in the permuted order; the first barrier: the
         // previous block's readers are done.
         workgroupBarrier();
@@ -109,7 +119,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             let run = j % (KX / 8u);
             let col = kb + 8u * run;
             var v = vec4<u32>(0u);
-            if (tok < left && col < pc.cols) {
+            if (tok < left && col < end) {
                 v = xv[((t0 + tok) * pc.x_stride + col) / 8u];
             }
             // Pairs: (tok, 32 (run / 4) + 2 (run % 4) + {0, 8, 16, 24}), in vec2s.
@@ -146,8 +156,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                     }
                 }
             }
-            la = wload(up, wa, ch + 2u, t);
-            ha = wload(up, wb, ch + 2u, t);
+            la = wload(up, wa, ch + 2u, t, end);
+            ha = wload(up, wb, ch + 2u, t, end);
             for (var s = 0u; s < 2u; s++) {
                 let wt = build_b(zb, lb, hb, s);
                 let k = (cc + 1u) * 32u + 16u * s;
@@ -168,65 +178,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                     }
                 }
             }
-            lb = wload(up, wa, ch + 3u, t);
-            hb = wload(up, wb, ch + 3u, t);
+            lb = wload(up, wa, ch + 3u, t, end);
+            hb = wload(up, wb, ch + 3u, t, end);
         }
     }
-    // Each token tile parked in cs (element e: token e / 16, row e % 16) and written
-    // (gated: silu(gate) * up, the gate's tiles in cs's first half).
-    for (var tt = 0u; tt < nt; tt++) {
-        workgroupBarrier();
-        if (tt == 0u) {
-            coopStoreT(c0, &cs[sg * 256u], 16u);
-        } else if (tt == 1u) {
-            coopStoreT(c1, &cs[sg * 256u], 16u);
-        } else if (tt == 2u) {
-            coopStoreT(c2, &cs[sg * 256u], 16u);
-        } else {
-            coopStoreT(c3, &cs[sg * 256u], 16u);
-        }
-        workgroupBarrier();
-        if (SILU) {
-            emit_gated(li, rb, t0 + tt * 16u);
-            continue;
-        }
-        for (var j = li; j < SG * 256u; j += NI) {
-            let e = j % 256u;
-            let tok = t0 + tt * 16u + e / 16u;
-            let r = rb + 16u * (j / 256u) + e % 16u;
-            if (tok < pc.tokens && r < pc.rows) {
-                let o = tok * pc.y_stride + r;
-                var acc = cs[j];
-                if (pc.y_mode == Y_ADD) {
-                    acc += load_y(o);
-                }
-                store_y(o, acc);
-            }
-        }
-    }
-}
-
-// The gated epilogue of one token tile parked in cs (tokens from tok0, rows from rb):
-// silu(gate) * up as f16 pairs (Y_F16_PAIRS: each invocation rows r, r + 1 of a token) or
-// f32.
-fn emit_gated(li: u32, rb: u32, tok0: u32) {
-    let n = SG * 128u;
-    for (var j = 2u * li; j < n; j += 2u * NI) {
-        let e = j % 256u;
-        let tok = tok0 + e / 16u;
-        let r = rb + 16u * (j / 256u) + e % 16u;
-        if (tok >= pc.tokens || r >= pc.rows) {
-            continue;
-        }
-        let v = silu_mul(vec2<f32>(cs[j], cs[j + 1u]), vec2<f32>(cs[j + n], cs[j + 1u + n]));
-        let o = tok * pc.y_stride + r;
-        if (pc.y_mode == Y_F16_PAIRS) {
-            store_y2(o, v);
-        } else {
-            store_y(o, v.x);
-            if (r + 1u < pc.rows) {
-                store_y(o + 1u, v.y);
-            }
-        }
-    }
+    out(li, sg, rg, tg, ks, rb, t0, nt, c0, c1, c2, c3);
 }

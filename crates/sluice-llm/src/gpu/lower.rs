@@ -488,6 +488,15 @@ impl GpuModel {
                         gated,
                     )
                 }
+            } else if self.cmd_layout && k::matvec_batch_cmdk_f16_fits(m.dtype, m.rows, cols) {
+                // f16: the same with stages of 128 columns (decision 0014).
+                k::matvec_batch_staged_layout(
+                    k::StagedShape::RegistersF16,
+                    m.rows,
+                    cols,
+                    t.n,
+                    gated,
+                )
             } else {
                 k::matvec_batch_cmt_layout(m.dtype, m.rows, cols, t.n, gated)
             };
@@ -496,7 +505,12 @@ impl GpuModel {
             let scratch = self.batch_cmt_run(p.run, part_bytes, lay.tickets * 4);
             let staged = scratch.filter(|_| {
                 k::matvec_batch_cmt_fits(m.dtype, m.rows, cols)
-                    && (m.dtype.is_quantized() || !gated || lay.shape == k::StagedShape::Rows)
+                    && (m.dtype.is_quantized()
+                        || !gated
+                        || matches!(
+                            lay.shape,
+                            k::StagedShape::Rows | k::StagedShape::RegistersF16
+                        ))
             });
             let no_kernel = |what: &str| {
                 sluice::Error::InvalidUse(format!(

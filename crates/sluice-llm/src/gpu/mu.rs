@@ -130,6 +130,7 @@ fn cmt_scratch(c: &ModelConfig, rows: usize) -> Result<(u64, u64), LlmError> {
             k::StagedShape::KSteps,
             k::StagedShape::Rows,
             k::StagedShape::Registers,
+            k::StagedShape::RegistersF16,
         ] {
             let lay = k::matvec_batch_staged_layout(shape, r, k, rows, gated);
             need = (need.0.max(lay.part_floats), need.1.max(lay.tickets));

@@ -30,7 +30,7 @@ const TT: u32 = 16u * NTT; // tokens per workgroup
 const PART: u32 = BR * TT; // floats of one split's partial sums (K split)
 const KX: u32 = 128u; // columns per staged token block (four chunks of 32)
 const LX: u32 = KX + 8u; // halves per staged token row (8 of padding)
-const CPB: u32 = KX / 32u; // chunks per staged block (even)
+const CPB: u32 = KX / 32u; // chunks per staged block (a multiple of 4)
 
 var<workgroup> xs: array<vec2<f16>, TT * LX / 2u>;
 var<workgroup> cs: array<f32, SG * 256u>;
@@ -102,14 +102,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var c2 = c0;
     var c3 = c0;
     let zb = coopLoad<coop_mat16x16<f16, B>>(&xs[0], LX / 2u);
-    // Chunks two at a time: chunk ch's weights in (la, ha), ch + 1's in (lb, hb), each set
-    // reloaded with the chunk after next as soon as it is used (no copies of registers
-    // whose loads are in flight).
+    // Four chunks in flight: chunk ch's weights in (la, ha), ch + 1's in (lb, hb), ch + 2's
+    // in (lc, hc), ch + 3's in (ld, hd), each set reloaded with the chunk four on as soon
+    // as it is used (no copies of registers whose loads are in flight).
     let ch0 = k0 / 32u;
     var la = wload(up, wa, ch0, t, end);
     var ha = wload(up, wb, ch0, t, end);
     var lb = wload(up, wa, ch0 + 1u, t, end);
     var hb = wload(up, wb, ch0 + 1u, t, end);
+    var lc = wload(up, wa, ch0 + 2u, t, end);
+    var hc = wload(up, wb, ch0 + 2u, t, end);
+    var ld = wload(up, wa, ch0 + 3u, t, end);
+    var hd = wload(up, wb, ch0 + 3u, t, end);
     for (var kb = k0; kb < end; kb += KX) {
         // The tokens' columns kb .. kb + KX in the permuted order; the first barrier: the
         // previous block's readers are done.
@@ -130,15 +134,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             xs[o + 12u] = h2_bits(v.w);
         }
         workgroupBarrier();
-        // The block's chunks two at a time (CPB even; past the columns the weights are
+        // The block's chunks four at a time (past the columns the weights are
         // zeros and so are the staged tokens). The token tiles' products stay written out
         // here: through a helper function taking and returning the accumulator the prefill
         // chunks ran 1.8-2.3x slower (H200, fiftieth session).
-        for (var cc = 0u; cc < CPB; cc += 2u) {
+        for (var cc = 0u; cc < CPB; cc += 4u) {
             let ch = kb / 32u + cc;
             for (var s = 0u; s < 2u; s++) {
                 let wt = build_b(zb, la, ha, s);
-                let k = cc * 32u + 16u * s;
+                let k = (cc + 0u) * 32u + 16u * s;
                 let x0 = coopLoadT<coop_mat16x16<f16, A>>(&xs[k / 2u], LX / 2u);
                 c0 = coopMultiplyAdd(x0, wt, c0);
                 if (nt > 1u) {
@@ -156,8 +160,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                     }
                 }
             }
-            la = wload(up, wa, ch + 2u, t, end);
-            ha = wload(up, wb, ch + 2u, t, end);
+            la = wload(up, wa, ch + 4u, t, end);
+            ha = wload(up, wb, ch + 4u, t, end);
             for (var s = 0u; s < 2u; s++) {
                 let wt = build_b(zb, lb, hb, s);
                 let k = (cc + 1u) * 32u + 16u * s;
@@ -178,8 +182,52 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                     }
                 }
             }
-            lb = wload(up, wa, ch + 3u, t, end);
-            hb = wload(up, wb, ch + 3u, t, end);
+            lb = wload(up, wa, ch + 5u, t, end);
+            hb = wload(up, wb, ch + 5u, t, end);
+            for (var s = 0u; s < 2u; s++) {
+                let wt = build_b(zb, lc, hc, s);
+                let k = (cc + 2u) * 32u + 16u * s;
+                let x0 = coopLoadT<coop_mat16x16<f16, A>>(&xs[k / 2u], LX / 2u);
+                c0 = coopMultiplyAdd(x0, wt, c0);
+                if (nt > 1u) {
+                    let x1 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(16u * LX + k) / 2u], LX / 2u);
+                    c1 = coopMultiplyAdd(x1, wt, c1);
+                }
+                if (NTT > 2u) {
+                    if (nt > 2u) {
+                        let x2 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(32u * LX + k) / 2u], LX / 2u);
+                        c2 = coopMultiplyAdd(x2, wt, c2);
+                    }
+                    if (nt > 3u) {
+                        let x3 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(48u * LX + k) / 2u], LX / 2u);
+                        c3 = coopMultiplyAdd(x3, wt, c3);
+                    }
+                }
+            }
+            lc = wload(up, wa, ch + 6u, t, end);
+            hc = wload(up, wb, ch + 6u, t, end);
+            for (var s = 0u; s < 2u; s++) {
+                let wt = build_b(zb, ld, hd, s);
+                let k = (cc + 3u) * 32u + 16u * s;
+                let x0 = coopLoadT<coop_mat16x16<f16, A>>(&xs[k / 2u], LX / 2u);
+                c0 = coopMultiplyAdd(x0, wt, c0);
+                if (nt > 1u) {
+                    let x1 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(16u * LX + k) / 2u], LX / 2u);
+                    c1 = coopMultiplyAdd(x1, wt, c1);
+                }
+                if (NTT > 2u) {
+                    if (nt > 2u) {
+                        let x2 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(32u * LX + k) / 2u], LX / 2u);
+                        c2 = coopMultiplyAdd(x2, wt, c2);
+                    }
+                    if (nt > 3u) {
+                        let x3 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(48u * LX + k) / 2u], LX / 2u);
+                        c3 = coopMultiplyAdd(x3, wt, c3);
+                    }
+                }
+            }
+            ld = wload(up, wa, ch + 7u, t, end);
+            hd = wload(up, wb, ch + 7u, t, end);
         }
     }
     out(li, sg, rg, tg, ks, rb, t0, nt, c0, c1, c2, c3);

@@ -71,8 +71,8 @@ pub(crate) fn quant_request(
 #[derive(clap::Args, Debug)]
 pub struct ModelOpts {
     /// synthetic:tiny | synthetic:tiny-llama | synthetic:tiny-qwen2 | synthetic:tiny-llama3 |
-    /// synthetic:tiny-256 | synthetic:tiny-gqa | synthetic:tiny-gqa128 | synthetic:qwen3-0.6b |
-    /// synthetic:qwen3-4b | synthetic:llama3.2-1b | synthetic:smollm2-135m | a Hugging Face model
+    /// synthetic:tiny-256 | synthetic:tiny-gqa | synthetic:tiny-gqa128 | synthetic:tiny-wide |
+    /// synthetic:qwen3-0.6b | synthetic:qwen3-4b | synthetic:llama3.2-1b | synthetic:smollm2-135m | a Hugging Face model
     /// directory | a .gguf file (Llama, Qwen2, Qwen3) (default: synthetic:qwen3-0.6b on a
     /// GPU, synthetic:tiny on a CPU driver)
     #[arg(long, value_name = "M")]

@@ -196,6 +196,7 @@ pub const SYNTHETIC_NAMES: &[&str] = &[
     "tiny-256",
     "tiny-gqa",
     "tiny-gqa128",
+    "tiny-wide",
     "qwen3-0.6b",
     "qwen3-4b",
     "llama3.2-1b",
@@ -713,8 +714,8 @@ impl ModelConfig {
     /// A built-in config by name (see [`SYNTHETIC_NAMES`]): `tiny`, `tiny-llama`,
     /// `tiny-qwen2` (q/k/v biases), `tiny-llama3` (Llama 3.1 RoPE scaling), `tiny-256`,
     /// `tiny-gqa` (four query heads per key/value head), `tiny-gqa128` (the same, heads of
-    /// 128 dims), `qwen3-0.6b`, `qwen3-4b`, `llama3.2-1b`, `smollm2-135m` (heads of 64
-    /// dims).
+    /// 128 dims), `tiny-wide` (a qkv of 3072 rows, gate/up of 2048), `qwen3-0.6b`,
+    /// `qwen3-4b`, `llama3.2-1b`, `smollm2-135m` (heads of 64 dims).
     /// Synthetic models have random weights, so they name no special tokens.
     pub fn synthetic(name: &str) -> Result<Self> {
         let qwen3 = |hidden, intermediate, layers, heads| ModelConfig {
@@ -763,6 +764,15 @@ impl ModelConfig {
             "tiny-gqa128" => ModelConfig {
                 heads: 8,
                 head_dim: 128,
+                ..Self::synthetic("tiny")?
+            },
+            // Projections of 2048 rows and more (qkv 3072, gate/up 2048 each) over 64
+            // columns: the batched engine's f16 matrices on matvec_batch_cmdk_f16.
+            "tiny-wide" => ModelConfig {
+                heads: 16,
+                kv_heads: 4,
+                head_dim: 128,
+                intermediate: 2048,
                 ..Self::synthetic("tiny")?
             },
             // Rows of 256 and 512: every block format, K-quants included, fits.

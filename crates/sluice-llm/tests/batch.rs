@@ -114,6 +114,8 @@ fn batched_rows_match_cpu_reference_qwen3() {
     // partials a vec4 per value), and its head_dim-128 form.
     batch_matches_cpu("tiny-gqa", true);
     batch_matches_cpu("tiny-gqa128", true);
+    // Projections of 2048+ rows: on matrix units the register-built kernel with K split.
+    batch_matches_cpu("tiny-wide", true);
 }
 
 #[test]
@@ -189,23 +191,30 @@ fn run_with_others(
 fn a_sequence_decodes_bit_identically_alone_and_batched() {
     let d = coopmat_or_test_device();
     let _guard = ValidationGuard::new(&d);
-    let loaded = load(&d, "tiny", true);
-    let vocab = loaded.model.config().vocab;
-    let target = prompt(5, 9, vocab);
-    let others = vec![
-        (0, prompt(6, 17, vocab)),
-        (2, prompt(7, 3, vocab)),
-        (5, prompt(8, 12, vocab)),
-    ];
-    for mode in [Mode::Direct, Mode::Replay] {
-        let mut runner = BatchRunner::new(&loaded.model, mode, GraphOptions::default()).unwrap();
-        let alone = run_with_others(&mut runner, &target, 10, &[]);
-        let batched = run_with_others(&mut runner, &target, 10, &others);
-        assert_eq!(alone.0, batched.0, "{mode:?}: tokens alone vs batched");
-        assert!(
-            alone.1 == batched.1,
-            "{mode:?}: logits alone vs batched differ in bits"
-        );
+    // tiny-wide: on matrix units its projections run the K-split register-built kernel.
+    for name in ["tiny", "tiny-wide"] {
+        let loaded = load(&d, name, true);
+        let vocab = loaded.model.config().vocab;
+        let target = prompt(5, 9, vocab);
+        let others = vec![
+            (0, prompt(6, 17, vocab)),
+            (2, prompt(7, 3, vocab)),
+            (5, prompt(8, 12, vocab)),
+        ];
+        for mode in [Mode::Direct, Mode::Replay] {
+            let mut runner =
+                BatchRunner::new(&loaded.model, mode, GraphOptions::default()).unwrap();
+            let alone = run_with_others(&mut runner, &target, 10, &[]);
+            let batched = run_with_others(&mut runner, &target, 10, &others);
+            assert_eq!(
+                alone.0, batched.0,
+                "{name} {mode:?}: tokens alone vs batched"
+            );
+            assert!(
+                alone.1 == batched.1,
+                "{name} {mode:?}: logits alone vs batched differ in bits"
+            );
+        }
     }
 }
 

@@ -1296,9 +1296,7 @@ fn matvec_batch_cmd_f16_matches_reference() {
         false,
         Y_STORE
     ));
-    let Some(d) = coopmat_device() else {
-        assert!(d_refuses(&MATVEC_BATCH_CMD_F16));
-        assert!(d_refuses(&MATVEC_BATCH_CMD64_F16));
+    let Some(d) = register_built_device(&[&MATVEC_BATCH_CMD_F16, &MATVEC_BATCH_CMD64_F16]) else {
         return;
     };
     let mut rng = Rng::new(131);
@@ -1384,15 +1382,11 @@ fn matvec_batch_cmd_f16_silu_matches_reference() {
     assert!(
         matvec_batch_cmd_prefill(WeightDtype::Q4K, 9728, 2560, 512, true, Y_F16_PAIRS).is_none()
     );
-    let Some(d) = coopmat_device() else {
-        assert!(d_refuses(&MATVEC_BATCH_CMD_F16_SILU));
-        assert!(d_refuses(&MATVEC_BATCH_CMD64_F16_SILU));
+    let Some(d) =
+        register_built_device(&[&MATVEC_BATCH_CMD_F16_SILU, &MATVEC_BATCH_CMD64_F16_SILU])
+    else {
         return;
     };
-    if !cmd_layout_self_test(&d).unwrap() {
-        eprintln!("this device's matrix-unit layout is not the one the kernel assumes");
-        return;
-    }
     let mut rng = Rng::new(137);
     let mut failures = Vec::new();
     let kernels = [
@@ -1526,16 +1520,13 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
         matvec_batch_cmdq_prefill_layout(2560, 9728, 64, false).ksplit,
         7
     );
-    let Some(d) = coopmat_device() else {
-        assert!(d_refuses(&MATVEC_BATCH_CMD_Q4_K));
-        assert!(d_refuses(&MATVEC_BATCH_CMD_Q4_K_SILU));
-        assert!(d_refuses(&MATVEC_BATCH_CMD_Q6_K));
+    let Some(d) = register_built_device(&[
+        &MATVEC_BATCH_CMD_Q4_K,
+        &MATVEC_BATCH_CMD_Q4_K_SILU,
+        &MATVEC_BATCH_CMD_Q6_K,
+    ]) else {
         return;
     };
-    if !cmd_layout_self_test(&d).unwrap() {
-        eprintln!("this device's matrix-unit layout is not the one the kernel assumes");
-        return;
-    }
     let shapes = [
         (96u32, 256u32, 1u32),
         (2080, 256, 3),
@@ -1573,15 +1564,10 @@ fn matvec_batch_cmdk_f16_matches_reference_and_each_token_alone() {
     // Its 1024-row o splits down to single stages (16 x 16).
     let o = matvec_batch_staged_layout(StagedShape::RegistersF16, 1024, 2048, 64, false);
     assert_eq!((o.ksplit, o.kchunks, o.groups), (16, 1, [16, 32, 1]));
-    let Some(d) = coopmat_device() else {
-        assert!(d_refuses(&MATVEC_BATCH_CMDK_F16));
-        assert!(d_refuses(&MATVEC_BATCH_CMDK_F16_SILU));
+    let Some(d) = register_built_device(&[&MATVEC_BATCH_CMDK_F16, &MATVEC_BATCH_CMDK_F16_SILU])
+    else {
         return;
     };
-    if !cmd_layout_self_test(&d).unwrap() {
-        eprintln!("this device's matrix-unit layout is not the one the kernel assumes");
-        return;
-    }
     let shapes = [
         (96u32, 256u32, 1u32),
         (2080, 64, 3),
@@ -1721,6 +1707,23 @@ fn f16_activations(rng: &mut Rng, len: usize) -> (Vec<f32>, Vec<u32>) {
         })
         .collect();
     (x, words)
+}
+
+/// A device that runs the register-built matrix-unit kernels (matrix units and the element
+/// layout `cmd_layout_self_test` checks); otherwise None, after asserting that the device
+/// refuses `kernels` (no matrix units) or saying that its layout differs.
+fn register_built_device(kernels: &[&sluice::KernelDesc]) -> Option<Device> {
+    let Some(d) = coopmat_device() else {
+        for k in kernels {
+            assert!(d_refuses(k), "{} not refused without matrix units", k.name);
+        }
+        return None;
+    };
+    if !cmd_layout_self_test(&d).unwrap() {
+        eprintln!("this device's matrix-unit layout is not the one the kernel assumes");
+        return None;
+    }
+    Some(d)
 }
 
 /// Whether a device without matrix units refuses `kernel` by name.

@@ -1137,11 +1137,14 @@ pub fn matvec_batch_cmt_layout(
 }
 
 /// The layout of `shape` for a `rows` x `cols` matrix of any format (`gated`: the gate/up
-/// pair, `rows` each) and `tokens`, 64 tokens per workgroup. [`StagedShape::KSteps`]: 32
-/// rows (gated: 16) per workgroup; a matrix of fewer than 128 row groups splits its K
-/// chunks (128 columns) into runs of at least two until the dispatch has about 128
-/// workgroups. [`StagedShape::Rows`]: 64 rows (gated: 32), chunks of 32 columns, split
-/// until about 264 workgroups. The split depends on the shape only (batch invariance).
+/// pair, `rows` each) and `tokens`. [`StagedShape::KSteps`]: 32 rows (gated: 16) and 64
+/// tokens per workgroup; a matrix of fewer than 128 row groups splits its K chunks (128
+/// columns) into runs of at least two until the dispatch has about 128 workgroups.
+/// [`StagedShape::Rows`]: 64 rows (gated: 32) and 64 tokens, chunks of 32 columns, split
+/// until about 264 workgroups. [`StagedShape::Registers`]: 64 rows (gated: 32) and 32
+/// tokens, runs of at least two blocks (256 columns), split until about 264 workgroups;
+/// [`StagedShape::RegistersF16`] the same in runs of at least one 128-column stage. The
+/// split depends on the shape only (batch invariance).
 pub fn matvec_batch_staged_layout(
     shape: StagedShape,
     rows: u32,

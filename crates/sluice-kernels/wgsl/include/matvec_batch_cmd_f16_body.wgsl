@@ -1,14 +1,14 @@
 // The batched f16 matvecs with the weights' matrix-unit operands built in registers
 // (matvec_batch_cmd_f16, gated: matvec_batch_cmd_f16_silu; decision 0014). The kernel file
-// declares the bindings (w, gated w_b, xv, y; read through `wraw`), `pc`, SILU, the y accessors
-// (include/batch_y_f32.wgsl, gated include/batch_y_pairs.wgsl), NTT (token tiles of 16
-// per workgroup: 2, or 4 in the prefill kernels matvec_batch_cmd64_f16[_silu]) and how K is
-// divided: KSPLIT, `split_push()` (splits, KX stages per split) and `out` (everything after
-// the K loop). K whole
-// (include/matvec_batch_cmd_f16_out.wgsl): token groups along dispatch x, so a row group's
-// run side by side and share its weights through L2, row groups along y, then z past
-// row_groups_x. K split (matvec_batch_cmds_f16[_silu], the batched engine's f16 matrices):
-// the staged kernels' layout, partial sums and tickets (include/matvec_batch_split_out.wgsl).
+// declares the bindings (w, gated w_b, xv, y; read through `wraw`), `pc`, SILU, the y
+// accessors (include/batch_y_f32.wgsl, gated include/batch_y_pairs.wgsl), NTT (token tiles
+// of 16 per workgroup: 2, or 4 in the prefill kernels matvec_batch_cmd64_f16[_silu]) and how
+// K is divided: KSPLIT, `split_push()` (splits, KX stages per split) and `out` (everything
+// after the K loop). K whole (include/matvec_batch_cmd_f16_out.wgsl): token groups along
+// dispatch x, so a row group's run side by side and share its weights through L2, row
+// groups along y, then z past row_groups_x. K split (include/matvec_batch_cmd_f16_split.wgsl,
+// matvec_batch_cmdk_f16[_silu]: the batched engine's f16 matrices): the staged kernels'
+// layout, partial sums and tickets (include/matvec_batch_split_out.wgsl).
 // A workgroup takes BR = 64 rows (gated: 32 of each matrix, subgroups 0-1 the gate's, 2-3
 // the up's) and up to TT = 16 NTT tokens. Batch invariance: a (token, row) sum runs over K
 // in one order whatever the other tokens.

@@ -541,6 +541,11 @@ pub fn matvec_batch_cmd_groups(
     tokens_x_rows_y(tokens.div_ceil(per_group.max(1)), rows.div_ceil(per))
 }
 
+/// Workgroups of a dispatch of size `groups`.
+fn workgroups(groups: [u32; 3]) -> u64 {
+    groups.iter().map(|&n| n as u64).product()
+}
+
 /// Dispatch size and `row_groups_x` for `token_groups` along x and `row_groups` along y,
 /// continuing along z past 65535 (at least one of each).
 fn tokens_x_rows_y(token_groups: u32, row_groups: u32) -> ([u32; 3], u32) {
@@ -629,10 +634,7 @@ pub fn matvec_batch_cmd_prefill(
     if dtype != WeightDtype::F16 || !modes_ok || cols < 16 || !cols.is_multiple_of(16) {
         return None;
     }
-    let groups = |per_group| {
-        let (g, _) = matvec_batch_cmd_groups(per_group, rows, tokens, gated);
-        g.iter().map(|&n| n as u64).product::<u64>()
-    };
+    let groups = |per_group| workgroups(matvec_batch_cmd_groups(per_group, rows, tokens, gated).0);
     let pick = |wide: &'static KernelDesc, narrow: &'static KernelDesc| {
         if matvec_batch_cmd64_waves_full(groups(64)) {
             Some((wide, 64))
@@ -687,8 +689,7 @@ pub fn matmul_tile_prefill(
     y_mode: u32,
 ) -> Option<&'static KernelDesc> {
     let modes_ok = f16_kernel_writes(gated, y_mode);
-    let (g, _) = matmul_tile_groups(rows, tokens, gated);
-    let groups = g.iter().map(|&n| n as u64).product::<u64>();
+    let groups = workgroups(matmul_tile_groups(rows, tokens, gated).0);
     let kernel = if gated {
         &crate::MATMUL_TILE_F16_SILU
     } else {
@@ -1044,9 +1045,7 @@ pub fn matvec_batch_cmdq_prefill_layout(
         gated,
         Some(1),
     );
-    if whole.groups.iter().map(|&g| g as u64).product::<u64>()
-        >= MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS as u64
-    {
+    if workgroups(whole.groups) >= MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS as u64 {
         whole
     } else {
         matvec_batch_staged_layout(StagedShape::Registers, rows, cols, tokens, gated)

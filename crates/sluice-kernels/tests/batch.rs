@@ -26,18 +26,11 @@ fn floats(words: Vec<u32>) -> Vec<f32> {
 /// A gated kernel's y words as values: two f16 halves each (`pairs`, Y_F16_PAIRS), else
 /// f32 bits.
 fn y_values(words: Vec<u32>, pairs: bool) -> Vec<f32> {
-    if !pairs {
-        return floats(words);
+    if pairs {
+        unpack_f16_pairs(&words)
+    } else {
+        floats(words)
     }
-    words
-        .iter()
-        .flat_map(|&w| {
-            [
-                half::f16::from_bits(w as u16).to_f32(),
-                half::f16::from_bits((w >> 16) as u16).to_f32(),
-            ]
-        })
-        .collect()
 }
 
 /// A pool of `blocks` blocks handed out in a scrambled order to `seqs` slots.
@@ -1299,8 +1292,6 @@ fn matvec_batch_cmd_f16_matches_reference() {
     let Some(d) = register_built_device(&[&MATVEC_BATCH_CMD_F16, &MATVEC_BATCH_CMD64_F16]) else {
         return;
     };
-    let mut rng = Rng::new(131);
-    let mut failures = Vec::new();
     // The LM heads' kernel and the prefill chunks' 64-token form.
     let kernels = [
         (&MATVEC_BATCH_CMD_F16, 32u32),
@@ -1313,14 +1304,28 @@ fn matvec_batch_cmd_f16_matches_reference() {
         (48, 4096, 33, Y_ADD),
         (80, 256, 130, Y_ADD),
     ];
-    for ((kd, per_group), case) in kernels
-        .iter()
-        .flat_map(|k| cases.iter().map(move |c| (*k, *c)))
-    {
-        let groups = |tokens| matvec_batch_cmd_groups(per_group, case.0, tokens, false);
-        check_f16_kernel(&d, &mut rng, kd, groups, false, case, &mut failures);
-    }
+    let failures = check_cmd_f16_kernels(&d, 131, &kernels, &cases, false);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// [`check_f16_kernel`] for every case on each of the register-built f16 `kernels` (with
+/// their tokens a workgroup), dispatched by `matvec_batch_cmd_groups`.
+fn check_cmd_f16_kernels(
+    d: &Device,
+    seed: u64,
+    kernels: &[(&sluice::KernelDesc, u32)],
+    cases: &[(u32, u32, u32, u32)],
+    gated: bool,
+) -> Vec<String> {
+    let mut rng = Rng::new(seed);
+    let mut failures = Vec::new();
+    for &(kd, per_group) in kernels {
+        for &case in cases {
+            let groups = |tokens| matvec_batch_cmd_groups(per_group, case.0, tokens, gated);
+            check_f16_kernel(d, &mut rng, kd, groups, gated, case, &mut failures);
+        }
+    }
+    failures
 }
 
 /// `matvec_batch_cmd_prefill`'s choice (f16 only, enough workgroups without a K split, the
@@ -1387,8 +1392,6 @@ fn matvec_batch_cmd_f16_silu_matches_reference() {
     else {
         return;
     };
-    let mut rng = Rng::new(137);
-    let mut failures = Vec::new();
     let kernels = [
         (&MATVEC_BATCH_CMD_F16_SILU, 32u32),
         (&MATVEC_BATCH_CMD64_F16_SILU, 64),
@@ -1399,13 +1402,7 @@ fn matvec_batch_cmd_f16_silu_matches_reference() {
         (160, 256, 70, Y_F16_PAIRS),
         (32, 512, 1, Y_STORE),
     ];
-    for ((kd, per_group), case) in kernels
-        .iter()
-        .flat_map(|k| cases.iter().map(move |c| (*k, *c)))
-    {
-        let groups = |tokens| matvec_batch_cmd_groups(per_group, case.0, tokens, true);
-        check_f16_kernel(&d, &mut rng, kd, groups, true, case, &mut failures);
-    }
+    let failures = check_cmd_f16_kernels(&d, 137, &kernels, &cases, true);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

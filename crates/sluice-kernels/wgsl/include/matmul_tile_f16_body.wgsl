@@ -1,3 +1,4 @@
+//! include: batch_y_put
 // The tiled f16 matmul of a prefill chunk (matmul_tile_f16, gated: matmul_tile_f16_silu):
 // y[t, r] = W[r] . xh[t] (gated: silu(Wg[r] . xh[t]) * (Wu[r] . xh[t])) on the matrix
 // units, with the same bindings, push constants and y modes as the register-built
@@ -203,12 +204,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                     let tok = tok0 + e / 16u;
                     let r = rb + rs + 16u * j + e % 16u;
                     if (tok < pc.tokens && r < pc.rows) {
-                        let o = tok * pc.y_stride + r;
-                        var acc = cs[sg * 256u + e];
-                        if (pc.y_mode == Y_ADD) {
-                            acc += load_y(o);
-                        }
-                        store_y(o, acc);
+                        put_y(tok * pc.y_stride + r, cs[sg * 256u + e]);
                     }
                 }
             }
@@ -227,15 +223,7 @@ fn emit_gated(g: u32, lane: u32, tok0: u32, r0: u32) {
             continue;
         }
         let v = silu_mul(vec2<f32>(cs[g + e], cs[g + e + 1u]), vec2<f32>(cs[g + 1024u + e], cs[g + 1024u + e + 1u]));
-        let o = tok * pc.y_stride + r;
-        if (pc.y_mode == Y_F16_PAIRS) {
-            store_y2(o, v);
-        } else {
-            store_y(o, v.x);
-            if (r + 1u < pc.rows) {
-                store_y(o + 1u, v.y);
-            }
-        }
+        put_pair(tok * pc.y_stride + r, r, v);
     }
 }
 

@@ -1,3 +1,4 @@
+//! include: batch_y_put
 // K whole for include/matvec_batch_cmd_f16_body.wgsl (matvec_batch_cmd_f16[_silu],
 // matvec_batch_cmd64_f16[_silu]): token groups along dispatch x, row groups along y, then z
 // past row_groups_x; each token tile parked in cs and written from there.
@@ -43,12 +44,7 @@ fn out(li: u32, sg: u32, rg: u32, tg: u32, ks: u32, rb: u32, t0: u32, nt: u32,
             let tok = t0 + tt * 16u + e / 16u;
             let r = rb + 16u * (j / 256u) + e % 16u;
             if (tok < pc.tokens && r < pc.rows) {
-                let o = tok * pc.y_stride + r;
-                var acc = cs[j];
-                if (pc.y_mode == Y_ADD) {
-                    acc += load_y(o);
-                }
-                store_y(o, acc);
+                put_y(tok * pc.y_stride + r, cs[j]);
             }
         }
     }
@@ -67,14 +63,6 @@ fn emit_gated(li: u32, rb: u32, tok0: u32) {
             continue;
         }
         let v = silu_mul(vec2<f32>(cs[j], cs[j + 1u]), vec2<f32>(cs[j + n], cs[j + 1u + n]));
-        let o = tok * pc.y_stride + r;
-        if (pc.y_mode == Y_F16_PAIRS) {
-            store_y2(o, v);
-        } else {
-            store_y(o, v.x);
-            if (r + 1u < pc.rows) {
-                store_y(o + 1u, v.y);
-            }
-        }
+        put_pair(tok * pc.y_stride + r, r, v);
     }
 }

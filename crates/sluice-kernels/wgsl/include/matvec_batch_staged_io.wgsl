@@ -1,7 +1,9 @@
+//! include: batch_y_put
 // What the cooperative-matrix batched matvecs with a K split share
 // (include/matvec_batch_cmt_body.wgsl, _cmr_body.wgsl, _cmdq_body.wgsl): the push
 // constants, the weight vec4s of either matrix, the activation and y accesses and the K
-// split's ticket. Needs `w`, `wb_raw`, `xv`, `y`, `tick` and `pc` from the kernel file.
+// split's ticket (y written through include/batch_y_put.wgsl's `put_y`). Needs `w`, `wb_raw`,
+// `xv`, `y`, `tick` and `pc` from the kernel file.
 struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, y_mode: u32, row_groups_x: u32, ksplit: u32, kchunks: u32 }
 
 struct WVec { d: array<vec4<u32>> }
@@ -22,14 +24,6 @@ fn fetch_x(t: u32, c: u32) -> vec4<u32> {
     return xv[(t * pc.x_stride + c) / 8u];
 }
 
-// y[o]: stored, or added to (residual).
-fn put_y(o: u32, v: f32) {
-    if (pc.y_mode == Y_ADD) {
-        store_y(o, load_y(o) + v);
-    } else {
-        store_y(o, v);
-    }
-}
 
 // 16 bytes, so workgroup arrays declared after it stay 16-byte aligned for the matrix loads.
 var<workgroup> ticket_wg: vec4<u32>;

@@ -419,47 +419,38 @@ impl GpuModel {
                 y_mode,
                 ..push
             };
-            // A single sequence's prefill chunk's f16 matrices where their 128 x 128 tiles
-            // fill the GPU: tiled matmuls (decision 0017).
+            // f16 matrices with K whole (the same bindings and push constants, no scratch): a
+            // single sequence's prefill chunk's where their 128 x 128 tiles fill the GPU as
+            // tiled matmuls (decision 0017); else the LM heads, and a prefill chunk's other
+            // f16 matrices where its tokens fill the GPU, on the register-built matvecs
+            // (decision 0014).
             let tile = if self.tiled && t.prefill {
                 k::matmul_tile_prefill(m.dtype, m.rows, cols, t.n, gated, y_mode)
+                    .map(|desc| (desc, k::matmul_tile_groups(m.rows, t.n, gated)))
             } else {
                 None
             };
-            if let Some(desc) = tile {
-                let (groups, gy) = k::matmul_tile_groups(m.rows, t.n, gated);
+            let whole = tile.or_else(|| {
+                let cmd = if !self.cmd_layout {
+                    None
+                } else if t.prefill {
+                    k::matvec_batch_cmd_prefill(m.dtype, m.rows, cols, t.n, gated, y_mode)
+                } else {
+                    k::matvec_batch_cmd_fits(m.dtype, m.rows, cols, gated, y_mode)
+                        .then_some((&k::MATVEC_BATCH_CMD_F16, k::MATVEC_BATCH_CMD_TOKENS))
+                };
+                cmd.map(|(desc, per_group)| {
+                    let groups = k::matvec_batch_cmd_groups(per_group, m.rows, t.n, gated);
+                    (desc, groups)
+                })
+            });
+            if let Some((desc, (groups, gy))) = whole {
                 let push = k::MatvecBatchCmPush {
                     row_groups_x: gy,
                     ..push
                 };
                 log::trace!(
-                    "prefill {}x{cols} f16 at {} tokens: {} {groups:?}",
-                    m.rows,
-                    t.n,
-                    desc.name
-                );
-                enc.dispatch(&self.device.pipeline(desc)?, groups, &bindings, &push)?;
-                continue;
-            }
-            // f16 LM heads, and a single sequence's prefill chunk's other f16 matrices where
-            // its tokens fill the GPU: the weights' operands built in registers (decision
-            // 0014).
-            let cmd = if !self.cmd_layout {
-                None
-            } else if t.prefill {
-                k::matvec_batch_cmd_prefill(m.dtype, m.rows, cols, t.n, gated, y_mode)
-            } else {
-                k::matvec_batch_cmd_fits(m.dtype, m.rows, cols, gated, y_mode)
-                    .then_some((&k::MATVEC_BATCH_CMD_F16, k::MATVEC_BATCH_CMD_TOKENS))
-            };
-            if let Some((desc, per_group)) = cmd {
-                let (groups, gy) = k::matvec_batch_cmd_groups(per_group, m.rows, t.n, gated);
-                let push = k::MatvecBatchCmPush {
-                    row_groups_x: gy,
-                    ..push
-                };
-                log::trace!(
-                    "batched {}x{cols} f16 at {} tokens: {} {groups:?}",
+                    "{}x{cols} f16 at {} tokens, K whole: {} {groups:?}",
                     m.rows,
                     t.n,
                     desc.name

@@ -1328,6 +1328,21 @@ fn check_cmd_f16_kernels(
     failures
 }
 
+/// Each case `(rows, cols, tokens, gated, y mode, want)` of a prefill kernel rule: `pick`
+/// of the first five is `want`.
+fn assert_picks<T: PartialEq + std::fmt::Debug>(
+    cases: &[(u32, u32, u32, bool, u32, T)],
+    pick: impl Fn(u32, u32, u32, bool, u32) -> T,
+) {
+    for (rows, cols, tokens, gated, mode, want) in cases {
+        assert_eq!(
+            &pick(*rows, *cols, *tokens, *gated, *mode),
+            want,
+            "{rows}x{cols} at {tokens} tokens, gated {gated}, y mode {mode}"
+        );
+    }
+}
+
 /// `matvec_batch_cmd_prefill`'s choice (f16 only, enough workgroups without a K split, the
 /// y modes each kernel writes) and `matvec_batch_cmd_f16_silu` (a prefill chunk's gated f16
 /// gate/up, weights' operands built in registers) against the CPU reference: silu(g) * u
@@ -1375,13 +1390,7 @@ fn matvec_batch_cmd_f16_silu_matches_reference() {
         (1024, 2048, 512, false, Y_F16_PAIRS, None),
         (1024, 2056, 512, false, Y_STORE, None),
     ];
-    for (rows, cols, tokens, gated, mode, want) in cases {
-        assert_eq!(
-            pick(rows, cols, tokens, gated, mode),
-            want,
-            "{rows}x{cols} at {tokens} tokens, gated {gated}, y mode {mode}"
-        );
-    }
+    assert_picks(&cases, pick);
     assert!(matvec_batch_cmd64_waves_full(2432) && matvec_batch_cmd64_waves_full(512));
     assert!(!matvec_batch_cmd64_waves_full(320) && !matvec_batch_cmd64_waves_full(128));
     assert!(
@@ -1436,13 +1445,7 @@ fn matmul_tile_f16_matches_reference() {
         (3072, 1024, 512, true, Y_ADD, None),
         (4096, 1028, 512, false, Y_STORE, None),
     ];
-    for (rows, cols, tokens, gated, mode, want) in cases {
-        assert_eq!(
-            pick(rows, cols, tokens, gated, mode),
-            want,
-            "{rows}x{cols} at {tokens} tokens, gated {gated}, y mode {mode}"
-        );
-    }
+    assert_picks(&cases, pick);
     assert!(matmul_tile_prefill(WeightDtype::Q4K, 4096, 1024, 512, false, Y_STORE).is_none());
     assert_eq!(matmul_tile_groups(200, 300, false), ([3, 2, 1], 2));
     assert_eq!(matmul_tile_groups(72, 1, true), ([1, 2, 1], 2));

@@ -1580,8 +1580,6 @@ fn matvec_batch_cmdk_f16_matches_reference_and_each_token_alone() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// `len` random activations (scale 2) rounded to f16, and the same packed as f16 pairs (what
-/// `ACT_F16` writes for the register-built kernels).
 /// One case `(rows, cols, tokens, y mode)` of an f16 matrix-unit kernel with the
 /// register-built matvecs' bindings and push constants (`matvec_batch_cmd[64]_f16[_silu]`,
 /// `matmul_tile_f16[_silu]`; dispatch `groups(tokens)`) against the CPU reference: y = W . x
@@ -1693,6 +1691,8 @@ fn check_f16_kernel(
     }
 }
 
+/// `len` random activations (scale 2) rounded to f16, and the same packed as f16 pairs (what
+/// `ACT_F16` writes for the register-built kernels).
 fn f16_activations(rng: &mut Rng, len: usize) -> (Vec<f32>, Vec<u32>) {
     let x: Vec<f32> = rng
         .vec(len, 2.0)

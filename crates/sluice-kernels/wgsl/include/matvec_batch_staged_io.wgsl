@@ -24,7 +24,6 @@ fn fetch_x(t: u32, c: u32) -> vec4<u32> {
     return xv[(t * pc.x_stride + c) / 8u];
 }
 
-
 // 16 bytes, so workgroup arrays declared after it stay 16-byte aligned for the matrix loads.
 var<workgroup> ticket_wg: vec4<u32>;
 

@@ -43,7 +43,8 @@
 //! With `battn` (optionally `hot`: one copy of the caches, L2-resident where they fit): the
 //! batched paged attention kernels (`batch_attention`, `batch_attention_gqa`,
 //! `batch_attention_gqa_hd128`) at the Qwen3-0.6B / 4B head shapes, 8 to 64 rows at 144 to
-//! 4096 positions, in a chain over rotating caches, each output against the first kernel's.
+//! 4096 positions, in a chain over rotating caches, each output against the first kernel's,
+//! and each kernel's `_rope` form (batch_rope folded in; timing only).
 //!
 //! With `i8mm`: the batched matvec on int8 matrix units (`matvec_batch_i8mm`, Q4_K) against
 //! the integer-dot one (`matvec_batch_dp`) and the staged f16 matrix-unit one the model
@@ -1511,12 +1512,17 @@ fn battn_bench(d: &Device, reps: u32) {
                 q8_blocks: 0,
                 chunk: 0,
                 splits: 1,
+                rope_flags: ROPE_NORM,
+                eps: 1e-6,
+                theta: 1e6,
+                k_stride: heads * hd,
+                v_stride: heads * hd,
             };
             let kv_mb = (rows * kv_heads * ctx * hd * 4) as f64 / 1e6;
             let mut line =
                 format!("battn {name:<4} rows {rows:>2} ctx {ctx:>4} ({kv_mb:>6.1} MB k+v):");
             let mut first: Option<Vec<f32>> = None;
-            for ((kname, _, gqa), pipe) in kernels.iter().zip(&pipes) {
+            for ((kname, plain, gqa), pipe) in kernels.iter().zip(&pipes) {
                 let groups = if *gqa {
                     kv_heads * (heads / kv_heads).div_ceil(BATCH_ATTENTION_GQA_HEADS)
                 } else {
@@ -1565,6 +1571,42 @@ fn battn_bench(d: &Device, reps: u32) {
                     " {kname} {us:>6.2} us {:>5.0} GB/s (diff {diff:.1e})",
                     kv_mb * 1e-3 / (us * 1e-6)
                 ));
+                // The same with batch_rope folded in (q, k and v from the q buffer, unit
+                // norm weights; it appends each row's last key: timing only).
+                let rope = d
+                    .pipeline(batch_attention_rope_kernel(plain).unwrap())
+                    .unwrap();
+                let ones = filled(
+                    d,
+                    "ones",
+                    &vec![1.0f32; hd as usize],
+                    ResourceClass::Generic,
+                );
+                let us = time(d, reps, |enc, i| {
+                    let (kc, vc) = &caches[i as usize % copies];
+                    let s = [
+                        rb.slice(..),
+                        table.slice(..),
+                        qb.slice(..),
+                        kc.slice(..),
+                        vc.slice(..),
+                        out.slice(..),
+                        kc.slice(..),
+                        vc.slice(..),
+                        none.slice(..),
+                        none.slice(..),
+                        none.slice(..),
+                        none.slice(..),
+                        qb.slice(..),
+                        qb.slice(..),
+                        ones.slice(..),
+                        ones.slice(..),
+                        none.slice(..),
+                        none.slice(..),
+                    ];
+                    enc.dispatch(&rope, [groups, rows, 1], &s, &p).unwrap();
+                });
+                line.push_str(&format!(" {kname}_rope {us:>6.2} us"));
             }
             println!("{line}");
         }

@@ -95,9 +95,23 @@ pub struct BatchAttnPush {
     /// Most splits of a row, the partials' room per (row, workgroup column); 0 or 1: one
     /// split per row.
     pub splits: u32,
+    /// The `_rope` kernels ([`batch_attention_rope_kernel`]): [`BatchRopePush::flags`].
+    pub rope_flags: u32,
+    /// The `_rope` kernels: the q/k RMSNorm epsilon.
+    pub eps: f32,
+    /// The `_rope` kernels: the RoPE base.
+    pub theta: f32,
+    /// The `_rope` kernels: floats between consecutive rows' k (binding 12).
+    pub k_stride: u32,
+    /// The `_rope` kernels: floats between consecutive rows' v (binding 13).
+    pub v_stride: u32,
 }
 const _: () = assert!(
     std::mem::size_of::<BatchAttnPush>() == crate::BATCH_ATTENTION.push_constant_bytes as usize
+);
+const _: () = assert!(
+    std::mem::size_of::<BatchAttnPush>()
+        == crate::BATCH_ATTENTION_GQA_HD128_ROPE.push_constant_bytes as usize
 );
 
 /// Positions per split of the batched attention at least (the default): a row's context
@@ -200,6 +214,30 @@ pub fn batch_attention_kernel(
     } else {
         (&crate::BATCH_ATTENTION, heads)
     }
+}
+
+/// The form of a [`batch_attention_kernel`] with [`crate::BATCH_ROPE`] folded in, for
+/// decode-only steps (each row the one new position of its own sequence): the same
+/// dispatch, bindings 0-11 and push constants, the caches (3, 4, 6, 7) written, and
+/// bindings 12 k, 13 v (rows `k_stride` / `v_stride` floats apart), 14 q norm, 15 k norm,
+/// 16 q|k|v biases and 17 RoPE multipliers as batch_rope's 3-6, 9 and 10; q (binding 2) is
+/// read as batch_rope reads it, not written. Bit for bit batch_rope then the plain kernel.
+/// `None` for a kernel without one.
+pub fn batch_attention_rope_kernel(kernel: &KernelDesc) -> Option<&'static KernelDesc> {
+    [
+        (&crate::BATCH_ATTENTION, &crate::BATCH_ATTENTION_ROPE),
+        (
+            &crate::BATCH_ATTENTION_GQA,
+            &crate::BATCH_ATTENTION_GQA_ROPE,
+        ),
+        (
+            &crate::BATCH_ATTENTION_GQA_HD128,
+            &crate::BATCH_ATTENTION_GQA_HD128_ROPE,
+        ),
+    ]
+    .into_iter()
+    .find(|(plain, _)| plain.name == kernel.name)
+    .map(|(_, rope)| rope)
 }
 
 /// Push constants of [`crate::ARGMAX_ROWS`]: bindings 0 logits (read, row r at float

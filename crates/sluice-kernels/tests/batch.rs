@@ -258,6 +258,7 @@ fn batch_attention_matches_paged_reference_and_is_batch_invariant() {
                 } else {
                     BATCH_ATTENTION_MAX_SPLITS
                 },
+                ..Default::default()
             };
             let want = batch_attention_cpu(&p, &rows, &table_words, &q, &kc_f, &vc_f);
             let kernels = [

@@ -76,7 +76,9 @@ pub struct BatchRunner<'m> {
     graph: GraphOptions,
     pool: KvPool,
     slots: Vec<Option<Slot>>,
-    replays: HashMap<(usize, bool, usize), Replay>,
+    /// Recorded steps by (row bucket, prompt chunk, decode-only with batch_rope folded
+    /// into the attention, attention depth).
+    replays: HashMap<(usize, bool, bool, usize), Replay>,
 }
 
 impl<'m> BatchRunner<'m> {
@@ -144,10 +146,12 @@ impl<'m> BatchRunner<'m> {
     }
 
     /// Records ahead every step of `last_only` kind this runner can take (each row bucket
-    /// at each attention depth, [`GpuModel::batch_attention_depths`]) that is not recorded
-    /// yet, so that no step later waits for its recording (and the first for the
-    /// pipelines); `progress(done, total)` after each. Replay mode only (`Direct` records
-    /// every step anyway: returns 0). Returns the recordings made.
+    /// at each attention depth, [`GpuModel::batch_attention_depths`]; steps with logits for
+    /// every row also in their decode-only form where the model folds batch_rope into the
+    /// attention, [`GpuModel::batch_rope_folds`]) that is not recorded yet, so that no
+    /// step later waits for its recording (and the first for the pipelines);
+    /// `progress(done, total)` after each. Replay mode only (`Direct` records every step
+    /// anyway: returns 0). Returns the recordings made.
     pub fn record_ahead(
         &mut self,
         last_only: bool,
@@ -157,14 +161,21 @@ impl<'m> BatchRunner<'m> {
             return Ok(0);
         }
         let depths = self.model.batch_attention_depths();
-        let keys: Vec<(usize, bool, usize)> = self
-            .row_buckets(last_only)
-            .into_iter()
-            .flat_map(|n| depths.iter().map(move |&d| (n, last_only, d)))
-            .filter(|k| !self.replays.contains_key(k))
-            .collect();
+        let folds: &[bool] = if !last_only && self.model.batch_rope_folds() {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        let mut keys: Vec<(usize, bool, bool, usize)> = Vec::new();
+        for n in self.row_buckets(last_only) {
+            for &f in folds {
+                keys.extend(depths.iter().map(|&d| (n, last_only, f, d)));
+            }
+        }
+        keys.retain(|k| !self.replays.contains_key(k));
         for (i, &key) in keys.iter().enumerate() {
-            self.model.set_batch_attention_depth(key.2);
+            self.model.set_batch_decode_only(key.2);
+            self.model.set_batch_attention_depth(key.3);
             let replay = self.record(key.0, last_only)?;
             self.replays.insert(key, replay);
             progress(i + 1, keys.len());
@@ -172,7 +183,8 @@ impl<'m> BatchRunner<'m> {
         Ok(keys.len())
     }
 
-    /// Steps recorded so far (row bucket, prompt chunk or not, attention depth).
+    /// Steps recorded so far (row bucket, prompt chunk or not, decode-only or not,
+    /// attention depth).
     pub fn recordings(&self) -> usize {
         self.replays.len()
     }
@@ -294,9 +306,11 @@ impl<'m> BatchRunner<'m> {
                 enc.submit()?;
             }
             Mode::Replay => {
-                // The attention's depth follows the longest context: one recording per
-                // (rows, prompt or not, depth).
-                let key = (n, last_only, self.model.batch_attention_depth());
+                // The attention's depth follows the longest context, batch_rope's fold
+                // the rows (one per sequence or not): one recording per (rows, prompt or
+                // not, folded or not, depth).
+                let fold = !last_only && self.model.batch_rope_folded();
+                let key = (n, last_only, fold, self.model.batch_attention_depth());
                 if !self.replays.contains_key(&key) {
                     let replay = self.record(n, last_only)?;
                     self.replays.insert(key, replay);

@@ -20,6 +20,11 @@ use sluice_llm::weights::DEFAULT_SEED;
 use sluice_llm::LlmError;
 
 fn load(d: &Device, name: &str, fuse: bool) -> Loaded {
+    open_model(d, &format!("synthetic:{name}"), &options(fuse), |_, _| {}).unwrap()
+}
+
+/// The options of [`load`].
+fn options(fuse: bool) -> LoadOptions {
     let mut o = LoadOptions::default();
     o.gpu.fuse_norm = fuse;
     o.gpu.fuse_gate_up = fuse;
@@ -33,7 +38,7 @@ fn load(d: &Device, name: &str, fuse: bool) -> Loaded {
         seq_context: 48,
         block: 4,
     });
-    open_model(d, &format!("synthetic:{name}"), &o, |_, _| {}).unwrap()
+    o
 }
 
 fn rel_err(a: &[f32], b: &[f32]) -> f32 {
@@ -218,6 +223,67 @@ fn a_sequence_decodes_bit_identically_alone_and_batched() {
     }
 }
 
+/// Decode-only steps (a row per sequence) run batch_rope inside the attention kernel (its
+/// `_rope` forms: one dispatch fewer per layer); a sequence's tokens and logits are bit for
+/// bit those of the unfused step, for every batched attention kernel (one head per
+/// workgroup, grouped, grouped at head_dim 128), with splits, q/k/v biases (Qwen2) and
+/// scaled RoPE (Llama 3.1). Steps with prompt rows keep batch_rope.
+#[test]
+fn decode_only_steps_fold_batch_rope_bit_for_bit() {
+    let d = coopmat_or_test_device();
+    let _guard = ValidationGuard::new(&d);
+    for name in [
+        "tiny",
+        "tiny-gqa",
+        "tiny-gqa128",
+        "tiny-qwen2",
+        "tiny-llama3",
+    ] {
+        let folded = load(&d, name, true);
+        let mut o = options(true);
+        o.gpu.fuse_attention = false;
+        let plain = open_model(&d, &format!("synthetic:{name}"), &o, |_, _| {}).unwrap();
+        assert!(folded.model.batch_rope_folds(), "{name}");
+        assert!(!plain.model.batch_rope_folds(), "{name}");
+        let vocab = folded.model.config().vocab;
+        let layers = folded.model.config().layers as u64;
+        // One row per sequence: folded, a dispatch fewer per layer; a prompt row beside a
+        // decode row of the same sequence's slot: not folded.
+        let row = |pos, slot| BatchRow {
+            token: 1,
+            pos,
+            slot,
+        };
+        let mut counts = Vec::new();
+        for rows in [vec![row(3, 0), row(5, 1)], vec![row(3, 0), row(4, 0)]] {
+            for m in [&folded.model, &plain.model] {
+                m.set_batch_rows(&rows).unwrap();
+                let mut enc = m.device().encoder().unwrap();
+                m.encode_batch(&mut enc, 2, false).unwrap();
+                counts.push(enc.counters().dispatches);
+            }
+        }
+        assert_eq!(
+            counts[0] + layers,
+            counts[1],
+            "{name}: decode-only dispatches"
+        );
+        assert_eq!(counts[2], counts[3], "{name}: a step with prompt rows");
+        let target = prompt(5, 9, vocab);
+        let others = vec![(0, prompt(6, 17, vocab)), (2, prompt(7, 3, vocab))];
+        let mut runs = Vec::new();
+        for m in [&folded.model, &plain.model] {
+            let mut runner = BatchRunner::new(m, Mode::Replay, GraphOptions::default()).unwrap();
+            runs.push(run_with_others(&mut runner, &target, 12, &others));
+        }
+        assert_eq!(runs[0].0, runs[1].0, "{name}: tokens folded vs not");
+        assert!(
+            runs[0].1 == runs[1].1,
+            "{name}: logits folded vs not differ in bits"
+        );
+    }
+}
+
 /// Steps recorded ahead (every row bucket at every attention depth, decode steps and prompt
 /// chunks) cover every step a run takes: nothing is recorded later, and the tokens and
 /// logits are bit for bit those of a runner that records as it goes.
@@ -242,8 +308,11 @@ fn steps_recorded_ahead_cover_every_step_and_replay_the_same_bits() {
         .record_ahead(false, |done, total| seen.push((done, total)))
         .unwrap()
         + ahead.record_ahead(true, |_, _| {}).unwrap();
-    assert_eq!(made, 3 * 3 + 4 * 3);
-    assert_eq!(seen, (1..=9).map(|i| (i, 9)).collect::<Vec<_>>());
+    // Steps with logits for every row twice: decode-only ones fold batch_rope into the
+    // attention, those with prompt rows do not.
+    assert!(loaded.model.batch_rope_folds());
+    assert_eq!(made, 3 * 2 * 3 + 4 * 3);
+    assert_eq!(seen, (1..=18).map(|i| (i, 18)).collect::<Vec<_>>());
     assert_eq!(
         ahead.record_ahead(false, |_, _| {}).unwrap(),
         0,

@@ -12,15 +12,15 @@ fn gqa_heads(x: u32) -> vec3<u32> {
     return vec3<u32>(kvh, h0, min(NH, (kvh + 1u) * group - h0));
 }
 
-// Row r's query of heads h0 .. h0 + nh - 1 into qs, times `scale` (dim e: the heads' q[e]
-// as the lanes of a vec4, lanes past nh zero).
-fn stage_query(li: u32, r: u32, h0: u32, nh: u32, hd: u32) {
-    let qb = r * pc.q_stride + h0 * hd;
-    for (var e = li; e < hd; e += WG) {
-        var qv = vec4<f32>(0.0);
-        for (var i = 0u; i < nh; i++) {
-            qv[i] = q.d[qb + i * hd + e] * pc.scale;
-        }
-        qs[e] = qv;
-    }
+// v with head i's float x.
+fn lane_with(v: Lane, i: u32, x: f32) -> Lane {
+    var r = v;
+    r[i] = x;
+    return r;
+}
+
+// Head i's float of the staged query's dim d set to x (that float alone: the heads of a
+// dim may be written by different invocations).
+fn put_q(d: u32, i: u32, x: f32) {
+    qs[d][i] = x;
 }

@@ -1,11 +1,16 @@
 // Bindings and push constants of the batched paged attention kernels (batch_attention,
-// batch_attention_gqa, batch_attention_gqa_hd128; `sluice_kernels::BatchAttnPush`), the
-// score and value loops, the workgroup reductions and their split of long contexts
-// (`split_range`, `settle_splits`). The kernel declares `alias Lane` (f32: one query head;
-// vec4<f32>: up to four heads as lanes), the workgroup arrays `qs` (the scaled query, a
-// Lane per dim), `ps` (a tile's weights, a Lane per key), `slots` (a tile's cache rows),
-// `red` (a Lane per subgroup) and `part` (the key lanes' per-dim sums), `WG`, `NEG` and
-// `lane_value` (head i's float of a Lane).
+// batch_attention_gqa, batch_attention_gqa_hd128 and their _rope forms;
+// `sluice_kernels::BatchAttnPush`), the score and value loops, the workgroup reductions and
+// their split of long contexts (`split_range`, `settle_splits`). The caches (bindings 3, 4,
+// 6 and 7) and `stage_heads` come from include/batch_attention_caches.wgsl (read only, the
+// query staged as it is) or include/batch_attention_rope.wgsl (the _rope kernels: the
+// query's and the new key's norm and rotation folded in, the key and value appended). The
+// kernel declares `alias Lane` (f32: one query head; vec4<f32>: up to four heads as
+// lanes), the workgroup arrays `qs` (the scaled query, a Lane per dim), `ps` (a tile's
+// weights, a Lane per key), `slots` (a tile's cache rows), `red` (a Lane per subgroup) and
+// `part` (the key lanes' per-dim sums, at least 256 + head_dim Lanes), `WG`, `NEG`,
+// `lane_value` (head i's float of a Lane) and `lane_with` (a Lane with head i's float
+// set).
 struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
 struct U32x4s { d: array<vec4<u32>> }
@@ -26,21 +31,22 @@ struct Push {
     q8_blocks: u32,
     chunk: u32,
     splits: u32,
+    // The _rope kernels only (include/batch_attention_rope.wgsl): batch_rope's flags, eps,
+    // theta and the rows' k and v strides.
+    rope_flags: u32,
+    eps: f32,
+    theta: f32,
+    k_stride: u32,
+    v_stride: u32,
 }
 
 @group(0) @binding(0) var<storage, read> rows: U32s;
 @group(0) @binding(1) var<storage, read> table: U32s;
 @group(0) @binding(2) var<storage, read> q: F32s;
-@group(0) @binding(3) var<storage, read> kcache: U32s;
-@group(0) @binding(4) var<storage, read> vcache: U32s;
 // f32 bits per element, or (out_f16 = 1) f16 pairs per word: the matrix-unit matvec's
 // activations, as act_f16.wgsl would make them from the f32 output (o_stride then counts
 // halves).
 @group(0) @binding(5) var<storage, read_write> out: U32s;
-// The same caches as vec4s (bound again: 16-byte loads where a row's words start on a
-// 16-byte boundary, i.e. head_dim a multiple of 8).
-@group(0) @binding(6) var<storage, read> kcache4: U32x4s;
-@group(0) @binding(7) var<storage, read> vcache4: U32x4s;
 // With `q8` = 1 the output goes here instead of `out`, quantized to int8 per block of 32
 // as act_q8.wgsl (without a norm) would make it of the f32 output, bit for bit: row r's
 // words from `r * q8_words` of oq, its blocks' (d, d * sum of the first 16 q, d * sum of

@@ -72,7 +72,10 @@ pub struct GpuOptions {
     /// Fold the q/k norm, rotary embedding and KV append into the attention kernel: one
     /// dispatch and one barrier less per layer. Default true. Decode only: a prefill chunk's
     /// keys must all be in the cache before any of its queries attends, so prefill always
-    /// appends first.
+    /// appends first. In paged engines the same holds for batched steps: those whose rows
+    /// are one per sequence fold batch_rope into the attention
+    /// (`sluice_kernels::batch_attention_rope_kernel`, bit for bit the unfused step), those
+    /// carrying prompt rows keep it.
     pub fuse_attention: bool,
     /// Fold the greedy pick (argmax, the token into the ring, the position advanced) into
     /// the LM head, one dispatch and one barrier less per greedy single-sequence step, where

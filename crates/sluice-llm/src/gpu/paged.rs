@@ -388,6 +388,9 @@ pub(crate) struct Paged {
     /// Dispatch depth of the attention for the rows last set
     /// (`sluice_kernels::batch_attention_z` of their longest context).
     pub attn_z: std::cell::Cell<u32>,
+    /// Whether the rows last set are one per sequence (the padding rows aside): a step of
+    /// such rows may fold batch_rope into its attention ([`GpuModel::batch_rope_folded`]).
+    pub decode_only: std::cell::Cell<bool>,
     pub argmax: Arc<Pipeline>,
     /// Per-row tickets and workgroup entries of `argmax` (zero between steps).
     pub argmax_scratch: Buffer,
@@ -453,6 +456,7 @@ impl Paged {
                 "batch.attn_tick",
             )?,
             attn_z: std::cell::Cell::new(1),
+            decode_only: std::cell::Cell::new(false),
             argmax: device.pipeline(&k::ARGMAX_ROWS)?,
             argmax_scratch: zeroed("batch.argmax_scratch", lay.argmax_scratch)?,
             qkv_side: make("batch.qkv_side", lay.qkv_side, t)?,
@@ -632,6 +636,15 @@ impl GpuModel {
         }
         p.tokens.write(0, &tokens)?;
         p.rows.write(0, &words)?;
+        let mut slots: Vec<u32> = rows
+            .iter()
+            .map(|r| r.slot)
+            .filter(|&s| s as usize != p.opts.sequences)
+            .collect();
+        let real = slots.len();
+        slots.sort_unstable();
+        slots.dedup();
+        p.decode_only.set(slots.len() == real);
         let longest = rows.iter().map(|r| r.pos + 1).max().unwrap_or(1);
         p.attn_z.set(k::batch_attention_z(
             longest.min(p.opts.seq_context as u32),
@@ -657,6 +670,41 @@ impl GpuModel {
         // of two below the whole context's depth, and that depth.
         let top = k::batch_attention_z(p.opts.seq_context as u32, p.attn_chunk, p.attn_splits);
         power_buckets(top as usize)
+    }
+
+    /// Whether the step [`GpuModel::encode_batch`] records next for the rows last set (a
+    /// step with logits for every row) folds batch_rope into its attention: the rows are
+    /// one per sequence (no prompt rows: a prompt row attends to keys other rows of its
+    /// step append), `GpuOptions::fuse_attention` holds and the attention kernel has such a
+    /// form (`sluice_kernels::batch_attention_rope_kernel`). A recording replays only for
+    /// rows of the same answer.
+    pub fn batch_rope_folded(&self) -> bool {
+        self.paged
+            .as_ref()
+            .is_some_and(|p| p.decode_only.get() && self.batch_rope_folds())
+    }
+
+    /// Whether this engine's decode-only steps fold batch_rope into their attention (see
+    /// [`GpuModel::batch_rope_folded`]).
+    pub fn batch_rope_folds(&self) -> bool {
+        self.paged.is_some()
+            && self.options.fuse_attention
+            && k::batch_attention_rope_kernel(self.batch_attention_desc()).is_some()
+    }
+
+    /// The batched attention kernel of this model (without batch_rope folded in).
+    fn batch_attention_desc(&self) -> &'static sluice::kernel::KernelDesc {
+        let c = &self.config;
+        k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32, c.head_dim as u32).0
+    }
+
+    /// Sets whether the next step recorded is decode-only (see
+    /// [`GpuModel::batch_rope_folded`]) without rows: for recording steps ahead, the rows'
+    /// own answer being set again by [`GpuModel::set_batch_rows`] before any step runs.
+    pub(crate) fn set_batch_decode_only(&self, decode_only: bool) {
+        if let Some(p) = &self.paged {
+            p.decode_only.set(decode_only);
+        }
     }
 
     /// Sets the attention depth of the next step recorded (see
@@ -763,43 +811,51 @@ impl GpuModel {
         let qn = l.q_norm.as_ref().unwrap_or(&s.ones);
         let kn = l.k_norm.as_ref().unwrap_or(&s.ones);
         let [bias, freq] = self.rope_extras(i);
-        self.label(enc, shape, "qk_norm_rope", Some(i));
         let (qd, kd, vd) = (
             self.qkv_dest(i, q_at, shape),
             self.qkv_dest(i, k_at, shape),
             self.qkv_dest(i, v_at, shape),
         );
-        enc.dispatch(
-            &p.rope,
-            [(c.heads + c.kv_heads) as u32, n, 1],
-            &[
-                p.rows.slice(..),
-                p.table.slice(..),
-                qd.0.slice(qd.1 * 4..),
-                kd.0.slice(kd.1 * 4..),
-                vd.0.slice(vd.1 * 4..),
-                qn.slice(..),
-                kn.slice(..),
-                l.k_cache.slice(..),
-                l.v_cache.slice(..),
-                bias,
-                freq,
-            ],
-            &k::BatchRopePush {
-                heads: c.heads as u32,
-                kv_heads: c.kv_heads as u32,
-                head_dim: c.head_dim as u32,
-                capacity,
-                flags: self.rope_flags(),
-                eps: c.rms_eps,
-                theta: c.rope_theta,
-                token_stride: qd.2,
-                block,
-                max_blocks,
-                k_stride: kd.2,
-                v_stride: vd.2,
-            },
-        )?;
+        // Decode-only steps: batch_rope folded into the attention (its bindings 12-17).
+        let fold = if matches!(shape, Shape::Batch(_)) && self.batch_rope_folded() {
+            k::batch_attention_rope_kernel(self.batch_attention_desc())
+        } else {
+            None
+        };
+        if fold.is_none() {
+            self.label(enc, shape, "qk_norm_rope", Some(i));
+            enc.dispatch(
+                &p.rope,
+                [(c.heads + c.kv_heads) as u32, n, 1],
+                &[
+                    p.rows.slice(..),
+                    p.table.slice(..),
+                    qd.0.slice(qd.1 * 4..),
+                    kd.0.slice(kd.1 * 4..),
+                    vd.0.slice(vd.1 * 4..),
+                    qn.slice(..),
+                    kn.slice(..),
+                    l.k_cache.slice(..),
+                    l.v_cache.slice(..),
+                    bias,
+                    freq,
+                ],
+                &k::BatchRopePush {
+                    heads: c.heads as u32,
+                    kv_heads: c.kv_heads as u32,
+                    head_dim: c.head_dim as u32,
+                    capacity,
+                    flags: self.rope_flags(),
+                    eps: c.rms_eps,
+                    theta: c.rope_theta,
+                    token_stride: qd.2,
+                    block,
+                    max_blocks,
+                    k_stride: kd.2,
+                    v_stride: vd.2,
+                },
+            )?;
+        }
         self.label(enc, shape, "attention", Some(i));
         // Into the f16 activations of the projection after it where that one runs on the
         // matrix units (see `f16_input`), else the f32 `attn`.
@@ -820,23 +876,38 @@ impl GpuModel {
             Some((part, tick)) => (part.slice(..), tick.slice(..)),
             None => (out.slice(..), out.slice(..)),
         };
+        let mut bindings = vec![
+            p.rows.slice(..),
+            p.table.slice(..),
+            qd.0.slice(qd.1 * 4..),
+            l.k_cache.slice(..),
+            l.v_cache.slice(..),
+            out.slice(..),
+            l.k_cache.slice(..),
+            l.v_cache.slice(..),
+            oq,
+            od,
+            apart,
+            atick,
+        ];
+        let pipeline = match fold {
+            Some(desc) => {
+                bindings.extend([
+                    kd.0.slice(kd.1 * 4..),
+                    vd.0.slice(vd.1 * 4..),
+                    qn.slice(..),
+                    kn.slice(..),
+                    bias,
+                    freq,
+                ]);
+                self.device.pipeline(desc)?
+            }
+            None => p.attention.clone(),
+        };
         enc.dispatch(
-            &p.attention,
+            &pipeline,
             [p.attention_groups, n, p.attn_z.get()],
-            &[
-                p.rows.slice(..),
-                p.table.slice(..),
-                qd.0.slice(qd.1 * 4..),
-                l.k_cache.slice(..),
-                l.v_cache.slice(..),
-                out.slice(..),
-                l.k_cache.slice(..),
-                l.v_cache.slice(..),
-                oq,
-                od,
-                apart,
-                atick,
-            ],
+            &bindings,
             &k::BatchAttnPush {
                 heads: c.heads as u32,
                 kv_heads: c.kv_heads as u32,
@@ -853,6 +924,11 @@ impl GpuModel {
                 q8_blocks,
                 chunk: p.attn_chunk,
                 splits: p.attn_splits,
+                rope_flags: self.rope_flags(),
+                eps: c.rms_eps,
+                theta: c.rope_theta,
+                k_stride: kd.2,
+                v_stride: vd.2,
             },
         )
     }

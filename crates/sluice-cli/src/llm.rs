@@ -116,8 +116,8 @@ pub struct ModelOpts {
     /// Threads per matvec row (power of two in 32..=256; default by row length)
     #[arg(long, value_name = "N")]
     pub matvec_tpr: Option<u32>,
-    /// Separate norm, rope/KV-append, gate/up and silu·mul kernels, and the greedy pick in a
-    /// dispatch of its own after the LM head (A/B)
+    /// Separate norm, rope/KV-append (batched decode steps too), gate/up and silu·mul
+    /// kernels, and the greedy pick in a dispatch of its own after the LM head (A/B)
     #[arg(long)]
     pub no_fuse: bool,
     /// Decode of block formats: down quantizes the gate/up output itself instead of

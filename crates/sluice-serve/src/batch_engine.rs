@@ -99,7 +99,8 @@ impl<'m> BatchEngine<'m> {
     }
 
     /// Records ahead every batched step this engine can take (each row bucket at each
-    /// attention depth: decode steps, and prompt chunks with [`PromptSteps::Chunks`]), so
+    /// attention depth: decode steps in both forms, with and without prompt rows, and
+    /// prompt chunks with [`PromptSteps::Chunks`]), so
     /// that no request waits for a recording, the first for the pipelines too
     /// ([`BatchRunner::record_ahead`]). Returns the recordings made.
     pub fn record_ahead(&mut self) -> Result<usize, LlmError> {

@@ -1,4 +1,5 @@
 //! include: batch_attention_gqa_body
 //! include: batch_attention_caches
-// The batched decode attention (include/batch_attention_gqa_body.wgsl) over caches it only reads,
-// the query as batch_rope left it (include/batch_attention_caches.wgsl).
+// The batched decode attention (include/batch_attention_gqa_body.wgsl) over
+// caches it only reads, the query as batch_rope left it
+// (include/batch_attention_caches.wgsl).

@@ -11,8 +11,8 @@
 // Row r's query of heads h0 .. h0 + nh - 1 into qs, times `scale` (dim e: the heads' q[e]
 // as the Lane's heads; heads past nh zero). The other arguments are the _rope kernels'
 // (include/batch_attention_rope.wgsl). Every invocation calls it.
-fn stage_heads(li: u32, sg: u32, lane: u32, sgs: u32, nsg: u32, r: u32, h0: u32, nh: u32, kvh: u32,
-               appends: bool, seq: u32, pos: u32) {
+fn stage_heads(li: u32, sg: u32, lane: u32, sgs: u32, nsg: u32, r: u32, h0: u32, nh: u32,
+               kvh: u32, appends: bool, seq: u32, pos: u32) {
     let hd = pc.head_dim;
     let qb = r * pc.q_stride + h0 * hd;
     for (var e = li; e < hd; e += WG) {

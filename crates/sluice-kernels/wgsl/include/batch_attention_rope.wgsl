@@ -182,12 +182,12 @@ fn tree_sums(li: u32, sg: u32, lane: u32, sgs: u32) {
     }
 }
 
-// stage_heads with one subgroup per head (the kernel declares NH, the heads a Lane holds): subgroup i < nh takes query head h0 + i,
-// subgroup nh the key (and value) where the workgroup appends; lane l the pairs l, l + 32,
-// l + 64 and l + 96 below head_dim / 2. A head's sum of squares is batch_rope's tree of
-// 128 slots (slots past the pairs zero): lane l's (r[l] + r[l + 64]) + (r[l + 32] +
-// r[l + 96]) are its steps 64 and 32, shuffles down by 16 .. 1 the rest; the same adds of
-// the same operands, with no workgroup barrier.
+// stage_heads with one subgroup per head (the kernel declares NH, the heads a Lane holds):
+// subgroup i < nh takes query head h0 + i, subgroup nh the key (and value) where the
+// workgroup appends; lane l the pairs l, l + 32, l + 64 and l + 96 below head_dim / 2. A
+// head's sum of squares is batch_rope's tree of 128 slots (slots past the pairs zero): lane
+// l's (r[l] + r[l + 64]) + (r[l + 32] + r[l + 96]) are its steps 64 and 32, shuffles down
+// by 16 .. 1 the rest; the same adds of the same operands, with no workgroup barrier.
 fn stage_heads_sg(sg: u32, lane: u32, r: u32, h0: u32, nh: u32, kvh: u32, appends: bool,
                   seq: u32, pos: u32) {
     let hd = pc.head_dim;

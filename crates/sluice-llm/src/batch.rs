@@ -79,6 +79,9 @@ pub struct BatchRunner<'m> {
     /// Recorded steps by (row bucket, prompt chunk, decode-only with batch_rope folded
     /// into the attention, attention depth).
     replays: HashMap<(usize, bool, bool, usize), Replay>,
+    /// Whether steps with logits for every row may carry prompt rows (then unfolded; see
+    /// [`BatchRunner::set_prompt_rows`]).
+    prompt_rows: bool,
 }
 
 impl<'m> BatchRunner<'m> {
@@ -100,7 +103,16 @@ impl<'m> BatchRunner<'m> {
             pool: KvPool::new(model.context() / p.block, p.block),
             slots: (0..p.sequences).map(|_| None).collect(),
             replays: HashMap::new(),
+            prompt_rows: true,
         })
+    }
+
+    /// Says whether steps with logits for every row may carry prompt rows (default true):
+    /// where they may not (prompts only as chunks of their own), [`BatchRunner::record_ahead`]
+    /// records those steps only in their decode-only form. A step that carries prompt rows
+    /// anyway is recorded when it first runs.
+    pub fn set_prompt_rows(&mut self, may: bool) {
+        self.prompt_rows = may;
     }
 
     /// The model.
@@ -148,7 +160,8 @@ impl<'m> BatchRunner<'m> {
     /// Records ahead every step of `last_only` kind this runner can take (each row bucket
     /// at each attention depth, [`GpuModel::batch_attention_depths`]; steps with logits for
     /// every row also in their decode-only form where the model folds batch_rope into the
-    /// attention, [`GpuModel::batch_rope_folds`]) that is not recorded yet, so that no
+    /// attention, [`GpuModel::batch_rope_folds`], and only in that form where they carry no
+    /// prompt rows, [`BatchRunner::set_prompt_rows`]) that is not recorded yet, so that no
     /// step later waits for its recording (and the first for the pipelines);
     /// `progress(done, total)` after each. Replay mode only (`Direct` records every step
     /// anyway: returns 0). Returns the recordings made.
@@ -161,10 +174,10 @@ impl<'m> BatchRunner<'m> {
             return Ok(0);
         }
         let depths = self.model.batch_attention_depths();
-        let folds: &[bool] = if !last_only && self.model.batch_rope_folds() {
-            &[false, true]
-        } else {
-            &[false]
+        let folds: &[bool] = match (last_only, self.model.batch_rope_folds()) {
+            (false, true) if self.prompt_rows => &[false, true],
+            (false, true) => &[true],
+            _ => &[false],
         };
         let mut keys: Vec<(usize, bool, bool, usize)> = Vec::new();
         for n in self.row_buckets(last_only) {

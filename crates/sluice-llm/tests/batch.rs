@@ -332,6 +332,16 @@ fn steps_recorded_ahead_cover_every_step_and_replay_the_same_bits() {
     );
     assert_eq!(with.0, without.0, "tokens");
     assert!(with.1 == without.1, "logits differ in bits");
+    // A runner whose every-row steps carry no prompt rows records only their decode-only
+    // form ahead, and that covers a run on it.
+    let mut chunked = BatchRunner::new(&loaded.model, Mode::Replay, graph).unwrap();
+    chunked.set_prompt_rows(false);
+    assert_eq!(chunked.record_ahead(false, |_, _| {}).unwrap(), 3 * 3);
+    assert_eq!(chunked.record_ahead(true, |_, _| {}).unwrap(), 4 * 3);
+    let chunk_run = run_with_others(&mut chunked, &target, 20, &others);
+    assert_eq!(chunked.recordings(), 3 * 3 + 4 * 3, "a step recorded late");
+    assert_eq!(chunk_run.0, without.0, "tokens");
+    assert!(chunk_run.1 == without.1, "logits differ in bits");
     // Direct mode records nothing ahead.
     let mut direct = BatchRunner::new(&loaded.model, Mode::Direct, graph).unwrap();
     assert_eq!(direct.record_ahead(false, |_, _| {}).unwrap(), 0);

@@ -88,7 +88,8 @@ fn shared(e: &LlmError) -> ServeError {
 impl<'m> BatchEngine<'m> {
     /// An engine over `runner` (a model loaded with a paged KV cache; argmax on the GPU,
     /// non-greedy requests sampled on the host) running prompts as `prompts` says.
-    pub fn new(runner: BatchRunner<'m>, prompts: PromptSteps) -> BatchEngine<'m> {
+    pub fn new(mut runner: BatchRunner<'m>, prompts: PromptSteps) -> BatchEngine<'m> {
+        runner.set_prompt_rows(prompts != PromptSteps::Chunks);
         BatchEngine {
             chunk: runner.max_prefill_rows().max(1),
             group: runner.row_group(),
@@ -99,8 +100,8 @@ impl<'m> BatchEngine<'m> {
     }
 
     /// Records ahead every batched step this engine can take (each row bucket at each
-    /// attention depth: decode steps in both forms, with and without prompt rows, and
-    /// prompt chunks with [`PromptSteps::Chunks`]), so
+    /// attention depth: decode steps, with [`PromptSteps::Mixed`] also in their form with
+    /// prompt rows, and prompt chunks with [`PromptSteps::Chunks`]), so
     /// that no request waits for a recording, the first for the pipelines too
     /// ([`BatchRunner::record_ahead`]). Returns the recordings made.
     pub fn record_ahead(&mut self) -> Result<usize, LlmError> {

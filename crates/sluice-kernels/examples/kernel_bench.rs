@@ -1522,6 +1522,42 @@ fn battn_bench(d: &Device, reps: u32) {
             let mut line =
                 format!("battn {name:<4} rows {rows:>2} ctx {ctx:>4} ({kv_mb:>6.1} MB k+v):");
             let mut first: Option<Vec<f32>> = None;
+            // Dispatch i's bindings: rotating caches; with `rope` also the _rope forms' k
+            // and v (the q buffer) and unit norm weights.
+            let ones = filled(
+                d,
+                "ones",
+                &vec![1.0f32; hd as usize],
+                ResourceClass::Generic,
+            );
+            let bindings = |i: u32, rope: bool| {
+                let (kc, vc) = &caches[i as usize % copies];
+                let mut s = vec![
+                    rb.slice(..),
+                    table.slice(..),
+                    qb.slice(..),
+                    kc.slice(..),
+                    vc.slice(..),
+                    out.slice(..),
+                    kc.slice(..),
+                    vc.slice(..),
+                    none.slice(..),
+                    none.slice(..),
+                    none.slice(..),
+                    none.slice(..),
+                ];
+                if rope {
+                    s.extend([
+                        qb.slice(..),
+                        qb.slice(..),
+                        ones.slice(..),
+                        ones.slice(..),
+                        none.slice(..),
+                        none.slice(..),
+                    ]);
+                }
+                s
+            };
             for ((kname, plain, gqa), pipe) in kernels.iter().zip(&pipes) {
                 let groups = if *gqa {
                     kv_heads * (heads / kv_heads).div_ceil(BATCH_ATTENTION_GQA_HEADS)
@@ -1529,22 +1565,8 @@ fn battn_bench(d: &Device, reps: u32) {
                     heads
                 };
                 let mut attn = |enc: &mut sluice::Encoder, i: u32| {
-                    let (kc, vc) = &caches[i as usize % copies];
-                    let s = [
-                        rb.slice(..),
-                        table.slice(..),
-                        qb.slice(..),
-                        kc.slice(..),
-                        vc.slice(..),
-                        out.slice(..),
-                        kc.slice(..),
-                        vc.slice(..),
-                        none.slice(..),
-                        none.slice(..),
-                        none.slice(..),
-                        none.slice(..),
-                    ];
-                    enc.dispatch(pipe, [groups, rows, 1], &s, &p).unwrap();
+                    enc.dispatch(pipe, [groups, rows, 1], &bindings(i, false), &p)
+                        .unwrap();
                 };
                 let us = time(d, reps, &mut attn);
                 let got: Vec<f32> = out
@@ -1576,35 +1598,9 @@ fn battn_bench(d: &Device, reps: u32) {
                 let rope = d
                     .pipeline(batch_attention_rope_kernel(plain).unwrap())
                     .unwrap();
-                let ones = filled(
-                    d,
-                    "ones",
-                    &vec![1.0f32; hd as usize],
-                    ResourceClass::Generic,
-                );
                 let us = time(d, reps, |enc, i| {
-                    let (kc, vc) = &caches[i as usize % copies];
-                    let s = [
-                        rb.slice(..),
-                        table.slice(..),
-                        qb.slice(..),
-                        kc.slice(..),
-                        vc.slice(..),
-                        out.slice(..),
-                        kc.slice(..),
-                        vc.slice(..),
-                        none.slice(..),
-                        none.slice(..),
-                        none.slice(..),
-                        none.slice(..),
-                        qb.slice(..),
-                        qb.slice(..),
-                        ones.slice(..),
-                        ones.slice(..),
-                        none.slice(..),
-                        none.slice(..),
-                    ];
-                    enc.dispatch(&rope, [groups, rows, 1], &s, &p).unwrap();
+                    enc.dispatch(&rope, [groups, rows, 1], &bindings(i, true), &p)
+                        .unwrap();
                 });
                 line.push_str(&format!(" {kname}_rope {us:>6.2} us"));
             }

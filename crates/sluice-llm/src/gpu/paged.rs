@@ -679,23 +679,25 @@ impl GpuModel {
     /// form (`sluice_kernels::batch_attention_rope_kernel`). A recording replays only for
     /// rows of the same answer.
     pub fn batch_rope_folded(&self) -> bool {
-        self.paged
-            .as_ref()
-            .is_some_and(|p| p.decode_only.get() && self.batch_rope_folds())
+        self.paged.as_ref().is_some_and(|p| p.decode_only.get()) && self.batch_rope_folds()
     }
 
     /// Whether this engine's decode-only steps fold batch_rope into their attention (see
     /// [`GpuModel::batch_rope_folded`]).
     pub fn batch_rope_folds(&self) -> bool {
-        self.paged.is_some()
-            && self.options.fuse_attention
-            && k::batch_attention_rope_kernel(self.batch_attention_desc()).is_some()
+        self.batch_rope_kernel().is_some()
     }
 
-    /// The batched attention kernel of this model (without batch_rope folded in).
-    fn batch_attention_desc(&self) -> &'static sluice::kernel::KernelDesc {
+    /// The attention kernel of this engine's decode-only steps with batch_rope folded in:
+    /// `None` without a paged cache, without `GpuOptions::fuse_attention` or where the
+    /// model's batched attention kernel has no such form.
+    fn batch_rope_kernel(&self) -> Option<&'static sluice::kernel::KernelDesc> {
         let c = &self.config;
-        k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32, c.head_dim as u32).0
+        let plain =
+            k::batch_attention_kernel(c.heads as u32, c.kv_heads as u32, c.head_dim as u32).0;
+        (self.paged.is_some() && self.options.fuse_attention)
+            .then(|| k::batch_attention_rope_kernel(plain))
+            .flatten()
     }
 
     /// Sets whether the next step recorded is decode-only (see
@@ -817,8 +819,8 @@ impl GpuModel {
             self.qkv_dest(i, v_at, shape),
         );
         // Decode-only steps: batch_rope folded into the attention (its bindings 12-17).
-        let fold = if matches!(shape, Shape::Batch(_)) && self.batch_rope_folded() {
-            k::batch_attention_rope_kernel(self.batch_attention_desc())
+        let fold = if matches!(shape, Shape::Batch(_)) && p.decode_only.get() {
+            self.batch_rope_kernel()
         } else {
             None
         };

@@ -46,6 +46,14 @@
 //! 4096 positions, in a chain over rotating caches, each output against the first kernel's,
 //! and each kernel's `_rope` form (batch_rope folded in; timing only).
 //!
+//! With `pair`: what running among other kernels costs a dispatch (the GPU's instruction
+//! cache; decision 0019). The 4B's 32-row step kernels (the register-built Q4_K o and
+//! gate/up, the f16 o, the Q6_K down, act_f16, the head_dim-128 attention plain and with
+//! batch_rope folded in, the 0.6B's shapes L2-resident and not, `add`) are timed in cycles
+//! (`cycle: name µs | ...`: each kernel's median in a repeated sequence, a barrier and a
+//! timestamp after every dispatch) and each after each other one; the decode step's five
+//! kernel kinds a layer cycle slower than any two of them alternating.
+//!
 //! With `i8mm`: the batched matvec on int8 matrix units (`matvec_batch_i8mm`, Q4_K) against
 //! the integer-dot one (`matvec_batch_dp`) and the staged f16 matrix-unit one the model
 //! picks (`matvec_batch_cmt_layout`), in a chain at 1 / 8 / 32 / 64 tokens (timing only:
@@ -158,6 +166,10 @@ fn main() {
     }
     if std::env::args().nth(2).as_deref() == Some("battn") {
         battn_bench(&d, reps);
+        return;
+    }
+    if std::env::args().nth(2).as_deref() == Some("pair") {
+        pair_bench(&d, reps);
         return;
     }
     if std::env::args().nth(2).as_deref() == Some("cmt") {
@@ -1027,13 +1039,15 @@ fn cmt_bench(
                 // One kernel in a chain over the weight copies, then its error: `extra`
                 // bindings after w, [w_b], xh, y.
                 macro_rules! chain {
-                    ($label:expr, $k:expr, $groups:expr, $extra:expr, $push:expr) => {{
+                    ($label:expr, $k:expr, $groups:expr, $extra:expr, $push:expr, $both:expr) => {{
                         y.write(0, &vec![0f32; n]).unwrap();
                         let us = time_chain(d, reps, |enc, i| {
                             let j = (mats * (i as u64 % copies)) as usize;
                             let mut b = vec![ws[j].slice(..)];
                             if gated {
                                 b.push(ws[j + 1].slice(..));
+                            } else if $both {
+                                b.push(ws[j].slice(..));
                             }
                             b.extend([xh.slice(..), y.slice(..)]);
                             b.extend($extra);
@@ -1049,7 +1063,7 @@ fn cmt_bench(
                     .pipeline(matvec_batch_cm(dt, gated, rows).unwrap())
                     .unwrap();
                 let (push, g) = MatvecBatchCmPush::new(dt, rows, cols, tokens);
-                chain!("cm", old, g, Vec::<sluice::BufferSlice>::new(), push);
+                chain!("cm", old, g, Vec::<sluice::BufferSlice>::new(), push, false);
                 // The split kernels, every shape the format has (the model runs the one
                 // matvec_batch_cmt_layout picks, or for Q4_K / Q6_K the register-built one).
                 let mut shapes = vec![StagedShape::KSteps, StagedShape::Rows];
@@ -1079,7 +1093,15 @@ fn cmt_bench(
                         lay.ksplit,
                         lay.groups.iter().product::<u32>()
                     );
-                    chain!(label, k, lay.groups, [part.slice(..), tick.slice(..)], push);
+                    let both = lay.binds_up(dt);
+                    chain!(
+                        label,
+                        k,
+                        lay.groups,
+                        [part.slice(..), tick.slice(..)],
+                        push,
+                        both
+                    );
                 }
                 // The weights' operands built in registers (f16, no K split): 32 tokens per
                 // workgroup (cmd; the engine's LM heads and prefill chunks) and 64 (cmd64;
@@ -1106,7 +1128,7 @@ fn cmt_bench(
                             row_groups_x: gx,
                             ..push
                         };
-                        chain!(label, k, g, Vec::<sluice::BufferSlice>::new(), p);
+                        chain!(label, k, g, Vec::<sluice::BufferSlice>::new(), p, false);
                     }
                     // The tiled matmul (prefill chunks of many tokens).
                     if tokens >= 64 {
@@ -1121,7 +1143,7 @@ fn cmt_bench(
                             row_groups_x: gx,
                             ..push
                         };
-                        chain!("tile", k, g, Vec::<sluice::BufferSlice>::new(), p);
+                        chain!("tile", k, g, Vec::<sluice::BufferSlice>::new(), p, false);
                     }
                 }
                 println!("{line}");
@@ -1606,5 +1628,441 @@ fn battn_bench(d: &Device, reps: u32) {
             }
             println!("{line}");
         }
+    }
+}
+
+/// One register-built batched matvec at 32 tokens over rotating weight copies (`pair`).
+struct PairMatvec {
+    k: std::sync::Arc<sluice::Pipeline>,
+    groups: [u32; 3],
+    push: MatvecBatchCmtPush,
+    ws: Vec<Buffer>,
+    mats: u64,
+    copies: u64,
+    xh: Buffer,
+    y: Buffer,
+    part: Buffer,
+    tick: Buffer,
+    both: bool,
+}
+
+impl PairMatvec {
+    fn new(d: &Device, dt: WeightDtype, rows: u32, cols: u32, gated: bool) -> Self {
+        Self::with_budget(d, dt, rows, cols, gated, 512 << 20)
+    }
+
+    /// `new` with about `budget` bytes of weight copies (0: one copy).
+    fn with_budget(
+        d: &Device,
+        dt: WeightDtype,
+        rows: u32,
+        cols: u32,
+        gated: bool,
+        budget: u64,
+    ) -> Self {
+        let tokens = 32u32;
+        let base = 64usize;
+        let mut rnd = uniform(5);
+        let src: Vec<f32> = (0..base * cols as usize).map(|_| rnd(0.2)).collect();
+        let packed = pack_weights(dt, base, cols as usize, &src);
+        let mats = if gated { 2 } else { 1 };
+        let (ws, _, copies) = weight_copies(d, &packed, base, rows, mats, budget);
+        let xbits: Vec<u16> = (0..tokens * cols)
+            .map(|_| half::f16::from_f32(rnd(2.0)).to_bits())
+            .collect();
+        let xh = filled(d, "xh", &xbits, ResourceClass::TokenScratch);
+        let y = buffer(
+            d,
+            "y",
+            (tokens * rows) as u64 * 4,
+            ResourceClass::TokenScratch,
+        );
+        let shape = if dt == WeightDtype::F16 {
+            StagedShape::RegistersF16
+        } else {
+            StagedShape::Registers
+        };
+        let lay = matvec_batch_staged_layout_aiming(shape, rows, cols, tokens, gated, None);
+        let k = d.pipeline(lay.kernel(dt, gated).unwrap()).unwrap();
+        let (part, tick) = staged_scratch(d, &lay);
+        let push = MatvecBatchCmPush::new(dt, rows, cols, tokens)
+            .0
+            .staged(&lay);
+        PairMatvec {
+            both: lay.binds_up(dt),
+            k,
+            groups: lay.groups,
+            push,
+            ws,
+            mats,
+            copies,
+            xh,
+            y,
+            part,
+            tick,
+        }
+    }
+
+    fn record(&self, enc: &mut sluice::Encoder, i: u32) {
+        self.record_x(enc, i, &self.xh);
+    }
+
+    /// `record` with the activations from `x` (another kernel's output).
+    fn record_x(&self, enc: &mut sluice::Encoder, i: u32, x: &Buffer) {
+        let j = (self.mats * (i as u64 % self.copies)) as usize;
+        let mut b = vec![self.ws[j].slice(..)];
+        if self.mats == 2 {
+            b.push(self.ws[j + 1].slice(..));
+        } else if self.both {
+            b.push(self.ws[j].slice(..));
+        }
+        b.extend([
+            x.slice(..),
+            self.y.slice(..),
+            self.part.slice(..),
+            self.tick.slice(..),
+        ]);
+        enc.dispatch(&self.k, self.groups, &b, &self.push).unwrap();
+    }
+}
+
+/// See the module docs (`pair`): µs, medians of `reps` dispatches, the weights and caches
+/// rotating so that L2 cannot serve them (but the kinds marked `hot`).
+fn pair_bench(d: &Device, reps: u32) {
+    if !coopmat_self_test(d).unwrap() {
+        println!("no cooperative matrices");
+        return;
+    }
+    let o = PairMatvec::new(d, WeightDtype::Q4K, 2560, 4096, false);
+    let gate = PairMatvec::new(d, WeightDtype::Q4K, 9728, 2560, true);
+    let o16 = PairMatvec::new(d, WeightDtype::F16, 2560, 4096, false);
+    let down6 = PairMatvec::new(d, WeightDtype::Q6K, 2560, 9728, false);
+    // The gate/up's bytes through the plain kernel (o's pipeline).
+    let gu_plain = PairMatvec::new(d, WeightDtype::Q4K, 19456, 2560, false);
+    // The 0.6B's shapes, one copy (L2-resident) and rotating.
+    let small = |budget| {
+        [
+            PairMatvec::with_budget(d, WeightDtype::Q4K, 1024, 2048, false, budget),
+            PairMatvec::with_budget(d, WeightDtype::Q4K, 3072, 1024, true, budget),
+            PairMatvec::with_budget(d, WeightDtype::F16, 2048, 1024, false, budget),
+            PairMatvec::with_budget(d, WeightDtype::Q6K, 1024, 3072, false, budget),
+        ]
+    };
+    let hot = small(0);
+    let cold = small(512 << 20);
+    // act_f16 of 32 tokens x 2560.
+    let act = d.pipeline(&ACT_F16).unwrap();
+    let ax = filled(
+        d,
+        "ax",
+        &vec![0.5f32; 32 * 2560],
+        ResourceClass::TokenScratch,
+    );
+    let anw = filled(d, "anw", &vec![1.0f32; 2560], ResourceClass::Generic);
+    let axh = buffer(d, "axh", 32 * 2560 * 2, ResourceClass::TokenScratch);
+    let ap = ActF16Push {
+        cols: 2560,
+        tokens: 32,
+        x_stride: 2560,
+        h_words: 1280,
+        norm: 1,
+        eps: 1e-6,
+    };
+    // The 4B's attention: 32 rows at 144 positions, the _rope form.
+    let (heads, kv_heads, hd, rows, ctx, block) = (32u32, 8u32, 128u32, 32u32, 144u32, 16u32);
+    let max_blocks = ctx.div_ceil(block);
+    let capacity = rows * max_blocks * block;
+    let ids: Vec<u32> = (0..rows * max_blocks).collect();
+    let table = filled(d, "table", &ids, ResourceClass::Generic);
+    let rws: Vec<u32> = (0..rows).flat_map(|r| [ctx - 1, r]).collect();
+    let rb = filled(d, "rows", &rws, ResourceClass::Generic);
+    let mut rnd = uniform(3);
+    let q: Vec<f32> = (0..rows * heads * hd).map(|_| rnd(2.0)).collect();
+    let qb = filled(d, "q", &q, ResourceClass::TokenScratch);
+    let words = (kv_heads * capacity * hd / 2) as usize;
+    let copies = (256u64 << 20).div_ceil(8 * words as u64).max(2) as usize;
+    let data: Vec<u32> = (0..words)
+        .map(|i| 0x3c00_3800 ^ (i as u32 & 0x00ff_00ff))
+        .collect();
+    let caches: Vec<(Buffer, Buffer)> = (0..copies)
+        .map(|_| {
+            (
+                filled(d, "kc", &data, ResourceClass::AppendOnlyKv),
+                filled(d, "vc", &data, ResourceClass::AppendOnlyKv),
+            )
+        })
+        .collect();
+    let out = buffer(
+        d,
+        "out",
+        (rows * heads * hd * 2) as u64,
+        ResourceClass::TokenScratch,
+    );
+    let none = buffer(d, "none", 16, ResourceClass::TokenScratch);
+    let ones = filled(
+        d,
+        "ones",
+        &vec![1.0f32; hd as usize],
+        ResourceClass::Generic,
+    );
+    let p = BatchAttnPush {
+        heads,
+        kv_heads,
+        head_dim: hd,
+        capacity,
+        q_stride: heads * hd,
+        o_stride: heads * hd,
+        scale: 1.0 / (hd as f32).sqrt(),
+        block,
+        max_blocks,
+        out_f16: 1,
+        q8: 0,
+        q8_words: 0,
+        q8_blocks: 0,
+        chunk: 0,
+        splits: 1,
+        rope_flags: ROPE_NORM,
+        eps: 1e-6,
+        theta: 1e6,
+        k_stride: heads * hd,
+        v_stride: heads * hd,
+    };
+    let attn = d
+        .pipeline(batch_attention_rope_kernel(&BATCH_ATTENTION_GQA_HD128).unwrap())
+        .unwrap();
+    let groups = kv_heads * (heads / kv_heads).div_ceil(BATCH_ATTENTION_GQA_HEADS);
+    type Rec<'a> = Box<dyn Fn(&mut sluice::Encoder, u32) + 'a>;
+    let plain = d.pipeline(&BATCH_ATTENTION_GQA_HD128).unwrap();
+    let addk = d.pipeline(&ADD).unwrap();
+    let add_y = buffer(d, "add_y", 32 * 2560 * 4, ResourceClass::TokenScratch);
+    let plain_rec = |enc: &mut sluice::Encoder, i: u32| {
+        let (kc, vc) = &caches[i as usize % copies];
+        let b = [
+            rb.slice(..),
+            table.slice(..),
+            qb.slice(..),
+            kc.slice(..),
+            vc.slice(..),
+            out.slice(..),
+            kc.slice(..),
+            vc.slice(..),
+            none.slice(..),
+            none.slice(..),
+            none.slice(..),
+            none.slice(..),
+        ];
+        enc.dispatch(&plain, [groups, rows, 1], &b, &p).unwrap();
+    };
+    let attn_rec = |enc: &mut sluice::Encoder, i: u32| {
+        let (kc, vc) = &caches[i as usize % copies];
+        let b = [
+            rb.slice(..),
+            table.slice(..),
+            qb.slice(..),
+            kc.slice(..),
+            vc.slice(..),
+            out.slice(..),
+            kc.slice(..),
+            vc.slice(..),
+            none.slice(..),
+            none.slice(..),
+            none.slice(..),
+            none.slice(..),
+            qb.slice(..),
+            qb.slice(..),
+            ones.slice(..),
+            ones.slice(..),
+            none.slice(..),
+            none.slice(..),
+        ];
+        enc.dispatch(&attn, [groups, rows, 1], &b, &p).unwrap();
+    };
+    let act_rec = |enc: &mut sluice::Encoder, _: u32| {
+        enc.dispatch(
+            &act,
+            [32, 1, 1],
+            &[ax.slice(..), anw.slice(..), axh.slice(..)],
+            &ap,
+        )
+        .unwrap();
+    };
+    // Each consumer reading its producer's output, as in the step.
+    for (name, us) in [
+        (
+            "o q4_k reading attn_rope's output",
+            time_after(d, reps, attn_rec, |enc, i| o.record_x(enc, i, &out)),
+        ),
+        (
+            "o q4_k after attn_rope, own x",
+            time_after(d, reps, attn_rec, |enc, i| o.record(enc, i)),
+        ),
+        (
+            "o f16 reading attn_rope's output",
+            time_after(d, reps, attn_rec, |enc, i| o16.record_x(enc, i, &out)),
+        ),
+        (
+            "gate q4_k reading act_f16's output",
+            time_after(d, reps, act_rec, |enc, i| gate.record_x(enc, i, &axh)),
+        ),
+        (
+            "gate q4_k after act_f16, own x",
+            time_after(d, reps, act_rec, |enc, i| gate.record(enc, i)),
+        ),
+    ] {
+        println!("{name:<40} {us:>6.2} us");
+    }
+    let kinds: Vec<(&str, Rec)> = vec![
+        ("o q4_k", Box::new(|enc, i| o.record(enc, i))),
+        ("gate q4_k", Box::new(|enc, i| gate.record(enc, i))),
+        ("o f16", Box::new(|enc, i| o16.record(enc, i))),
+        (
+            "act_f16",
+            Box::new(|enc, _| {
+                enc.dispatch(
+                    &act,
+                    [32, 1, 1],
+                    &[ax.slice(..), anw.slice(..), axh.slice(..)],
+                    &ap,
+                )
+                .unwrap();
+            }),
+        ),
+        (
+            "attn_rope",
+            Box::new(|enc, i| {
+                let (kc, vc) = &caches[i as usize % copies];
+                let b = [
+                    rb.slice(..),
+                    table.slice(..),
+                    qb.slice(..),
+                    kc.slice(..),
+                    vc.slice(..),
+                    out.slice(..),
+                    kc.slice(..),
+                    vc.slice(..),
+                    none.slice(..),
+                    none.slice(..),
+                    none.slice(..),
+                    none.slice(..),
+                    qb.slice(..),
+                    qb.slice(..),
+                    ones.slice(..),
+                    ones.slice(..),
+                    none.slice(..),
+                    none.slice(..),
+                ];
+                enc.dispatch(&attn, [groups, rows, 1], &b, &p).unwrap();
+            }),
+        ),
+        ("attn plain", Box::new(|enc, i| plain_rec(enc, i))),
+        ("down q6_k", Box::new(|enc, i| down6.record(enc, i))),
+        ("s o hot", Box::new(|enc, i| hot[0].record(enc, i))),
+        ("s gate hot", Box::new(|enc, i| hot[1].record(enc, i))),
+        ("s f16 hot", Box::new(|enc, i| hot[2].record(enc, i))),
+        ("s q6 hot", Box::new(|enc, i| hot[3].record(enc, i))),
+        ("s o", Box::new(|enc, i| cold[0].record(enc, i))),
+        ("s gate", Box::new(|enc, i| cold[1].record(enc, i))),
+        ("s f16", Box::new(|enc, i| cold[2].record(enc, i))),
+        ("s q6", Box::new(|enc, i| cold[3].record(enc, i))),
+        ("gu plain", Box::new(|enc, i| gu_plain.record(enc, i))),
+        (
+            "add",
+            Box::new(|enc, _| {
+                enc.dispatch(
+                    &addk,
+                    [320, 1, 1],
+                    &[ax.slice(..), add_y.slice(..)],
+                    &CountPush { n: 32 * 2560 },
+                )
+                .unwrap();
+            }),
+        ),
+    ];
+    // Kernels in a cycle (kinds' indices), a timestamp after each: each one's median.
+    let cycle = |order: &[usize]| {
+        let n = order.len() as u32;
+        let mut all = |enc: &mut sluice::Encoder, i: u32| {
+            for &k in order {
+                kinds[k].1(enc, i);
+            }
+        };
+        warm_up(d, reps, &mut all);
+        let q = TimestampQueries::new(d, reps * n + 1).unwrap();
+        let mut enc = d.encoder().unwrap();
+        enc.set_barrier_mode(sluice::BarrierMode::Serial);
+        enc.write_timestamp(&q, 0).unwrap();
+        for i in 0..reps {
+            for (j, &k) in order.iter().enumerate() {
+                kinds[k].1(&mut enc, i);
+                enc.write_timestamp(&q, i * n + j as u32 + 1).unwrap();
+            }
+        }
+        enc.submit().unwrap().wait().unwrap();
+        let ts = q.read_ns().unwrap();
+        let mut line = String::from("cycle:");
+        for (j, &k) in order.iter().enumerate() {
+            let v: Vec<f64> = (1..reps as usize)
+                .map(|i| (ts[i * n as usize + j + 1] - ts[i * n as usize + j]) / 1000.0)
+                .collect();
+            line.push_str(&format!(" {} {:>6.2} |", kinds[k].0, median(v)));
+        }
+        println!("{line}");
+    };
+    // Kinds: 0 o q4_k, 1 gate q4_k, 2 o f16, 3 act_f16, 4 attention (rope folded), 5
+    // attention, 6 down q6_k, 7-10 the 0.6B's o, gate, f16 and Q6_K matrices L2-resident,
+    // 11-14 the same rotating, 15 the gate/up's bytes as one plain matrix, 16 add.
+    for order in [
+        // Alone.
+        &[1usize][..],
+        &[15],
+        &[16],
+        &[7],
+        &[8],
+        &[9],
+        &[10],
+        &[11],
+        &[12],
+        &[13],
+        &[14],
+        // Two to five kinds.
+        &[0, 4],
+        &[4, 5],
+        &[0, 1, 2],
+        &[0, 2, 4],
+        &[0, 1, 4],
+        &[4, 5, 0],
+        &[3, 1, 0],
+        &[3, 1, 0, 2],
+        &[0, 1, 2, 6],
+        &[3, 0, 1, 6],
+        &[3, 0, 1, 16],
+        &[3, 0, 1, 6, 16],
+        &[3, 0, 1, 2, 6],
+        &[3, 1, 0, 4, 2],
+        &[7, 8, 9, 10],
+        &[3, 7, 8, 9, 10],
+        &[11, 12, 13, 14],
+        &[3, 11, 12, 13, 14],
+        // A layer of the 4B Q4_K_M step (act, q|k|v, attention, o, act, gate/up, down), with
+        // the gate/up as a plain matrix (one kernel fewer), the attention unfolded, down in
+        // Q4_K.
+        &[3, 0, 4, 0, 3, 1, 6],
+        &[3, 0, 4, 0, 3, 15, 6],
+        &[3, 0, 5, 0, 3, 1, 6],
+        &[3, 0, 5, 0, 3, 15, 6],
+        &[3, 0, 4, 0, 3, 1, 0],
+        &[3, 0, 4, 0, 3, 15, 0],
+    ] {
+        cycle(order);
+    }
+    for (name, rec) in kinds.iter().take(7) {
+        let mut line = format!("{name:<10} after:");
+        for (before, brec) in kinds.iter().take(7) {
+            let us = time_after(d, reps, |enc, i| brec(enc, i + 7), |enc, i| rec(enc, i));
+            line.push_str(&format!(" {before} {us:>6.2} |"));
+        }
+        let chain = time(d, reps, |enc, i| rec(enc, i));
+        line.push_str(&format!(" chain {chain:>6.2}"));
+        println!("{line}");
     }
 }

@@ -835,6 +835,9 @@ pub struct MatvecBatchCmtPush {
     pub ksplit: u32,
     /// K chunks per run.
     pub kchunks: u32,
+    /// 1: a gated gate/up pair (read by the kernels that take both forms:
+    /// [`MatvecBatchCmtLayout::binds_up`]; the others are one form each).
+    pub gated: u32,
 }
 const _: () = assert!(
     std::mem::size_of::<MatvecBatchCmtPush>()
@@ -874,6 +877,7 @@ impl MatvecBatchCmPush {
             row_groups_x: lay.row_groups_x,
             ksplit: lay.ksplit,
             kchunks: lay.kchunks,
+            gated: lay.gated as u32,
         }
     }
 }
@@ -1022,7 +1026,8 @@ pub fn matvec_batch_cmr(dtype: WeightDtype, silu: bool) -> Option<&'static Kerne
 /// wgsl/include/matvec_batch_cmdq_body.wgsl): bindings and push constants as
 /// [`matvec_batch_cmr`], layout from [`matvec_batch_staged_layout`] with
 /// [`StagedShape::Registers`]. None for other formats and gated Q6_K. Only where
-/// [`cmd_layout_self_test`] passes.
+/// [`cmd_layout_self_test`] passes. Decode steps run Q4_K on `matvec_batch_cmd_q4_k_both`
+/// instead ([`MatvecBatchCmtLayout::kernel`], [`MatvecBatchCmtLayout::both`]).
 pub fn matvec_batch_cmdq(dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
     match (dtype, silu) {
         (WeightDtype::Q4K, false) => Some(&crate::MATVEC_BATCH_CMD_Q4_K),
@@ -1036,7 +1041,8 @@ pub fn matvec_batch_cmdq(dtype: WeightDtype, silu: bool) -> Option<&'static Kern
 /// K split over workgroups (`matvec_batch_cmdk_f16[_silu]`; wgsl/include/
 /// matvec_batch_cmd_f16_body.wgsl with _cmd_f16_split.wgsl): bindings and push constants as
 /// [`matvec_batch_cmr`], layout from [`matvec_batch_staged_layout`] with
-/// [`StagedShape::RegistersF16`]. Only where [`cmd_layout_self_test`] passes.
+/// [`StagedShape::RegistersF16`]. Only where [`cmd_layout_self_test`] passes. Decode steps
+/// run `matvec_batch_cmdk_f16_both` instead ([`MatvecBatchCmtLayout::kernel`]).
 pub fn matvec_batch_cmdk_f16(silu: bool) -> &'static KernelDesc {
     if silu {
         &crate::MATVEC_BATCH_CMDK_F16_SILU
@@ -1083,11 +1089,12 @@ pub fn matvec_batch_cmdq_prefill_layout(
         gated,
         Some(1),
     );
-    if workgroups(whole.groups) >= MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS as u64 {
+    let lay = if workgroups(whole.groups) >= MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS as u64 {
         whole
     } else {
         matvec_batch_staged_layout(StagedShape::Registers, rows, cols, tokens, gated)
-    }
+    };
+    MatvecBatchCmtLayout { both: false, ..lay }
 }
 
 /// Whether the batched engine runs a `rows` x `cols` `dtype` matrix (`gated`: a gate/up
@@ -1136,11 +1143,28 @@ pub struct MatvecBatchCmtLayout {
     /// u32 tickets of the `tick` binding (zero before the first dispatch; every dispatch
     /// leaves them zero).
     pub tickets: u64,
+    /// A gated gate/up pair.
+    pub gated: bool,
+    /// Run on the kernel that takes plain and gated matrices alike where the shape has one
+    /// ([`MatvecBatchCmtLayout::binds_up`]): so a decode step's matrices all run the same
+    /// code (the GPU's instruction cache; BENCHMARKS.md, fifty-eighth session). Set by
+    /// [`matvec_batch_staged_layout`]; false for a single sequence's prefill chunks
+    /// ([`matvec_batch_cmdq_prefill_layout`]), whose long dispatches run the one-form
+    /// kernels faster.
+    pub both: bool,
 }
 
 impl MatvecBatchCmtLayout {
-    /// The kernel this layout is for: [`matvec_batch_cmt`] or [`matvec_batch_cmr`].
+    /// The kernel this layout is for: [`matvec_batch_cmt`], [`matvec_batch_cmr`],
+    /// [`matvec_batch_cmdq`], [`matvec_batch_cmdk_f16`], or where [`Self::binds_up`] the
+    /// kernel of both forms (`matvec_batch_cmd_q4_k_both`, `matvec_batch_cmdk_f16_both`).
     pub fn kernel(&self, dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
+        if self.binds_up(dtype) {
+            return Some(match dtype {
+                WeightDtype::Q4K => &crate::MATVEC_BATCH_CMD_Q4_K_BOTH,
+                _ => &crate::MATVEC_BATCH_CMDK_F16_BOTH,
+            });
+        }
         match self.shape {
             StagedShape::KSteps => matvec_batch_cmt(dtype, silu),
             StagedShape::Rows => matvec_batch_cmr(dtype, silu),
@@ -1149,6 +1173,19 @@ impl MatvecBatchCmtLayout {
                 (dtype == WeightDtype::F16).then(|| matvec_batch_cmdk_f16(silu))
             }
         }
+    }
+
+    /// Whether this layout's `dtype` kernel takes plain and gated matrices alike
+    /// (`matvec_batch_cmd_q4_k_both`, `matvec_batch_cmdk_f16_both`; [`Self::both`]): its
+    /// bindings are then always the gated ones (w, w_b, xv, y, part, tick), a plain
+    /// dispatch binding its matrix as both w and w_b, and push field `gated` says which.
+    pub fn binds_up(&self, dtype: WeightDtype) -> bool {
+        self.both
+            && match self.shape {
+                StagedShape::Registers => dtype == WeightDtype::Q4K,
+                StagedShape::RegistersF16 => dtype == WeightDtype::F16,
+                _ => false,
+            }
     }
 }
 
@@ -1269,6 +1306,8 @@ pub fn matvec_batch_staged_layout_aiming(
             0
         },
         tickets: cells,
+        gated,
+        both: true,
     }
 }
 

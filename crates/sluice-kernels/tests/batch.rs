@@ -745,7 +745,7 @@ fn matvec_batch_matches_reference_and_each_token_alone() {
 #[allow(clippy::too_many_arguments)]
 fn run_matvec_batch_cm(
     d: &Device,
-    staged: Option<StagedShape>,
+    staged: Option<(StagedShape, bool)>,
     dt: WeightDtype,
     variant: MatmulVariant,
     p: &MatmulPush,
@@ -796,9 +796,14 @@ fn run_matvec_batch_cm(
         y_mode: p.accumulate,
         ..push
     };
-    if let Some(shape) = staged {
+    if let Some((shape, both)) = staged {
         let gated = variant.has_silu();
-        let lay = matvec_batch_staged_layout(shape, p.rows, p.cols, p.tokens, gated);
+        // `both`: the decode steps' kernels that take plain and gated matrices alike where
+        // the shape has them; else the one-form kernels (prefill chunks).
+        let lay = MatvecBatchCmtLayout {
+            both,
+            ..matvec_batch_staged_layout(shape, p.rows, p.cols, p.tokens, gated)
+        };
         let part = f32_buffer(
             d,
             "part",
@@ -812,6 +817,9 @@ fn run_matvec_batch_cm(
             ResourceClass::TokenScratch,
         );
         let k = d.pipeline(lay.kernel(dt, gated).unwrap()).unwrap();
+        if lay.binds_up(dt) && !gated {
+            slices.insert(1, w.slice(..));
+        }
         slices.extend([part.slice(..), tick.slice(..)]);
         enc.dispatch(&k, lay.groups, &slices, &push.staged(&lay))
             .unwrap();
@@ -998,7 +1006,7 @@ fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
     for shape in both {
         failures.extend(check_batch_cm(
             &d,
-            Some(shape),
+            Some((shape, true)),
             WeightDtype::F16,
             &shapes,
             79,
@@ -1015,7 +1023,13 @@ fn matvec_batch_cmt_matches_reference_and_each_token_alone() {
             (32, 256, 70),
         ];
         for shape in both {
-            failures.extend(check_batch_cm(&d, Some(shape), dt, &shapes, 120 + i as u64));
+            failures.extend(check_batch_cm(
+                &d,
+                Some((shape, true)),
+                dt,
+                &shapes,
+                120 + i as u64,
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -1134,7 +1148,7 @@ fn matvec_batch_cm_block_formats_match_reference_and_each_token_alone() {
 /// cols, tokens): the failures (NMSE above 1e-5, a token alone not bit-identical).
 fn check_batch_cm(
     d: &Device,
-    staged: Option<StagedShape>,
+    staged: Option<(StagedShape, bool)>,
     dt: WeightDtype,
     shapes: &[(u32, u32, u32)],
     seed: u64,
@@ -1145,7 +1159,7 @@ fn check_batch_cm(
 /// [`check_batch_cm`] for the `variants` given.
 fn check_batch_cm_of(
     d: &Device,
-    staged: Option<StagedShape>,
+    staged: Option<(StagedShape, bool)>,
     dt: WeightDtype,
     variants: &[MatmulVariant],
     shapes: &[(u32, u32, u32)],
@@ -1203,10 +1217,12 @@ fn check_batch_cm_of(
                 "matvec_batch_{} {} {variant:?} {rows}x{cols} tokens {tokens}",
                 match staged {
                     None => "cm",
-                    Some(StagedShape::KSteps) => "cmt",
-                    Some(StagedShape::Rows) => "cmr",
-                    Some(StagedShape::Registers) => "cmd",
-                    Some(StagedShape::RegistersF16) => "cmdk",
+                    Some((StagedShape::KSteps, _)) => "cmt",
+                    Some((StagedShape::Rows, _)) => "cmr",
+                    Some((StagedShape::Registers, true)) => "cmd (both forms)",
+                    Some((StagedShape::Registers, false)) => "cmd",
+                    Some((StagedShape::RegistersF16, true)) => "cmdk (both forms)",
+                    Some((StagedShape::RegistersF16, false)) => "cmdk",
                 },
                 dt.name()
             );
@@ -1524,6 +1540,7 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
     let Some(d) = register_built_device(&[
         &MATVEC_BATCH_CMD_Q4_K,
         &MATVEC_BATCH_CMD_Q4_K_SILU,
+        &MATVEC_BATCH_CMD_Q4_K_BOTH,
         &MATVEC_BATCH_CMD_Q6_K,
     ]) else {
         return;
@@ -1538,8 +1555,13 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
     ];
     let plain = [MatmulVariant::Plain, MatmulVariant::Norm];
     let mut failures = Vec::new();
-    let shape = Some(StagedShape::Registers);
-    failures.extend(check_batch_cm(&d, shape, q, &shapes, 141));
+    // Q4_K on the kernel of both forms (decode steps) and on the one-form kernels
+    // (prefill chunks).
+    for both in [true, false] {
+        let shape = Some((StagedShape::Registers, both));
+        failures.extend(check_batch_cm(&d, shape, q, &shapes, 141));
+    }
+    let shape = Some((StagedShape::Registers, true));
     failures.extend(check_batch_cm_of(&d, shape, q6, &plain, &shapes, 142));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -1565,8 +1587,11 @@ fn matvec_batch_cmdk_f16_matches_reference_and_each_token_alone() {
     // Its 1024-row o splits down to single stages (16 x 16).
     let o = matvec_batch_staged_layout(StagedShape::RegistersF16, 1024, 2048, 64, false);
     assert_eq!((o.ksplit, o.kchunks, o.groups), (16, 1, [16, 32, 1]));
-    let Some(d) = register_built_device(&[&MATVEC_BATCH_CMDK_F16, &MATVEC_BATCH_CMDK_F16_SILU])
-    else {
+    let Some(d) = register_built_device(&[
+        &MATVEC_BATCH_CMDK_F16,
+        &MATVEC_BATCH_CMDK_F16_SILU,
+        &MATVEC_BATCH_CMDK_F16_BOTH,
+    ]) else {
         return;
     };
     let shapes = [
@@ -1577,7 +1602,11 @@ fn matvec_batch_cmdk_f16_matches_reference_and_each_token_alone() {
         (48, 4096, 33),
         (32, 272, 70),
     ];
-    let failures = check_batch_cm(&d, Some(StagedShape::RegistersF16), f16, &shapes, 143);
+    let mut failures = Vec::new();
+    for both in [true, false] {
+        let shape = Some((StagedShape::RegistersF16, both));
+        failures.extend(check_batch_cm(&d, shape, f16, &shapes, 143));
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

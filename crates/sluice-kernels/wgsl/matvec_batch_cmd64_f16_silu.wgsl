@@ -15,6 +15,9 @@ struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y
 var<immediate> pc: Push;
 const NTT: u32 = 4u;
 const SILU: bool = true;
+fn silu() -> bool {
+    return SILU;
+}
 fn wb_raw(i: u32) -> vec4<u32> {
     return w_b[i];
 }

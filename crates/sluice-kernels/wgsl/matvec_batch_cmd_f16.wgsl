@@ -17,6 +17,9 @@ var<immediate> pc: Push;
 
 const NTT: u32 = 2u;
 const SILU: bool = false;
+fn silu() -> bool {
+    return SILU;
+}
 // Only the gated kernel has a second matrix (never called here).
 fn wb_raw(i: u32) -> vec4<u32> {
     return vec4<u32>(0u);

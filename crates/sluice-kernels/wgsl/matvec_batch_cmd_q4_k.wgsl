@@ -16,6 +16,9 @@ var<immediate> pc: Push;
 const NTT: u32 = 2u;
 const SG: u32 = 4u;
 const SILU: bool = false;
+fn silu() -> bool {
+    return SILU;
+}
 fn wb_raw(i: u32) -> vec4<u32> {
     return w.d[i];
 }

@@ -18,6 +18,9 @@ enable wgpu_cooperative_matrix;
 var<immediate> pc: Push;
 const NTT: u32 = 2u;
 const SILU: bool = false;
+fn silu() -> bool {
+    return SILU;
+}
 // Only the gated kernel has a second matrix (never called here).
 fn wb_raw(i: u32) -> vec4<u32> {
     return vec4<u32>(0u);

@@ -19,6 +19,9 @@ enable wgpu_cooperative_matrix;
 var<immediate> pc: Push;
 const NTT: u32 = 2u;
 const SILU: bool = true;
+fn silu() -> bool {
+    return SILU;
+}
 fn wb_raw(i: u32) -> vec4<u32> {
     return w_b.d[i];
 }

@@ -19,6 +19,9 @@ var<immediate> pc: Push;
 const NTT: u32 = 4u;
 const SG: u32 = 4u;
 const SILU: bool = false;
+fn silu() -> bool {
+    return SILU;
+}
 fn wb_raw(i: u32) -> vec4<u32> {
     return w.d[i];
 }

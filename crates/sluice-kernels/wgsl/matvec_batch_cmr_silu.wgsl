@@ -20,6 +20,9 @@ var<immediate> pc: Push;
 const NTT: u32 = 4u;
 const SG: u32 = 4u;
 const SILU: bool = true;
+fn silu() -> bool {
+    return SILU;
+}
 fn wb_raw(i: u32) -> vec4<u32> {
     return w_b.d[i];
 }

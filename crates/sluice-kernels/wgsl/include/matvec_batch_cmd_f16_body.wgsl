@@ -1,6 +1,7 @@
 // The batched f16 matvecs with the weights' matrix-unit operands built in registers
 // (matvec_batch_cmd_f16, gated: matvec_batch_cmd_f16_silu; decision 0014). The kernel file
-// declares the bindings (w, gated w_b, xv, y; read through `wraw`), `pc`, SILU, the y
+// declares the bindings (w, gated w_b, xv, y; read through `wraw`), `pc`, `silu()` (gated:
+// a constant, or push field `gated` in matvec_batch_cmdk_f16_both; decision 0019), the y
 // accessors (include/batch_y_f32.wgsl, gated include/batch_y_pairs.wgsl), NTT (token tiles
 // of 16 per workgroup: 2, or 4 in the prefill kernels matvec_batch_cmd64_f16[_silu]) and how
 // K is divided: KSPLIT, `split_push()` (splits, KX stages per split) and `out` (everything
@@ -64,7 +65,7 @@ fn wload(up: bool, base: u32, ch: u32, t: u32, end: u32) -> vec4<u32> {
     // past the split reads its last 8 halves again (a cache hit) and drops them.
     let c = 32u * ch + 8u * t;
     let at = base + min(c, end - 8u) / 8u;
-    let v = wraw(SILU && up, at);
+    let v = wraw(silu() && up, at);
     return select(vec4<u32>(0u), v, c < end);
 }
 
@@ -79,9 +80,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let tg = ty / sp.x;
     let ks = ty % sp.x;
     // This subgroup's matrix (gated: the up's for subgroups 2, 3) and first row.
-    let up = SILU && sg >= SG / 2u;
-    let rb = rg * select(BR, BR / 2u, SILU);
-    let r0 = rb + 16u * select(sg, sg % (SG / 2u), SILU);
+    let up = silu() && sg >= SG / 2u;
+    let rb = rg * select(BR, BR / 2u, silu());
+    let r0 = rb + 16u * select(sg, sg % (SG / 2u), silu());
     let t0 = tg * TT;
     // This split's columns k0 .. end.
     let k0 = ks * sp.y * KX;

@@ -35,7 +35,7 @@ fn out(li: u32, sg: u32, rg: u32, tg: u32, ks: u32, rb: u32, t0: u32, nt: u32,
             coopStoreT(c3, &cs[sg * 256u], 16u);
         }
         workgroupBarrier();
-        if (SILU) {
+        if (silu()) {
             emit_gated(li, rb, t0 + tt * 16u);
             continue;
         }

@@ -5,8 +5,9 @@
 // ? y[t, r] : 0) + W[r] . xh[t] (gated: silu(Wg[r] . xh[t]) * (Wu[r] . xh[t])),
 // bindings, push constants, K split, tickets and epilogue as matvec_batch_cmr
 // (include/matvec_batch_split_out.wgsl), `kchunks` counting blocks (256 columns). The
-// kernel file declares the bindings, NTT (2), SG and SILU and includes the
-// format's reader (include/matvec_batch_cmdq_<format>.wgsl: `WQ`, `WM`, `wq_load`,
+// kernel file declares the bindings, NTT (2), SG and `silu()` (whether the dispatch is
+// gated: a constant, or push field `gated` in matvec_batch_cmd_q4_k_both, the kernel of
+// both forms; decision 0019) and includes the format's reader (include/matvec_batch_cmdq_<format>.wgsl: `WQ`, `WM`, `wq_load`,
 // `wm_load`, `wm_am`, `wq_w4`, `x_pos`). A workgroup takes BR = 16 SG rows (gated: BR / 2 of each matrix),
 // each subgroup 16 of them, and TT = 16 NTT tokens; the weights go from memory straight
 // into registers, decoded to f16 there, never through shared memory.
@@ -85,7 +86,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let rg = wg.x + wg.z * pc.row_groups_x;
     let tg = wg.y / pc.ksplit;
     let ks = wg.y % pc.ksplit;
-    let r0 = rg * select(BR, BR / 2u, SILU);
+    let r0 = rg * select(BR, BR / 2u, silu());
     let t0 = tg * TT;
     let left = pc.tokens - min(t0, pc.tokens);
     let nt = min((left + 15u) / 16u, NTT);
@@ -93,8 +94,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let t = lane % 4u;
     // This subgroup's matrix (gated: the up's for the second half) and rows g, g + 8
     // (clamped: rows past the matrix load its last row, their sums are dropped).
-    let sel = SILU && sg >= SG / 2u;
-    let rt = r0 + 16u * select(sg, sg % (SG / 2u), SILU);
+    let sel = silu() && sg >= SG / 2u;
+    let rt = r0 + 16u * select(sg, sg % (SG / 2u), silu());
     let last = max(pc.rows, 1u) - 1u;
     let bg = min(rt + g, last) * pc.w_stride;
     let bh = min(rt + g + 8u, last) * pc.w_stride;

@@ -4,7 +4,8 @@
 // up matrix) of BR = 16 SG, and up to NTT token tiles of 16 from token t0, with K split
 // over `pc.ksplit` workgroups: each split parks its tiles' partial sums (PART floats per
 // split) and takes a ticket; the last adds the partials in split order and writes y. The
-// kernel declares NI (invocations), TT, BR, PART, SG, NTT, SILU, `cs` (SG parked 16 x 16
+// kernel declares NI (invocations), TT, BR, PART, SG, NTT, `silu()` (gated; a constant
+// but in kernels that take both forms), `cs` (SG parked 16 x 16
 // tiles), `part`, `tick` and `pc`, and includes include/matvec_batch_staged_io.wgsl and
 // the y accessors (include/batch_y_f32.wgsl or _pairs.wgsl).
 
@@ -17,7 +18,7 @@ fn emit(r0: u32, t0: u32, tt: u32, s: u32, e: u32, g: f32, u: f32) {
         return;
     }
     let o = t * pc.y_stride + r;
-    if (SILU) {
+    if (silu()) {
         store_y(o, silu_mul(vec2<f32>(g, 0.0), vec2<f32>(u, 0.0)).x);
     } else {
         put_y(o, g);
@@ -58,8 +59,8 @@ fn settle(li: u32, sg: u32, r0: u32, t0: u32, tt: u32, pbase: u32, c: coop_mat16
     let p = &cs[sg * 256u];
     coopStoreT(v, p, 16u);
     workgroupBarrier();
-    let n = select(SG * 256u, SG * 128u, SILU);
-    if (SILU && pc.y_mode == Y_F16_PAIRS) {
+    let n = select(SG * 256u, SG * 128u, silu());
+    if (silu() && pc.y_mode == Y_F16_PAIRS) {
         // Every invocation an even element and the next (rows r, r + 1 of one token).
         for (var j = 2u * li; j < n; j += 2u * NI) {
             let g = vec2<f32>(cs[j], cs[j + 1u]);
@@ -70,7 +71,7 @@ fn settle(li: u32, sg: u32, r0: u32, t0: u32, tt: u32, pbase: u32, c: coop_mat16
     }
     for (var j = li; j < n; j += NI) {
         var u = 0.0;
-        if (SILU) {
+        if (silu()) {
             u = cs[j + SG * 128u];
         }
         emit(r0, t0, tt, j / 256u, j % 256u, cs[j], u);
@@ -150,12 +151,12 @@ fn finish(li: u32, sg: u32, rg: u32, tg: u32, ks: u32, r0: u32, t0: u32, nt: u32
         return;
     }
     let first = cell * pc.ksplit * PART;
-    let pairs = SILU && pc.y_mode == Y_F16_PAIRS;
+    let pairs = silu() && pc.y_mode == Y_F16_PAIRS;
     // This invocation's elements of a token tile: li + NI m (m < 8; gated, m < 4, the ups
     // SG * 128 further); gated f16 pairs: 2 li, 2 li + 1 and the same 2 NI further.
     var ex = vec4<u32>(li, li + NI, li + 2u * NI, li + 3u * NI);
     var ey = ex + 4u * NI;
-    if (SILU) {
+    if (silu()) {
         if (pairs) {
             ex = vec4<u32>(2u * li, 2u * li + 1u, 2u * li + 2u * NI, 2u * li + 2u * NI + 1u);
         }
@@ -166,7 +167,7 @@ fn finish(li: u32, sg: u32, rg: u32, tg: u32, ks: u32, r0: u32, t0: u32, nt: u32
         if (pairs) {
             emit_pair(r0, t0, tt, ex.x / 256u, ex.x % 256u, s.x.xy, s.y.xy);
             emit_pair(r0, t0, tt, ex.z / 256u, ex.z % 256u, s.x.zw, s.y.zw);
-        } else if (SILU) {
+        } else if (silu()) {
             emit4(r0, t0, tt, ex, s.x, s.y);
         } else {
             emit4(r0, t0, tt, ex, s.x, vec4<f32>(0.0));

@@ -4,7 +4,7 @@
 // constants, the weight vec4s of either matrix, the activation and y accesses and the K
 // split's ticket (y written through include/batch_y_put.wgsl's `put_y`). Needs `w`, `wb_raw`,
 // `xv`, `y`, `tick` and `pc` from the kernel file.
-struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, y_mode: u32, row_groups_x: u32, ksplit: u32, kchunks: u32 }
+struct Push { rows: u32, cols: u32, w_stride: u32, tokens: u32, x_stride: u32, y_stride: u32, y_mode: u32, row_groups_x: u32, ksplit: u32, kchunks: u32, gated: u32 }
 
 struct WVec { d: array<vec4<u32>> }
 

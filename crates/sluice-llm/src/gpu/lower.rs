@@ -491,6 +491,12 @@ impl GpuModel {
             } else {
                 k::matvec_batch_cmt_layout(m.dtype, m.rows, cols, t.n, gated)
             };
+            // A single sequence's prefill chunk on the one-form kernels (their long
+            // dispatches run faster there); decode steps on the kernels that take both forms.
+            let lay = k::MatvecBatchCmtLayout {
+                both: !t.prefill,
+                ..lay
+            };
             // This run's scratch region (sized for any shape), as much as the shape uses.
             let part_bytes = (lay.part_floats * 4).max(4);
             let scratch = self.batch_cmt_run(p.run, part_bytes, lay.tickets * 4);
@@ -513,6 +519,10 @@ impl GpuModel {
                 let desc = lay
                     .kernel(m.dtype, gated)
                     .ok_or_else(|| no_kernel("staged"))?;
+                if lay.binds_up(m.dtype) && !gated {
+                    // One kernel for plain and gated matrices: the matrix as both.
+                    bindings.insert(1, m.buffer.slice(..));
+                }
                 bindings.extend([part, tick]);
                 let pipeline = self.device.pipeline(desc)?;
                 log::trace!(

@@ -1147,7 +1147,7 @@ pub struct MatvecBatchCmtLayout {
     pub gated: bool,
     /// Run on the kernel that takes plain and gated matrices alike where the shape has one
     /// ([`MatvecBatchCmtLayout::binds_up`]): so a decode step's matrices all run the same
-    /// code (the GPU's instruction cache; BENCHMARKS.md, fifty-eighth session). Set by
+    /// code (the GPU's instruction cache; decision 0019). Set by
     /// [`matvec_batch_staged_layout`]; false for a single sequence's prefill chunks
     /// ([`matvec_batch_cmdq_prefill_layout`]), whose long dispatches run the one-form
     /// kernels faster.

@@ -1537,6 +1537,27 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
         matvec_batch_cmdq_prefill_layout(2560, 9728, 64, false).ksplit,
         7
     );
+    // Decode steps run Q4_K on the kernel of both forms (the gated bindings, push field
+    // `gated`); prefill chunks, on either layout, and Q6_K on the one-form kernels.
+    let name = |lay: &MatvecBatchCmtLayout, dt, gated| lay.kernel(dt, gated).unwrap().name;
+    assert!(down.binds_up(q) && !down.binds_up(q6) && down.both);
+    assert_eq!(name(&down, q, false), "matvec_batch_cmd_q4_k_both");
+    assert_eq!(name(&gate, q, true), "matvec_batch_cmd_q4_k_both");
+    assert_eq!(name(&down, q6, false), "matvec_batch_cmd_q6_k");
+    let push = |rows, cols, lay: &MatvecBatchCmtLayout| {
+        MatvecBatchCmPush::new(q, rows, cols, 32)
+            .0
+            .staged(lay)
+            .gated
+    };
+    assert_eq!((push(2560, 9728, &down), push(9728, 2560, &gate)), (0, 1));
+    for tokens in [512, 64] {
+        let pre = matvec_batch_cmdq_prefill_layout(9728, 2560, tokens, true);
+        assert!(!pre.binds_up(q));
+        assert_eq!(name(&pre, q, true), "matvec_batch_cmd_q4_k_silu");
+        let pre = matvec_batch_cmdq_prefill_layout(2560, 9728, tokens, false);
+        assert_eq!(name(&pre, q, false), "matvec_batch_cmd_q4_k");
+    }
     let Some(d) = register_built_device(&[
         &MATVEC_BATCH_CMD_Q4_K,
         &MATVEC_BATCH_CMD_Q4_K_SILU,
@@ -1584,6 +1605,21 @@ fn matvec_batch_cmdk_f16_matches_reference_and_each_token_alone() {
     let qkv = matvec_batch_staged_layout(StagedShape::RegistersF16, 4096, 1024, 32, false);
     assert_eq!((qkv.ksplit, qkv.kchunks, qkv.groups), (4, 2, [64, 4, 1]));
     assert_eq!(qkv.part_floats, 64 * 4 * 2048);
+    // Decode steps on the kernel of both forms.
+    assert!(qkv.binds_up(f16) && !qkv.binds_up(WeightDtype::Q4K));
+    assert_eq!(
+        qkv.kernel(f16, false).unwrap().name,
+        "matvec_batch_cmdk_f16_both"
+    );
+    let one = MatvecBatchCmtLayout { both: false, ..qkv };
+    assert_eq!(
+        one.kernel(f16, false).unwrap().name,
+        "matvec_batch_cmdk_f16"
+    );
+    assert_eq!(
+        one.kernel(f16, true).unwrap().name,
+        "matvec_batch_cmdk_f16_silu"
+    );
     // Its 1024-row o splits down to single stages (16 x 16).
     let o = matvec_batch_staged_layout(StagedShape::RegistersF16, 1024, 2048, 64, false);
     assert_eq!((o.ksplit, o.kchunks, o.groups), (16, 1, [16, 32, 1]));

@@ -1518,68 +1518,27 @@ fn battn_bench(d: &Device, reps: u32) {
             let n_out = (rows * heads * hd / 2) as usize;
             let out = buffer(d, "out", n_out as u64 * 4, ResourceClass::TokenScratch);
             let none = buffer(d, "none", 16, ResourceClass::TokenScratch);
-            let p = BatchAttnPush {
-                heads,
-                kv_heads,
-                head_dim: hd,
-                capacity,
-                q_stride: heads * hd,
-                o_stride: heads * hd,
-                scale: 1.0 / (hd as f32).sqrt(),
-                block,
-                max_blocks,
-                out_f16: 1,
-                q8: 0,
-                q8_words: 0,
-                q8_blocks: 0,
-                chunk: 0,
-                splits: 1,
-                rope_flags: ROPE_NORM,
-                eps: 1e-6,
-                theta: 1e6,
-                k_stride: heads * hd,
-                v_stride: heads * hd,
-            };
+            let p = battn_push(heads, kv_heads, hd, capacity, block, max_blocks);
             let kv_mb = (rows * kv_heads * ctx * hd * 4) as f64 / 1e6;
             let mut line =
                 format!("battn {name:<4} rows {rows:>2} ctx {ctx:>4} ({kv_mb:>6.1} MB k+v):");
             let mut first: Option<Vec<f32>> = None;
-            // Dispatch i's bindings: rotating caches; with `rope` also the _rope forms' k
-            // and v (the q buffer) and unit norm weights.
             let ones = filled(
                 d,
                 "ones",
                 &vec![1.0f32; hd as usize],
                 ResourceClass::Generic,
             );
-            let bindings = |i: u32, rope: bool| {
-                let (kc, vc) = &caches[i as usize % copies];
-                let mut s = vec![
-                    rb.slice(..),
-                    table.slice(..),
-                    qb.slice(..),
-                    kc.slice(..),
-                    vc.slice(..),
-                    out.slice(..),
-                    kc.slice(..),
-                    vc.slice(..),
-                    none.slice(..),
-                    none.slice(..),
-                    none.slice(..),
-                    none.slice(..),
-                ];
-                if rope {
-                    s.extend([
-                        qb.slice(..),
-                        qb.slice(..),
-                        ones.slice(..),
-                        ones.slice(..),
-                        none.slice(..),
-                        none.slice(..),
-                    ]);
-                }
-                s
+            let bufs = BattnBufs {
+                rb,
+                table,
+                qb,
+                caches,
+                out,
+                none,
+                ones,
             };
+            let bindings = |i: u32, rope: bool| bufs.bindings(i, rope);
             for ((kname, plain, gqa), pipe) in kernels.iter().zip(&pipes) {
                 let groups = if *gqa {
                     kv_heads * (heads / kv_heads).div_ceil(BATCH_ATTENTION_GQA_HEADS)
@@ -1591,7 +1550,8 @@ fn battn_bench(d: &Device, reps: u32) {
                         .unwrap();
                 };
                 let us = time(d, reps, &mut attn);
-                let got: Vec<f32> = out
+                let got: Vec<f32> = bufs
+                    .out
                     .read::<u32>(0, n_out)
                     .unwrap()
                     .iter()
@@ -1628,6 +1588,86 @@ fn battn_bench(d: &Device, reps: u32) {
             }
             println!("{line}");
         }
+    }
+}
+
+/// The buffers of a batched attention bench: rows, block table, q, rotating caches, the
+/// output, a 16-byte placeholder and unit norm weights.
+struct BattnBufs {
+    rb: Buffer,
+    table: Buffer,
+    qb: Buffer,
+    caches: Vec<(Buffer, Buffer)>,
+    out: Buffer,
+    none: Buffer,
+    ones: Buffer,
+}
+
+impl BattnBufs {
+    /// Dispatch i's bindings: rotating caches; with `rope` also the _rope forms' k and v
+    /// (the q buffer) and unit norm weights.
+    fn bindings(&self, i: u32, rope: bool) -> Vec<sluice::BufferSlice<'_>> {
+        let (kc, vc) = &self.caches[i as usize % self.caches.len()];
+        let none = self.none.slice(..);
+        let mut b = vec![
+            self.rb.slice(..),
+            self.table.slice(..),
+            self.qb.slice(..),
+            kc.slice(..),
+            vc.slice(..),
+            self.out.slice(..),
+            kc.slice(..),
+            vc.slice(..),
+            none,
+            none,
+            none,
+            none,
+        ];
+        if rope {
+            b.extend([
+                self.qb.slice(..),
+                self.qb.slice(..),
+                self.ones.slice(..),
+                self.ones.slice(..),
+                none,
+                none,
+            ]);
+        }
+        b
+    }
+}
+
+/// The batched attention's push constants at a bench shape: f16 output, one split, Qwen3's
+/// RoPE and norm epsilon.
+fn battn_push(
+    heads: u32,
+    kv_heads: u32,
+    hd: u32,
+    capacity: u32,
+    block: u32,
+    max_blocks: u32,
+) -> BatchAttnPush {
+    BatchAttnPush {
+        heads,
+        kv_heads,
+        head_dim: hd,
+        capacity,
+        q_stride: heads * hd,
+        o_stride: heads * hd,
+        scale: 1.0 / (hd as f32).sqrt(),
+        block,
+        max_blocks,
+        out_f16: 1,
+        q8: 0,
+        q8_words: 0,
+        q8_blocks: 0,
+        chunk: 0,
+        splits: 1,
+        rope_flags: ROPE_NORM,
+        eps: 1e-6,
+        theta: 1e6,
+        k_stride: heads * hd,
+        v_stride: heads * hd,
     }
 }
 
@@ -1805,28 +1845,7 @@ fn pair_bench(d: &Device, reps: u32) {
         &vec![1.0f32; hd as usize],
         ResourceClass::Generic,
     );
-    let p = BatchAttnPush {
-        heads,
-        kv_heads,
-        head_dim: hd,
-        capacity,
-        q_stride: heads * hd,
-        o_stride: heads * hd,
-        scale: 1.0 / (hd as f32).sqrt(),
-        block,
-        max_blocks,
-        out_f16: 1,
-        q8: 0,
-        q8_words: 0,
-        q8_blocks: 0,
-        chunk: 0,
-        splits: 1,
-        rope_flags: ROPE_NORM,
-        eps: 1e-6,
-        theta: 1e6,
-        k_stride: heads * hd,
-        v_stride: heads * hd,
-    };
+    let p = battn_push(heads, kv_heads, hd, capacity, block, max_blocks);
     let attn = d
         .pipeline(batch_attention_rope_kernel(&BATCH_ATTENTION_GQA_HD128).unwrap())
         .unwrap();
@@ -1835,47 +1854,24 @@ fn pair_bench(d: &Device, reps: u32) {
     let plain = d.pipeline(&BATCH_ATTENTION_GQA_HD128).unwrap();
     let addk = d.pipeline(&ADD).unwrap();
     let add_y = buffer(d, "add_y", 32 * 2560 * 4, ResourceClass::TokenScratch);
+    let bufs = BattnBufs {
+        rb,
+        table,
+        qb,
+        caches,
+        out,
+        none,
+        ones,
+    };
+    let out = &bufs.out;
+    let attn_bindings = |i: u32, rope: bool| bufs.bindings(i, rope);
     let plain_rec = |enc: &mut sluice::Encoder, i: u32| {
-        let (kc, vc) = &caches[i as usize % copies];
-        let b = [
-            rb.slice(..),
-            table.slice(..),
-            qb.slice(..),
-            kc.slice(..),
-            vc.slice(..),
-            out.slice(..),
-            kc.slice(..),
-            vc.slice(..),
-            none.slice(..),
-            none.slice(..),
-            none.slice(..),
-            none.slice(..),
-        ];
-        enc.dispatch(&plain, [groups, rows, 1], &b, &p).unwrap();
+        enc.dispatch(&plain, [groups, rows, 1], &attn_bindings(i, false), &p)
+            .unwrap();
     };
     let attn_rec = |enc: &mut sluice::Encoder, i: u32| {
-        let (kc, vc) = &caches[i as usize % copies];
-        let b = [
-            rb.slice(..),
-            table.slice(..),
-            qb.slice(..),
-            kc.slice(..),
-            vc.slice(..),
-            out.slice(..),
-            kc.slice(..),
-            vc.slice(..),
-            none.slice(..),
-            none.slice(..),
-            none.slice(..),
-            none.slice(..),
-            qb.slice(..),
-            qb.slice(..),
-            ones.slice(..),
-            ones.slice(..),
-            none.slice(..),
-            none.slice(..),
-        ];
-        enc.dispatch(&attn, [groups, rows, 1], &b, &p).unwrap();
+        enc.dispatch(&attn, [groups, rows, 1], &attn_bindings(i, true), &p)
+            .unwrap();
     };
     let act_rec = |enc: &mut sluice::Encoder, _: u32| {
         enc.dispatch(
@@ -1890,7 +1886,7 @@ fn pair_bench(d: &Device, reps: u32) {
     for (name, us) in [
         (
             "o q4_k reading attn_rope's output",
-            time_after(d, reps, attn_rec, |enc, i| o.record_x(enc, i, &out)),
+            time_after(d, reps, attn_rec, |enc, i| o.record_x(enc, i, out)),
         ),
         (
             "o q4_k after attn_rope, own x",
@@ -1898,7 +1894,7 @@ fn pair_bench(d: &Device, reps: u32) {
         ),
         (
             "o f16 reading attn_rope's output",
-            time_after(d, reps, attn_rec, |enc, i| o16.record_x(enc, i, &out)),
+            time_after(d, reps, attn_rec, |enc, i| o16.record_x(enc, i, out)),
         ),
         (
             "gate q4_k reading act_f16's output",
@@ -1915,45 +1911,8 @@ fn pair_bench(d: &Device, reps: u32) {
         ("o q4_k", Box::new(|enc, i| o.record(enc, i))),
         ("gate q4_k", Box::new(|enc, i| gate.record(enc, i))),
         ("o f16", Box::new(|enc, i| o16.record(enc, i))),
-        (
-            "act_f16",
-            Box::new(|enc, _| {
-                enc.dispatch(
-                    &act,
-                    [32, 1, 1],
-                    &[ax.slice(..), anw.slice(..), axh.slice(..)],
-                    &ap,
-                )
-                .unwrap();
-            }),
-        ),
-        (
-            "attn_rope",
-            Box::new(|enc, i| {
-                let (kc, vc) = &caches[i as usize % copies];
-                let b = [
-                    rb.slice(..),
-                    table.slice(..),
-                    qb.slice(..),
-                    kc.slice(..),
-                    vc.slice(..),
-                    out.slice(..),
-                    kc.slice(..),
-                    vc.slice(..),
-                    none.slice(..),
-                    none.slice(..),
-                    none.slice(..),
-                    none.slice(..),
-                    qb.slice(..),
-                    qb.slice(..),
-                    ones.slice(..),
-                    ones.slice(..),
-                    none.slice(..),
-                    none.slice(..),
-                ];
-                enc.dispatch(&attn, [groups, rows, 1], &b, &p).unwrap();
-            }),
-        ),
+        ("act_f16", Box::new(act_rec)),
+        ("attn_rope", Box::new(attn_rec)),
         ("attn plain", Box::new(|enc, i| plain_rec(enc, i))),
         ("down q6_k", Box::new(|enc, i| down6.record(enc, i))),
         ("s o hot", Box::new(|enc, i| hot[0].record(enc, i))),

@@ -1478,66 +1478,20 @@ fn battn_bench(d: &Device, reps: u32) {
             (32, 2048),
             (8, 4096),
         ] {
-            let max_blocks = ctx.div_ceil(block);
-            let capacity = rows * max_blocks * block;
-            // Slot s's blocks: a scrambled permutation of the pool's.
-            let nb = rows * max_blocks;
-            let mut ids: Vec<u32> = (0..nb).collect();
-            let mut seed = 7u32;
-            for i in (1..ids.len()).rev() {
-                seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
-                ids.swap(i, (seed >> 8) as usize % (i + 1));
-            }
-            let table = filled(d, "table", &ids, ResourceClass::Generic);
-            let rws: Vec<u32> = (0..rows).flat_map(|r| [ctx - 1, r]).collect();
-            let rb = filled(d, "rows", &rws, ResourceClass::Generic);
-            let q: Vec<f32> = (0..rows * heads * hd).map(|_| rnd(2.0)).collect();
-            let qb = filled(d, "q", &q, ResourceClass::TokenScratch);
-            let words = (kv_heads * capacity * hd / 2) as usize;
-            let cache_bytes = words as u64 * 4;
-            let copies = if hot {
-                1
-            } else {
-                (256u64 << 20).div_ceil(2 * cache_bytes).max(2) as usize
+            let shape = BattnShape {
+                heads,
+                kv_heads,
+                hd,
+                rows,
+                ctx,
+                block,
             };
-            let data: Vec<u32> = (0..words)
-                .map(|_| {
-                    let a = half::f16::from_f32(rnd(2.0)).to_bits() as u32;
-                    let b = half::f16::from_f32(rnd(2.0)).to_bits() as u32;
-                    a | b << 16
-                })
-                .collect();
-            let caches: Vec<(Buffer, Buffer)> = (0..copies)
-                .map(|_| {
-                    (
-                        filled(d, "kc", &data, ResourceClass::AppendOnlyKv),
-                        filled(d, "vc", &data, ResourceClass::AppendOnlyKv),
-                    )
-                })
-                .collect();
+            let (bufs, p) = BattnBufs::new(d, shape, hot, &mut rnd);
             let n_out = (rows * heads * hd / 2) as usize;
-            let out = buffer(d, "out", n_out as u64 * 4, ResourceClass::TokenScratch);
-            let none = buffer(d, "none", 16, ResourceClass::TokenScratch);
-            let p = battn_push(heads, kv_heads, hd, capacity, block, max_blocks);
             let kv_mb = (rows * kv_heads * ctx * hd * 4) as f64 / 1e6;
             let mut line =
                 format!("battn {name:<4} rows {rows:>2} ctx {ctx:>4} ({kv_mb:>6.1} MB k+v):");
             let mut first: Option<Vec<f32>> = None;
-            let ones = filled(
-                d,
-                "ones",
-                &vec![1.0f32; hd as usize],
-                ResourceClass::Generic,
-            );
-            let bufs = BattnBufs {
-                rb,
-                table,
-                qb,
-                caches,
-                out,
-                none,
-                ones,
-            };
             let bindings = |i: u32, rope: bool| bufs.bindings(i, rope);
             for ((kname, plain, gqa), pipe) in kernels.iter().zip(&pipes) {
                 let groups = if *gqa {
@@ -1603,7 +1557,112 @@ struct BattnBufs {
     ones: Buffer,
 }
 
+/// A batched attention bench's shape: head counts and dims, rows of `ctx` positions each,
+/// blocks of `block` positions.
+#[derive(Clone, Copy)]
+struct BattnShape {
+    heads: u32,
+    kv_heads: u32,
+    hd: u32,
+    rows: u32,
+    ctx: u32,
+    block: u32,
+}
+
 impl BattnBufs {
+    /// Every row at its last position, its blocks a scrambled permutation of the pool's,
+    /// random queries and caches (rotating copies of >= 256 MiB, one with `hot`); and the
+    /// push constants.
+    fn new(
+        d: &Device,
+        s: BattnShape,
+        hot: bool,
+        rnd: &mut impl FnMut(f32) -> f32,
+    ) -> (Self, BatchAttnPush) {
+        let BattnShape {
+            heads,
+            kv_heads,
+            hd,
+            rows,
+            ctx,
+            block,
+        } = s;
+        let max_blocks = ctx.div_ceil(block);
+        let capacity = rows * max_blocks * block;
+        // Slot s's blocks: a scrambled permutation of the pool's.
+        let mut ids: Vec<u32> = (0..rows * max_blocks).collect();
+        let mut seed = 7u32;
+        for i in (1..ids.len()).rev() {
+            seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
+            ids.swap(i, (seed >> 8) as usize % (i + 1));
+        }
+        let rws: Vec<u32> = (0..rows).flat_map(|r| [ctx - 1, r]).collect();
+        let q: Vec<f32> = (0..rows * heads * hd).map(|_| rnd(2.0)).collect();
+        let words = (kv_heads * capacity * hd / 2) as usize;
+        let copies = if hot {
+            1
+        } else {
+            (256u64 << 20).div_ceil(8 * words as u64).max(2) as usize
+        };
+        let data: Vec<u32> = (0..words)
+            .map(|_| {
+                let a = half::f16::from_f32(rnd(2.0)).to_bits() as u32;
+                let b = half::f16::from_f32(rnd(2.0)).to_bits() as u32;
+                a | b << 16
+            })
+            .collect();
+        let bufs = BattnBufs {
+            rb: filled(d, "rows", &rws, ResourceClass::Generic),
+            table: filled(d, "table", &ids, ResourceClass::Generic),
+            qb: filled(d, "q", &q, ResourceClass::TokenScratch),
+            caches: (0..copies)
+                .map(|_| {
+                    (
+                        filled(d, "kc", &data, ResourceClass::AppendOnlyKv),
+                        filled(d, "vc", &data, ResourceClass::AppendOnlyKv),
+                    )
+                })
+                .collect(),
+            out: buffer(
+                d,
+                "out",
+                (rows * heads * hd * 2) as u64,
+                ResourceClass::TokenScratch,
+            ),
+            none: buffer(d, "none", 16, ResourceClass::TokenScratch),
+            ones: filled(
+                d,
+                "ones",
+                &vec![1.0f32; hd as usize],
+                ResourceClass::Generic,
+            ),
+        };
+        // f16 output, one split, Qwen3's RoPE and norm epsilon.
+        let p = BatchAttnPush {
+            heads,
+            kv_heads,
+            head_dim: hd,
+            capacity,
+            q_stride: heads * hd,
+            o_stride: heads * hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+            block,
+            max_blocks,
+            out_f16: 1,
+            q8: 0,
+            q8_words: 0,
+            q8_blocks: 0,
+            chunk: 0,
+            splits: 1,
+            rope_flags: ROPE_NORM,
+            eps: 1e-6,
+            theta: 1e6,
+            k_stride: heads * hd,
+            v_stride: heads * hd,
+        };
+        (bufs, p)
+    }
+
     /// Dispatch i's bindings: rotating caches; with `rope` also the _rope forms' k and v
     /// (the q buffer) and unit norm weights.
     fn bindings(&self, i: u32, rope: bool) -> Vec<sluice::BufferSlice<'_>> {
@@ -1634,40 +1693,6 @@ impl BattnBufs {
             ]);
         }
         b
-    }
-}
-
-/// The batched attention's push constants at a bench shape: f16 output, one split, Qwen3's
-/// RoPE and norm epsilon.
-fn battn_push(
-    heads: u32,
-    kv_heads: u32,
-    hd: u32,
-    capacity: u32,
-    block: u32,
-    max_blocks: u32,
-) -> BatchAttnPush {
-    BatchAttnPush {
-        heads,
-        kv_heads,
-        head_dim: hd,
-        capacity,
-        q_stride: heads * hd,
-        o_stride: heads * hd,
-        scale: 1.0 / (hd as f32).sqrt(),
-        block,
-        max_blocks,
-        out_f16: 1,
-        q8: 0,
-        q8_words: 0,
-        q8_blocks: 0,
-        chunk: 0,
-        splits: 1,
-        rope_flags: ROPE_NORM,
-        eps: 1e-6,
-        theta: 1e6,
-        k_stride: heads * hd,
-        v_stride: heads * hd,
     }
 }
 
@@ -1809,43 +1834,16 @@ fn pair_bench(d: &Device, reps: u32) {
         eps: 1e-6,
     };
     // The 4B's attention: 32 rows at 144 positions, the _rope form.
-    let (heads, kv_heads, hd, rows, ctx, block) = (32u32, 8u32, 128u32, 32u32, 144u32, 16u32);
-    let max_blocks = ctx.div_ceil(block);
-    let capacity = rows * max_blocks * block;
-    let ids: Vec<u32> = (0..rows * max_blocks).collect();
-    let table = filled(d, "table", &ids, ResourceClass::Generic);
-    let rws: Vec<u32> = (0..rows).flat_map(|r| [ctx - 1, r]).collect();
-    let rb = filled(d, "rows", &rws, ResourceClass::Generic);
-    let mut rnd = uniform(3);
-    let q: Vec<f32> = (0..rows * heads * hd).map(|_| rnd(2.0)).collect();
-    let qb = filled(d, "q", &q, ResourceClass::TokenScratch);
-    let words = (kv_heads * capacity * hd / 2) as usize;
-    let copies = (256u64 << 20).div_ceil(8 * words as u64).max(2) as usize;
-    let data: Vec<u32> = (0..words)
-        .map(|i| 0x3c00_3800 ^ (i as u32 & 0x00ff_00ff))
-        .collect();
-    let caches: Vec<(Buffer, Buffer)> = (0..copies)
-        .map(|_| {
-            (
-                filled(d, "kc", &data, ResourceClass::AppendOnlyKv),
-                filled(d, "vc", &data, ResourceClass::AppendOnlyKv),
-            )
-        })
-        .collect();
-    let out = buffer(
-        d,
-        "out",
-        (rows * heads * hd * 2) as u64,
-        ResourceClass::TokenScratch,
-    );
-    let none = buffer(d, "none", 16, ResourceClass::TokenScratch);
-    let ones = filled(
-        d,
-        "ones",
-        &vec![1.0f32; hd as usize],
-        ResourceClass::Generic,
-    );
-    let p = battn_push(heads, kv_heads, hd, capacity, block, max_blocks);
+    let (heads, kv_heads, rows) = (32u32, 8u32, 32u32);
+    let shape = BattnShape {
+        heads,
+        kv_heads,
+        hd: 128,
+        rows,
+        ctx: 144,
+        block: 16,
+    };
+    let (bufs, p) = BattnBufs::new(d, shape, false, &mut uniform(3));
     let attn = d
         .pipeline(batch_attention_rope_kernel(&BATCH_ATTENTION_GQA_HD128).unwrap())
         .unwrap();
@@ -1854,15 +1852,6 @@ fn pair_bench(d: &Device, reps: u32) {
     let plain = d.pipeline(&BATCH_ATTENTION_GQA_HD128).unwrap();
     let addk = d.pipeline(&ADD).unwrap();
     let add_y = buffer(d, "add_y", 32 * 2560 * 4, ResourceClass::TokenScratch);
-    let bufs = BattnBufs {
-        rb,
-        table,
-        qb,
-        caches,
-        out,
-        none,
-        ones,
-    };
     let out = &bufs.out;
     let attn_bindings = |i: u32, rope: bool| bufs.bindings(i, rope);
     let plain_rec = |enc: &mut sluice::Encoder, i: u32| {

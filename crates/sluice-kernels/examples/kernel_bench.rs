@@ -877,34 +877,76 @@ fn staged_scratch(d: &Device, lay: &MatvecBatchCmtLayout) -> (Buffer, Buffer) {
     (part, tick)
 }
 
-/// A `rows`-row matrix made of the `base` packed rows repeated, in `mats` x `copies` buffers
-/// (copies rotate so that about `budget` bytes are touched); returns the buffers (matrix m
-/// of copy c at `mats * c + m`), one matrix's bytes and the copy count.
-fn weight_copies(
-    d: &Device,
-    packed: &[u8],
-    base: usize,
-    rows: u32,
+/// Copies of a weight matrix (`mats` 2: a gate/up pair, the up from the next 256-byte
+/// offset of the copy's one buffer, as the model stores a layer's pair), rotated so that
+/// about a budget of bytes is touched.
+struct Copies {
+    bufs: Vec<Buffer>,
     mats: u64,
-    budget: u64,
-) -> (Vec<Buffer>, u64, u64) {
-    let row_bytes = packed.len() / base;
-    let mut full = Vec::with_capacity(row_bytes * rows as usize);
-    for r in 0..rows as usize {
-        full.extend_from_slice(&packed[(r % base) * row_bytes..][..row_bytes]);
+    /// One matrix's bytes.
+    wbytes: u64,
+    /// Bytes from a copy's gate to its up.
+    stride: u64,
+}
+
+impl Copies {
+    /// Copies of a `rows`-row matrix made of the `base` packed rows repeated, `mats` to a
+    /// copy, enough to touch about `budget` bytes (0: one copy).
+    fn new(d: &Device, packed: &[u8], base: usize, rows: u32, mats: u64, budget: u64) -> Self {
+        let row_bytes = packed.len() / base;
+        let mut full = Vec::with_capacity(row_bytes * rows as usize);
+        for r in 0..rows as usize {
+            full.extend_from_slice(&packed[(r % base) * row_bytes..][..row_bytes]);
+        }
+        let wbytes = full.len() as u64;
+        let stride = wbytes.next_multiple_of(256);
+        let copies = budget
+            .div_ceil(mats * wbytes)
+            .clamp(if budget == 0 { 1 } else { 2 }, 64);
+        let bufs = (0..copies)
+            .map(|_| {
+                let b = buffer(
+                    d,
+                    "w",
+                    (mats - 1) * stride + wbytes,
+                    ResourceClass::ReadOnlyWeight,
+                );
+                for m in 0..mats {
+                    b.write_bytes(m * stride, &full).unwrap();
+                }
+                b
+            })
+            .collect();
+        Copies {
+            bufs,
+            mats,
+            wbytes,
+            stride,
+        }
     }
-    let wbytes = full.len() as u64;
-    let copies = budget
-        .div_ceil(mats * wbytes)
-        .clamp(if budget == 0 { 1 } else { 2 }, 64);
-    let ws = (0..mats * copies)
-        .map(|_| {
-            let b = buffer(d, "w", wbytes, ResourceClass::ReadOnlyWeight);
-            b.write_bytes(0, &full).unwrap();
-            b
-        })
-        .collect();
-    (ws, wbytes, copies)
+
+    fn count(&self) -> u64 {
+        self.bufs.len() as u64
+    }
+
+    /// The matrices of dispatch i's copy as separate bindings (gate, then up).
+    fn mats(&self, i: u32) -> Vec<sluice::BufferSlice<'_>> {
+        let b = &self.bufs[(i as u64 % self.count()) as usize];
+        (0..self.mats)
+            .map(|m| b.slice(m * self.stride..m * self.stride + self.wbytes))
+            .collect()
+    }
+
+    /// Dispatch i's copy as one binding (a pair's gate through its up).
+    fn whole(&self, i: u32) -> sluice::BufferSlice<'_> {
+        self.bufs[(i as u64 % self.count()) as usize].slice(..)
+    }
+
+    /// Where a copy's up starts, in vec4s from its gate (push field `gated` of the
+    /// kernels of both forms).
+    fn up_at(&self) -> u32 {
+        (self.stride / 16) as u32
+    }
 }
 
 /// The staged batched matvecs (`matvec_batch_cmt[_silu]`, `matvec_batch_cmr[_silu]`) against
@@ -976,7 +1018,8 @@ fn cmt_bench(
             };
             let deq: Vec<f32> = deq.iter().map(|&v| round_to(WeightDtype::F16, v)).collect();
             let mats = if gated { 2 } else { 1 };
-            let (ws, wbytes, copies) = weight_copies(d, &packed, base, rows, mats, budget);
+            let ws = Copies::new(d, &packed, base, rows, mats, budget);
+            let wbytes = ws.wbytes;
             for &tokens in token_counts {
                 let padded = tokens.next_multiple_of(16);
                 let xs: Vec<f32> = (0..(padded * cols) as usize)
@@ -1037,18 +1080,13 @@ fn cmt_bench(
                     dt.name()
                 );
                 // One kernel in a chain over the weight copies, then its error: `extra`
-                // bindings after w, [w_b], xh, y.
+                // bindings after w, [w_b], xh, y (`$both`: a kernel of both forms, a pair
+                // as one binding).
                 macro_rules! chain {
                     ($label:expr, $k:expr, $groups:expr, $extra:expr, $push:expr, $both:expr) => {{
                         y.write(0, &vec![0f32; n]).unwrap();
                         let us = time_chain(d, reps, |enc, i| {
-                            let j = (mats * (i as u64 % copies)) as usize;
-                            let mut b = vec![ws[j].slice(..)];
-                            if gated {
-                                b.push(ws[j + 1].slice(..));
-                            } else if $both {
-                                b.push(ws[j].slice(..));
-                            }
+                            let mut b = if $both { vec![ws.whole(i)] } else { ws.mats(i) };
                             b.extend([xh.slice(..), y.slice(..)]);
                             b.extend($extra);
                             enc.dispatch(&$k, $groups, &b, &$push).unwrap();
@@ -1093,7 +1131,12 @@ fn cmt_bench(
                         lay.ksplit,
                         lay.groups.iter().product::<u32>()
                     );
-                    let both = lay.binds_up(dt);
+                    let both = lay.both_forms(dt);
+                    let push = if both && gated {
+                        push.with_up_at(ws.up_at())
+                    } else {
+                        push
+                    };
                     chain!(
                         label,
                         k,
@@ -1213,7 +1256,8 @@ fn i8mm_bench(d: &Device, reps: u32) {
         let src: Vec<f32> = (0..base * cols as usize).map(|_| rnd(0.2)).collect();
         let packed = pack_weights(dt, base, cols as usize, &src);
         let mats = if gated { 2 } else { 1 };
-        let (ws, wbytes, copies) = weight_copies(d, &packed, base, rows, mats, budget);
+        let ws = Copies::new(d, &packed, base, rows, mats, budget);
+        let wbytes = ws.wbytes;
         for tokens in [1u32, 8, 32, 64] {
             let (qs, ds) = act_q8_strides(cols);
             let words: Vec<u32> = (0..tokens.next_multiple_of(16) * qs)
@@ -1254,14 +1298,7 @@ fn i8mm_bench(d: &Device, reps: u32) {
                 let gbs = (mats * wbytes) as f64 / us / 1e3;
                 line += &format!(" | {label} {us:>8.2} us {gbs:>5.0} GB/s");
             };
-            let mats_at = |i: u32| -> Vec<sluice::BufferSlice<'_>> {
-                let j = (mats * (i as u64 % copies)) as usize;
-                let mut b = vec![ws[j].slice(..)];
-                if gated {
-                    b.push(ws[j + 1].slice(..));
-                }
-                b
-            };
+            let mats_at = |i: u32| ws.mats(i);
             // Integer dot products.
             let k = d.pipeline(matvec_batch_dp(dt, gated).unwrap()).unwrap();
             let (push, groups) = MatvecBatchDpPush::new(dt, rows, cols, tokens);
@@ -1701,9 +1738,7 @@ struct PairMatvec {
     k: std::sync::Arc<sluice::Pipeline>,
     groups: [u32; 3],
     push: MatvecBatchCmtPush,
-    ws: Vec<Buffer>,
-    mats: u64,
-    copies: u64,
+    ws: Copies,
     xh: Buffer,
     y: Buffer,
     part: Buffer,
@@ -1731,7 +1766,7 @@ impl PairMatvec {
         let src: Vec<f32> = (0..base * cols as usize).map(|_| rnd(0.2)).collect();
         let packed = pack_weights(dt, base, cols as usize, &src);
         let mats = if gated { 2 } else { 1 };
-        let (ws, _, copies) = weight_copies(d, &packed, base, rows, mats, budget);
+        let ws = Copies::new(d, &packed, base, rows, mats, budget);
         let xbits: Vec<u16> = (0..tokens * cols)
             .map(|_| half::f16::from_f32(rnd(2.0)).to_bits())
             .collect();
@@ -1753,14 +1788,18 @@ impl PairMatvec {
         let push = MatvecBatchCmPush::new(dt, rows, cols, tokens)
             .0
             .staged(&lay);
+        let both = lay.both_forms(dt);
+        let push = if both && gated {
+            push.with_up_at(ws.up_at())
+        } else {
+            push
+        };
         PairMatvec {
-            both: lay.binds_up(dt),
+            both,
             k,
             groups: lay.groups,
             push,
             ws,
-            mats,
-            copies,
             xh,
             y,
             part,
@@ -1774,13 +1813,11 @@ impl PairMatvec {
 
     /// `record` with the activations from `x` (another kernel's output).
     fn record_x(&self, enc: &mut sluice::Encoder, i: u32, x: &Buffer) {
-        let j = (self.mats * (i as u64 % self.copies)) as usize;
-        let mut b = vec![self.ws[j].slice(..)];
-        if self.mats == 2 {
-            b.push(self.ws[j + 1].slice(..));
-        } else if self.both {
-            b.push(self.ws[j].slice(..));
-        }
+        let mut b = if self.both {
+            vec![self.ws.whole(i)]
+        } else {
+            self.ws.mats(i)
+        };
         b.extend([
             x.slice(..),
             self.y.slice(..),

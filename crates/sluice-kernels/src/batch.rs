@@ -835,8 +835,10 @@ pub struct MatvecBatchCmtPush {
     pub ksplit: u32,
     /// K chunks per run.
     pub kchunks: u32,
-    /// 1: a gated gate/up pair (read by the kernels that take both forms:
-    /// [`MatvecBatchCmtLayout::binds_up`]; the others are one form each).
+    /// Non-zero: a gated gate/up pair. The kernels of both forms
+    /// ([`MatvecBatchCmtLayout::both_forms`]) read it as the up matrix's first vec4
+    /// counted from w's ([`MatvecBatchCmtPush::with_up_at`]); the others are one form each
+    /// and ignore it.
     pub gated: u32,
 }
 const _: () = assert!(
@@ -878,6 +880,19 @@ impl MatvecBatchCmPush {
             ksplit: lay.ksplit,
             kchunks: lay.kchunks,
             gated: lay.gated as u32,
+        }
+    }
+}
+
+impl MatvecBatchCmtPush {
+    /// These push constants for a kernel of both forms
+    /// ([`MatvecBatchCmtLayout::both_forms`]) over a gate/up pair bound as one range: the
+    /// up matrix starts `up_at` vec4s (16 bytes) after the gate (non-zero).
+    pub fn with_up_at(self, up_at: u32) -> Self {
+        debug_assert!(up_at != 0, "the up matrix cannot start where the gate does");
+        MatvecBatchCmtPush {
+            gated: up_at,
+            ..self
         }
     }
 }
@@ -1146,7 +1161,7 @@ pub struct MatvecBatchCmtLayout {
     /// A gated gate/up pair.
     pub gated: bool,
     /// Run on the kernel that takes plain and gated matrices alike where the shape has one
-    /// ([`MatvecBatchCmtLayout::binds_up`]): so a decode step's matrices all run the same
+    /// ([`MatvecBatchCmtLayout::both_forms`]): so a decode step's matrices all run the same
     /// code (the GPU's instruction cache; decision 0019). Set by
     /// [`matvec_batch_staged_layout`]; false for a single sequence's prefill chunks
     /// ([`matvec_batch_cmdq_prefill_layout`]), whose long dispatches run the one-form
@@ -1156,10 +1171,10 @@ pub struct MatvecBatchCmtLayout {
 
 impl MatvecBatchCmtLayout {
     /// The kernel this layout is for: [`matvec_batch_cmt`], [`matvec_batch_cmr`],
-    /// [`matvec_batch_cmdq`], [`matvec_batch_cmdk_f16`], or where [`Self::binds_up`] the
+    /// [`matvec_batch_cmdq`], [`matvec_batch_cmdk_f16`], or where [`Self::both_forms`] the
     /// kernel of both forms (`matvec_batch_cmd_q4_k_both`, `matvec_batch_cmdk_f16_both`).
     pub fn kernel(&self, dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
-        if self.binds_up(dtype) {
+        if self.both_forms(dtype) {
             return Some(match dtype {
                 WeightDtype::Q4K => &crate::MATVEC_BATCH_CMD_Q4_K_BOTH,
                 _ => &crate::MATVEC_BATCH_CMDK_F16_BOTH,
@@ -1177,9 +1192,10 @@ impl MatvecBatchCmtLayout {
 
     /// Whether this layout's `dtype` kernel takes plain and gated matrices alike
     /// (`matvec_batch_cmd_q4_k_both`, `matvec_batch_cmdk_f16_both`; [`Self::both`]): its
-    /// bindings are then always the gated ones (w, w_b, xv, y, part, tick), a plain
-    /// dispatch binding its matrix as both w and w_b, and push field `gated` says which.
-    pub fn binds_up(&self, dtype: WeightDtype) -> bool {
+    /// bindings are then the plain ones (w, xv, y, part, tick) in either form, a gated
+    /// dispatch binding gate and up as one range of one buffer, with the up's offset in
+    /// push field `gated` ([`MatvecBatchCmtPush::with_up_at`]).
+    pub fn both_forms(&self, dtype: WeightDtype) -> bool {
         self.both
             && match self.shape {
                 StagedShape::Registers => dtype == WeightDtype::Q4K,

@@ -817,12 +817,24 @@ fn run_matvec_batch_cm(
             ResourceClass::TokenScratch,
         );
         let k = d.pipeline(lay.kernel(dt, gated).unwrap()).unwrap();
-        if lay.binds_up(dt) && !gated {
-            slices.insert(1, w.slice(..));
+        let mut push = push.staged(&lay);
+        // The kernels of both forms take a gate/up pair as one range of one buffer (as the
+        // model stores a layer's pair), the up from an aligned offset.
+        let pair = (lay.both_forms(dt) && gated).then(|| {
+            let gw = w.read::<u32>(0, (w.size() / 4) as usize).unwrap();
+            let uw = wb.read::<u32>(0, (wb.size() / 4) as usize).unwrap();
+            let up_at = gw.len().next_multiple_of(64); // u32s: 256 bytes
+            let mut both = gw;
+            both.resize(up_at, 0);
+            both.extend(uw);
+            push = push.with_up_at((up_at / 4) as u32);
+            u32_buffer(d, "w|wb", &both, ResourceClass::ReadOnlyWeight)
+        });
+        if let Some(pair) = &pair {
+            slices.splice(0..2, [pair.slice(..)]);
         }
         slices.extend([part.slice(..), tick.slice(..)]);
-        enc.dispatch(&k, lay.groups, &slices, &push.staged(&lay))
-            .unwrap();
+        enc.dispatch(&k, lay.groups, &slices, &push).unwrap();
         enc.submit().unwrap().wait().unwrap();
         let left = tick.read::<u32>(0, lay.tickets as usize).unwrap();
         assert!(
@@ -1537,10 +1549,11 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
         matvec_batch_cmdq_prefill_layout(2560, 9728, 64, false).ksplit,
         7
     );
-    // Decode steps run Q4_K on the kernel of both forms (the gated bindings, push field
-    // `gated`); prefill chunks, on either layout, and Q6_K on the one-form kernels.
+    // Decode steps run Q4_K on the kernel of both forms (the plain bindings, a gate/up pair
+    // as one range with the up's vec4 offset in push field `gated`); prefill chunks, on
+    // either layout, and Q6_K on the one-form kernels.
     let name = |lay: &MatvecBatchCmtLayout, dt, gated| lay.kernel(dt, gated).unwrap().name;
-    assert!(down.binds_up(q) && !down.binds_up(q6) && down.both);
+    assert!(down.both_forms(q) && !down.both_forms(q6) && down.both);
     assert_eq!(name(&down, q, false), "matvec_batch_cmd_q4_k_both");
     assert_eq!(name(&gate, q, true), "matvec_batch_cmd_q4_k_both");
     assert_eq!(name(&down, q6, false), "matvec_batch_cmd_q6_k");
@@ -1551,9 +1564,11 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
             .gated
     };
     assert_eq!((push(2560, 9728, &down), push(9728, 2560, &gate)), (0, 1));
+    let pair = MatvecBatchCmPush::new(q, 9728, 2560, 32).0.staged(&gate);
+    assert_eq!(pair.with_up_at(875_536).gated, 875_536);
     for tokens in [512, 64] {
         let pre = matvec_batch_cmdq_prefill_layout(9728, 2560, tokens, true);
-        assert!(!pre.binds_up(q));
+        assert!(!pre.both_forms(q));
         assert_eq!(name(&pre, q, true), "matvec_batch_cmd_q4_k_silu");
         let pre = matvec_batch_cmdq_prefill_layout(2560, 9728, tokens, false);
         assert_eq!(name(&pre, q, false), "matvec_batch_cmd_q4_k");
@@ -1606,7 +1621,7 @@ fn matvec_batch_cmdk_f16_matches_reference_and_each_token_alone() {
     assert_eq!((qkv.ksplit, qkv.kchunks, qkv.groups), (4, 2, [64, 4, 1]));
     assert_eq!(qkv.part_floats, 64 * 4 * 2048);
     // Decode steps on the kernel of both forms.
-    assert!(qkv.binds_up(f16) && !qkv.binds_up(WeightDtype::Q4K));
+    assert!(qkv.both_forms(f16) && !qkv.both_forms(WeightDtype::Q4K));
     assert_eq!(
         qkv.kernel(f16, false).unwrap().name,
         "matvec_batch_cmdk_f16_both"

@@ -22,6 +22,7 @@ fn silu() -> bool {
     return SILU;
 }
 // Only the gated kernel has a second matrix (never called here).
+const UP_IN_W: bool = false;
 fn wb_raw(i: u32) -> vec4<u32> {
     return vec4<u32>(0u);
 }

@@ -22,6 +22,7 @@ const SILU: bool = true;
 fn silu() -> bool {
     return SILU;
 }
+const UP_IN_W: bool = false;
 fn wb_raw(i: u32) -> vec4<u32> {
     return w_b.d[i];
 }

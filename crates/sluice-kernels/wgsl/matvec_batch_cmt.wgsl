@@ -19,6 +19,7 @@ var<immediate> pc: Push;
 const NTT: u32 = 4u;
 const SILU: bool = false;
 // No second matrix (the gated branches never run here).
+const UP_IN_W: bool = false;
 fn wb_raw(i: u32) -> vec4<u32> {
     return w.d[i];
 }

@@ -18,6 +18,7 @@ enable wgpu_cooperative_matrix;
 var<immediate> pc: Push;
 const NTT: u32 = 4u;
 const SILU: bool = true;
+const UP_IN_W: bool = false;
 fn wb_raw(i: u32) -> vec4<u32> {
     return w_b.d[i];
 }

@@ -2,7 +2,7 @@
 //! activations, buffer sizes (checked: they come from untrusted configs and options) and
 //! the per-dtype numbers of a weight matrix that the matvec kernels take.
 
-use sluice::Buffer;
+use sluice::{Buffer, BufferSlice};
 use sluice_kernels as k;
 use sluice_kernels::WeightDtype;
 
@@ -29,8 +29,14 @@ pub fn qkv_offsets(c: &ModelConfig) -> (u64, u64, u64) {
 
 /// A weight matrix on the GPU with its shape and element format.
 pub struct Matrix {
-    /// The buffer (GPU layout of `dtype`, see `sluice_kernels::pack_weights`).
+    /// The buffer holding it (GPU layout of `dtype`, see `sluice_kernels::pack_weights`),
+    /// alone or shared (a layer's gate and up: [`Matrix::up_at`]).
     pub buffer: Buffer,
+    /// Where the matrix starts in `buffer` (bytes; a multiple of the device's storage
+    /// offset alignment).
+    pub offset: u64,
+    /// Its bytes from `offset`.
+    pub bytes: u64,
     /// Output rows.
     pub rows: u32,
     /// Input columns.
@@ -40,6 +46,29 @@ pub struct Matrix {
 }
 
 impl Matrix {
+    /// The matrix's bytes of its buffer, for binding.
+    pub fn slice(&self) -> BufferSlice<'_> {
+        self.buffer.slice(self.offset..self.offset + self.bytes)
+    }
+
+    /// Where `up` starts counted from this matrix's start, in vec4s (16 bytes), when both
+    /// lie in one buffer with `up` after this one (a layer's gate and up as the loader
+    /// stores them): the push field of the batched kernels of both forms, which bind
+    /// [`Matrix::through`] as one range.
+    pub fn up_at(&self, up: &Matrix) -> Option<u32> {
+        let gap = up.offset.checked_sub(self.offset)?;
+        (self.buffer.id() == up.buffer.id() && gap >= self.bytes && gap % 16 == 0)
+            .then(|| u32::try_from(gap / 16).ok())
+            .flatten()
+            .filter(|&v| v != 0)
+    }
+
+    /// One range of the shared buffer from this matrix's start through `up`'s end (see
+    /// [`Matrix::up_at`], which says whether they share one).
+    pub fn through<'a>(&'a self, up: &Matrix) -> BufferSlice<'a> {
+        self.buffer.slice(self.offset..up.offset + up.bytes)
+    }
+
     /// The row-stride field of the matvec and embed push constants for this matrix.
     pub fn stride_field(&self) -> u32 {
         k::row_stride_field(self.dtype, self.cols)

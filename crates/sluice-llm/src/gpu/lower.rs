@@ -224,7 +224,7 @@ impl GpuModel {
             groups,
             &[
                 params.slice(..),
-                self.embed.buffer.slice(..),
+                self.embed.slice(),
                 self.scratch.x.slice(..),
             ],
             &k::embed_push(
@@ -264,8 +264,8 @@ impl GpuModel {
             0.0
         };
         // Every member of the family binds: w, [w_b], x, [norm_w], y.
-        let mut bindings = vec![m.buffer.slice(..)];
-        bindings.extend(up.map(|u| u.buffer.slice(..)));
+        let mut bindings = vec![m.slice()];
+        bindings.extend(up.map(|u| u.slice()));
         bindings.push(x);
         bindings.extend(norm.map(|n| n.slice(..)));
         bindings.push(y);
@@ -410,8 +410,8 @@ impl GpuModel {
         let gated = up.is_some();
         for p in parts {
             let m = p.m;
-            let mut bindings = vec![m.buffer.slice(..)];
-            bindings.extend(up.map(|u| u.buffer.slice(..)));
+            let mut bindings = vec![m.slice()];
+            bindings.extend(up.map(|u| u.slice()));
             bindings.extend([xh.slice(0..h_bytes), p.y.slice(p.row * 4..)]);
             let (push, groups) = k::MatvecBatchCmPush::new(m.dtype, m.rows, cols, t.n);
             let push = k::MatvecBatchCmPush {
@@ -492,9 +492,11 @@ impl GpuModel {
                 k::matvec_batch_cmt_layout(m.dtype, m.rows, cols, t.n, gated)
             };
             // A single sequence's prefill chunk on the one-form kernels (their long
-            // dispatches run faster there); decode steps on the kernels that take both forms.
+            // dispatches run faster there); decode steps on the kernels that take both forms,
+            // a gate/up pair where the two share a buffer (bound as one range).
+            let up_at = up.and_then(|u| m.up_at(u));
             let lay = k::MatvecBatchCmtLayout {
-                both: !t.prefill,
+                both: !t.prefill && (up.is_none() || up_at.is_some()),
                 ..lay
             };
             // This run's scratch region (sized for any shape), as much as the shape uses.
@@ -519,9 +521,12 @@ impl GpuModel {
                 let desc = lay
                     .kernel(m.dtype, gated)
                     .ok_or_else(|| no_kernel("staged"))?;
-                if lay.binds_up(m.dtype) && !gated {
-                    // One kernel for plain and gated matrices: the matrix as both.
-                    bindings.insert(1, m.buffer.slice(..));
+                let mut push = push.staged(&lay);
+                if let (true, Some(u), Some(at)) = (lay.both_forms(m.dtype), up, up_at) {
+                    // One kernel for plain and gated matrices: gate and up as one range,
+                    // the up at vec4 `at` of it.
+                    bindings.splice(0..2, [m.through(u)]);
+                    push = push.with_up_at(at);
                 }
                 bindings.extend([part, tick]);
                 let pipeline = self.device.pipeline(desc)?;
@@ -533,7 +538,7 @@ impl GpuModel {
                     desc.name,
                     lay.groups
                 );
-                enc.dispatch(&pipeline, lay.groups, &bindings, &push.staged(&lay))?;
+                enc.dispatch(&pipeline, lay.groups, &bindings, &push)?;
                 continue;
             }
             let desc = k::matvec_batch_cm(m.dtype, gated, m.rows)
@@ -609,8 +614,8 @@ impl GpuModel {
                 q8_blocks: hd,
                 ..push
             };
-            let mut bindings = vec![m.buffer.slice(..)];
-            bindings.extend(up.map(|u| u.buffer.slice(..)));
+            let mut bindings = vec![m.slice()];
+            bindings.extend(up.map(|u| u.slice()));
             bindings.extend([xq, xd, p.y.slice(p.row * 4..)]);
             if up.is_some() {
                 // The int8 output (any buffer without it).
@@ -954,8 +959,8 @@ impl GpuModel {
         };
         let end = (b_row + b.rows as u64) * 4;
         let bindings = [
-            a.buffer.slice(..),
-            b.buffer.slice(..),
+            a.slice(),
+            b.slice(),
             x,
             norm.slice(..),
             y.slice(a_row * 4..end),
@@ -1383,7 +1388,7 @@ impl GpuModel {
             &self.device.pipeline(plan.pick)?,
             plan.groups,
             &[
-                m.buffer.slice(..),
+                m.slice(),
                 x,
                 norm.slice(..),
                 y,

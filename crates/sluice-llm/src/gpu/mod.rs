@@ -309,15 +309,15 @@ impl GpuModel {
 
     /// Bytes of weights read per decode step.
     pub fn weight_bytes(&self) -> u64 {
-        let mut n = self.embed.buffer.size() / self.embed.rows as u64; // one embedding row
+        let mut n = self.embed.bytes / self.embed.rows as u64; // one embedding row
         for l in &self.layers {
-            n += l.qkv.matrices().map(|m| m.buffer.size()).sum::<u64>();
+            n += l.qkv.matrices().map(|m| m.bytes).sum::<u64>();
             n += [&l.o, &l.gate, &l.up, &l.down]
                 .iter()
-                .map(|m| m.buffer.size())
+                .map(|m| m.bytes)
                 .sum::<u64>();
         }
-        n + self.head().buffer.size()
+        n + self.head().bytes
     }
 
     /// Writes the per-token params: the input token and its position.

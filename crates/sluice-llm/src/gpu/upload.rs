@@ -178,6 +178,8 @@ impl GpuModel {
             buffer.write_bytes(0, bytes)?;
             Ok::<_, LlmError>(Matrix {
                 buffer,
+                offset: 0,
+                bytes: bytes.len() as u64,
                 rows: rows as u32,
                 cols: cols as u32,
                 dtype,
@@ -245,9 +247,48 @@ impl GpuModel {
                 upload(&name, dt, &bytes, rows, cols)
             };
             let o = matrix(T::O, h, c.heads * hd)?;
-            let gate = matrix(T::Gate, inter, h)?;
-            let up = matrix(T::Up, inter, h)?;
             let down = matrix(T::Down, h, inter)?;
+            // Gate and up in one buffer where they share a format, the up from the next
+            // aligned offset: the batched decode step's kernel of both forms binds the
+            // pair as one range and finds the up at an offset (decision 0019).
+            let (gate_name, up_name) = (T::Gate.hf_name(i), T::Up.hf_name(i));
+            let (gdt, gbytes) = fetch(&gate_name, inter, h)?;
+            let (udt, ubytes) = fetch(&up_name, inter, h)?;
+            let (gate, up) = if gdt == udt {
+                let align = device.info().storage_offset_alignment.max(256);
+                let too_big = || {
+                    LlmError::InvalidArgument(format!(
+                        "layer {i}: gate and up of {} + {} bytes overflow a buffer size",
+                        gbytes.len(),
+                        ubytes.len()
+                    ))
+                };
+                let up_at = (gbytes.len() as u64)
+                    .checked_next_multiple_of(align)
+                    .ok_or_else(too_big)?;
+                let total = up_at.checked_add(ubytes.len() as u64).ok_or_else(too_big)?;
+                let name = format!("model.layers.{i}.mlp.gate_proj+up_proj");
+                let buffer = device.create_buffer(&name, total, ResourceClass::ReadOnlyWeight)?;
+                buffer.write_bytes(0, &gbytes)?;
+                buffer.write_bytes(up_at, &ubytes)?;
+                let part = |buffer: Buffer, offset: u64, bytes: &[u8], dtype| Matrix {
+                    buffer,
+                    offset,
+                    bytes: bytes.len() as u64,
+                    rows: inter as u32,
+                    cols: h as u32,
+                    dtype,
+                };
+                (
+                    part(buffer.clone(), 0, &gbytes, gdt),
+                    part(buffer, up_at, &ubytes, udt),
+                )
+            } else {
+                (
+                    upload(&gate_name, gdt, &gbytes, inter, h)?,
+                    upload(&up_name, udt, &ubytes, inter, h)?,
+                )
+            };
             matrices.push((qkv, o, gate, up, down));
             // Bound staging memory: let the uploads of one layer finish before the next.
             device.synchronize()?;

@@ -1,7 +1,8 @@
 // The batched f16 matvecs with the weights' matrix-unit operands built in registers
 // (matvec_batch_cmd_f16, gated: matvec_batch_cmd_f16_silu; decision 0014). The kernel file
-// declares the bindings (w, gated w_b, xv, y; read through `wraw`), `pc`, `silu()` (gated:
-// a constant, or push field `gated` in matvec_batch_cmdk_f16_both; decision 0019), the y
+// declares the bindings (w, gated w_b, xv, y; read through `wraw`: matvec_batch_cmdk_f16_both
+// has gate and up in w), `pc`, `silu()` (gated: a constant, or push field `gated` in
+// matvec_batch_cmdk_f16_both; decision 0019), the y
 // accessors (include/batch_y_f32.wgsl, gated include/batch_y_pairs.wgsl), NTT (token tiles
 // of 16 per workgroup: 2, or 4 in the prefill kernels matvec_batch_cmd64_f16[_silu]) and how
 // K is divided: KSPLIT, `split_push()` (splits, KX stages per split) and `out` (everything

@@ -7,7 +7,8 @@
 // (include/matvec_batch_split_out.wgsl), `kchunks` counting blocks (256 columns). The
 // kernel file declares the bindings, NTT (2), SG and `silu()` (whether the dispatch is
 // gated: a constant, or push field `gated` in matvec_batch_cmd_q4_k_both, the kernel of
-// both forms; decision 0019) and includes the format's reader
+// both forms, whose one binding w holds gate and up; decision 0019) and includes the
+// format's reader
 // (include/matvec_batch_cmdq_<format>.wgsl: `WQ`, `WM`, `wq_load`, `wm_load`, `wm_am`,
 // `wq_w4`, `x_pos`). A workgroup takes BR = 16 SG rows (gated: BR / 2 of each matrix),
 // each subgroup 16 of them, and TT = 16 NTT tokens; the weights go from memory straight

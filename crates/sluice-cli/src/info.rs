@@ -149,6 +149,10 @@ pub fn run(device: &Device, args: &InfoArgs) -> Result<(), String> {
             "storage offset alignment",
             format!("{} bytes", info.storage_offset_alignment),
         ),
+        (
+            "largest storage binding",
+            format!("{} bytes", info.max_storage_range),
+        ),
         ("compute queue family", info.queue_family.to_string()),
         (
             "compute units",

@@ -84,6 +84,8 @@ pub struct DeviceInfo {
     pub max_push_constant_bytes: u32,
     /// Required alignment of storage-buffer binding offsets.
     pub storage_offset_alignment: u64,
+    /// Most bytes one storage-buffer binding may cover (`maxStorageBufferRange`).
+    pub max_storage_range: u64,
     /// Largest workgroup count per dimension.
     pub max_workgroup_count: [u32; 3],
     /// Largest workgroup (shared) memory of one compute workgroup, in bytes.
@@ -705,6 +707,7 @@ impl Device {
                 memory_priority_ext: pageable_ext,
                 max_push_constant_bytes: props.limits.max_push_constants_size,
                 storage_offset_alignment: props.limits.min_storage_buffer_offset_alignment,
+                max_storage_range: props.limits.max_storage_buffer_range as u64,
                 max_workgroup_count: props.limits.max_compute_work_group_count,
                 max_workgroup_memory_bytes: props.limits.max_compute_shared_memory_size,
                 max_workgroup_invocations: props.limits.max_compute_work_group_invocations,

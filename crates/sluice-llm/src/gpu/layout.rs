@@ -69,6 +69,11 @@ impl Matrix {
         self.buffer.slice(self.offset..up.offset + up.bytes)
     }
 
+    /// Bytes of [`Matrix::through`] (0 where `up` does not end after this matrix starts).
+    pub fn through_bytes(&self, up: &Matrix) -> u64 {
+        (up.offset + up.bytes).saturating_sub(self.offset)
+    }
+
     /// The row-stride field of the matvec and embed push constants for this matrix.
     pub fn stride_field(&self) -> u32 {
         k::row_stride_field(self.dtype, self.cols)
@@ -231,6 +236,34 @@ mod tests {
         assert_eq!(s.kv_bytes, (c.kv_heads * 64 * c.head_dim * 2) as u64);
         // 64 positions: two splits of the short-context chunk (32).
         assert_eq!(s.splits, 2);
+    }
+
+    /// A gate/up pair in one buffer: the up's vec4 offset and the pair's range; matrices
+    /// of separate buffers, or in the other order, are no pair.
+    #[test]
+    fn gate_and_up_in_one_buffer_pair_up() {
+        let d = sluice::testing::test_device();
+        let class = sluice::ResourceClass::ReadOnlyWeight;
+        let shared = d.create_buffer("gate+up", 256 + 200, class).unwrap();
+        let m = |buffer: &Buffer, offset, bytes| Matrix {
+            buffer: buffer.clone(),
+            offset,
+            bytes,
+            rows: 4,
+            cols: 8,
+            dtype: WeightDtype::F16,
+        };
+        let (gate, up) = (m(&shared, 0, 200), m(&shared, 256, 200));
+        assert_eq!(gate.up_at(&up), Some(16));
+        assert_eq!(gate.through_bytes(&up), 456);
+        assert_eq!(gate.through(&up).len, 456);
+        assert_eq!((up.slice().offset, up.slice().len), (256, 200));
+        assert_eq!(up.up_at(&gate), None);
+        let other = d.create_buffer("up", 200, class).unwrap();
+        assert_eq!(gate.up_at(&m(&other, 256, 200)), None);
+        // Overlapping, or not on a 16-byte boundary.
+        assert_eq!(gate.up_at(&m(&shared, 128, 200)), None);
+        assert_eq!(gate.up_at(&m(&shared, 248, 200)), None);
     }
 
     #[test]

@@ -493,8 +493,12 @@ impl GpuModel {
             };
             // A single sequence's prefill chunk on the one-form kernels (their long
             // dispatches run faster there); decode steps on the kernels that take both forms,
-            // a gate/up pair where the two share a buffer (bound as one range).
-            let up_at = up.and_then(|u| m.up_at(u));
+            // a gate/up pair where the two share a buffer and the device binds the pair's
+            // bytes as one range.
+            let max_range = self.device.info().max_storage_range;
+            let up_at = up
+                .filter(|u| m.through_bytes(u) <= max_range)
+                .and_then(|u| m.up_at(u));
             let lay = k::MatvecBatchCmtLayout {
                 both: !t.prefill && (up.is_none() || up_at.is_some()),
                 ..lay

@@ -336,6 +336,35 @@ fn a_model_larger_than_the_device_is_refused_before_upload() {
     );
 }
 
+/// A matrix larger than the device binds at once (maxStorageBufferRange; lavapipe's is 128
+/// MiB) is refused with its name and the numbers before its upload: qwen3-0.6b's f16
+/// embedding table (311 MB) on lavapipe. Where the device binds more, nothing to refuse.
+#[test]
+fn a_tensor_larger_than_a_binding_is_refused() {
+    let d = device(BarrierMode::Auto);
+    let embed = 151_936u64 * 1024 * 2;
+    if d.info().max_storage_range >= embed {
+        return;
+    }
+    let t = std::time::Instant::now();
+    let err = open_model(
+        &d,
+        "synthetic:qwen3-0.6b",
+        &LoadOptions::default(),
+        |_, _| {},
+    )
+    .err()
+    .unwrap();
+    let m = err.to_string();
+    assert!(
+        m.contains("model.embed_tokens.weight")
+            && m.contains(&embed.to_string())
+            && m.contains("maxStorageBufferRange"),
+        "{m}"
+    );
+    assert!(t.elapsed().as_secs() < 30, "refused at the first tensor");
+}
+
 /// The loading bar's total is the weight bytes as uploaded for every `--dtype` (a mixture
 /// like Q4_K_M puts some matrices in Q6_K, rows that fit no block fall back), so it
 /// reaches 100% once, at the end; the same total is what the memory check counts.

@@ -300,6 +300,7 @@ impl Encoder {
             )));
         }
         let align = self.device.info.storage_offset_alignment;
+        let max_range = self.device.info.max_storage_range;
         self.accesses.clear();
         for (i, (slice, access)) in bindings.iter().zip(desc.bindings).enumerate() {
             self.check_slice(slice)?;
@@ -307,6 +308,15 @@ impl Encoder {
                 return Err(Error::InvalidUse(format!(
                     "kernel {:?} binding {i}: offset {} must be a multiple of {align} and length {} non-zero",
                     desc.name, slice.offset, slice.len
+                )));
+            }
+            if slice.len > max_range {
+                return Err(Error::InvalidUse(format!(
+                    "kernel {:?} binding {i}: {} bytes of buffer {:?}, but {} binds at most {max_range} bytes at once (maxStorageBufferRange)",
+                    desc.name,
+                    slice.len,
+                    slice.buffer.name(),
+                    self.device.info.name
                 )));
             }
             let b = &slice.buffer.inner;

@@ -218,6 +218,20 @@ fn bad_dispatches_are_errors_not_panics() {
         d.create_buffer("empty", 0, ResourceClass::Generic),
         Err(Error::InvalidUse(_))
     ));
+    // A binding past what the device binds at once (maxStorageBufferRange; lavapipe's is
+    // 128 MiB, so the buffer is made only where the limit is that small).
+    let max = d.info().max_storage_range;
+    if max <= 256 << 20 {
+        let big = d
+            .create_buffer("big", max + 256, ResourceClass::Generic)
+            .unwrap();
+        match enc.dispatch(&k, [1, 1, 1], &[a.slice(..), big.slice(..)], &p) {
+            Err(Error::InvalidUse(m)) => assert!(m.contains("maxStorageBufferRange"), "{m}"),
+            other => panic!("expected InvalidUse, got {other:?}"),
+        }
+        enc.dispatch(&k, [1, 1, 1], &[a.slice(..), big.slice(0..max)], &p)
+            .unwrap();
+    }
     drop(enc);
     assert_no_validation_messages(&d);
 }

@@ -97,6 +97,21 @@ fn check_fits(device: &Device, weights: u64, sizes: &Sizes) -> Result<(), LlmErr
     Ok(())
 }
 
+/// Fails when `bytes` of `what` would be bound to a kernel at once beyond what the device
+/// binds (`maxStorageBufferRange`: lavapipe's is 128 MiB), which Vulkan leaves undefined.
+fn check_binding(device: &Device, what: &str, bytes: u64, remedy: &str) -> Result<(), LlmError> {
+    let max = device.info().max_storage_range;
+    if bytes > max {
+        return Err(LlmError::InvalidArgument(format!(
+            "{what}: {bytes} bytes ({:.1} MiB) in one binding, but {} binds at most {max} bytes ({:.1} MiB) at once (maxStorageBufferRange); {remedy}",
+            bytes as f64 / 1048576.0,
+            device.info().name,
+            max as f64 / 1048576.0
+        )));
+    }
+    Ok(())
+}
+
 impl GpuModel {
     /// Uploads a model. `tensor(name)` returns each HF-named tensor (in the format it is to
     /// have on the GPU); `progress` is called with (bytes uploaded, total bytes).
@@ -124,6 +139,12 @@ impl GpuModel {
         }
         let sizes = Sizes::for_options(c, &options)?;
         check_fits(device, weight_estimate, &sizes)?;
+        check_binding(
+            device,
+            "one layer's K cache",
+            sizes.kv_bytes,
+            "a shorter --context fits",
+        )?;
         let coopmat = k::coopmat_self_test(device)?;
         // The prefill attention on the matrix units with the option (decision 0017).
         let (attn_prefill, attn_prefill_queries) =
@@ -172,7 +193,18 @@ impl GpuModel {
             progress(done.min(total), total);
             Ok((dtype, gpu))
         };
+        // Each matrix against the device's binding limit before its upload
+        // (the embedding table, uploaded first, is usually the largest).
+        let weight_fits = |name: &str, dtype: WeightDtype, bytes: u64| {
+            check_binding(
+                device,
+                &format!("tensor {name:?} in {}", dtype.name()),
+                bytes,
+                "a smaller weight format (e.g. --dtype q4_k_m) or a device that binds more is needed",
+            )
+        };
         let upload = |name: &str, dtype: WeightDtype, bytes: &[u8], rows: usize, cols: usize| {
+            weight_fits(name, dtype, bytes.len() as u64)?;
             let buffer =
                 device.create_buffer(name, bytes.len() as u64, ResourceClass::ReadOnlyWeight)?;
             buffer.write_bytes(0, bytes)?;
@@ -254,6 +286,8 @@ impl GpuModel {
             let (gate_name, up_name) = (T::Gate.hf_name(i), T::Up.hf_name(i));
             let (gdt, gbytes) = fetch(&gate_name, inter, h)?;
             let (udt, ubytes) = fetch(&up_name, inter, h)?;
+            weight_fits(&gate_name, gdt, gbytes.len() as u64)?;
+            weight_fits(&up_name, udt, ubytes.len() as u64)?;
             let (gate, up) = if gdt == udt {
                 let align = device.info().storage_offset_alignment.max(256);
                 let too_big = || {

@@ -1,4 +1,5 @@
 //! include: batch_attention_body
+//! include: batch_attention_one_head
 //! include: batch_attention_rope
 // batch_attention with batch_rope folded in, for decode-only steps: each
 // workgroup norms and rotates its query heads and appends its row's key and value itself

@@ -9,9 +9,13 @@
 // has a fixed order. Splits (push field `splits` > 1): workgroup z takes split z of the
 // row's keys (`split_range`); the last split of a (row, head) to finish merges the
 // splits' partials in split order (`split_merge`, include/batch_attention_io.wgsl).
-// Dispatch [heads, n, z], workgroup 128: one (head, row, split) per workgroup (batch_attention_gqa:
-// the query heads of one key/value head together, for models of 4+ per key/value head); keys in tiles of
-// 128, one key per invocation for the scores (its row loaded 32 words at a time as eight
+// Workgroup 128, one (row, split) per workgroup and its query heads as a `Lane`: the kernel
+// file includes include/batch_attention_one_head.wgsl (batch_attention: Lane f32, dispatch
+// [heads, n, z]) or include/batch_attention_gqa_heads.wgsl (batch_attention_gqa: Lane a vec4
+// of up to 4 query heads of one key/value head, so each key and value is read once for
+// the heads that share it; dispatch [kv_heads * ceil(group / 4), n, z],
+// `sluice_kernels::batch_attention_kernel`). Keys in tiles of 128, one key per invocation
+// for the scores (its row loaded 32 words at a time as eight
 // 16-byte loads, all in flight before the products). Values: invocation (g, kl) owns the 8
 // dims of group g = li % G (G = ceil(head_dim / 8)) for the keys kl, kl + L, ... of each
 // tile (L = 128 / G), eight keys' 16-byte words loaded together; the L partial sums of a
@@ -24,41 +28,27 @@
 // with `out_f16`; int8 blocks instead with `q8`, include/batch_attention_io.wgsl).
 
 const WG: u32 = 128u;
-alias Lane = f32; // one query head (include/batch_attention_io.wgsl)
-const NH: u32 = 1u; // query heads per workgroup
 const NEG: f32 = -3.0e38;
 
-var<workgroup> qs: array<Lane, 256>;
+var<workgroup> qs: array<Lane, 256>; // dim d: the Lane's heads' q[d]
 var<workgroup> ps: array<Lane, 128>;
 var<workgroup> slots: array<u32, 128>;
 var<workgroup> red: array<Lane, 128>;
 var<workgroup> part: array<Lane, 1024>; // L x head_dim partial outputs
-
-// Head i's float of a Lane (one head: the float itself).
-fn lane_value(v: Lane, i: u32) -> f32 {
-    return v;
-}
-
-// v with head i's float x (one head: x).
-fn lane_with(v: Lane, i: u32, x: f32) -> Lane {
-    return x;
-}
-
-// Head i's float of the staged query's dim d set to x (one head: the float itself).
-fn put_q(d: u32, i: u32, x: f32) {
-    qs[d] = x;
-}
 
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32,
         @builtin(num_subgroups) nsg: u32, @builtin(subgroup_size) sgs: u32) {
-    let h = wg.x;
+    // This workgroup's key/value head and query heads h0 .. h0 + nh - 1.
+    let heads = column_heads(wg.x);
+    let kvh = heads.x;
+    let h0 = heads.y;
+    let nh = heads.z;
     let r = wg.y;
     let hd = pc.head_dim;
     let pairs = hd / 2u;
-    let kvh = h / (pc.heads / pc.kv_heads);
     // Split wg.z of the row's context: keys [sp.x, sp.y) of sp.z splits.
     let rs = row_split(r, wg.z);
     let sp = rs.xyz;
@@ -74,17 +64,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     let kl = li / ng;
 
     let pos = rows.d[2u * r];
-    stage_heads(li, sg, lane, sgs, nsg, r, h, 1u, kvh, sp.x <= pos && pos < sp.y, seq, pos);
-    var m = NEG;
-    var l = 0.0;
+    stage_heads(li, sg, lane, sgs, nsg, r, h0, nh, kvh, sp.x <= pos && pos < sp.y, seq, pos);
+    var m = Lane(NEG);
+    var l = Lane(0.0);
     var o: array<Lane, 8>;
     for (var k = 0u; k < 8u; k++) {
-        o[k] = 0.0;
+        o[k] = Lane(0.0);
     }
     for (var kb = sp.x; kb < sp.y; kb += WG) {
         workgroupBarrier(); // qs written; ps and slots of the previous tile consumed
         let j = kb + li;
-        var score = NEG;
+        var score = Lane(NEG);
         var slot = 0u;
         if (j < sp.y) {
             slot = cache_row(seq, j);
@@ -92,7 +82,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         }
         slots[li] = slot;
         let mt = max(m, reduce(sg, lane, nsg, score, 0u));
-        let pj = select(0.0, exp(score - mt), j < sp.y);
+        let pj = select(Lane(0.0), exp(score - mt), j < sp.y);
         ps[li] = pj;
         let alpha = exp(m - mt);
         l = l * alpha + reduce(sg, lane, nsg, pj, 1u); // its barriers also publish ps and slots
@@ -118,5 +108,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     if (!settle_splits(li, r * nwg.x + wg.x, wg.z, sp.z, nl, hd, m, l)) {
         return;
     }
-    put_outputs(li, r, h, 1u, hd);
+    put_outputs(li, r, h0, nh, hd);
 }

@@ -27,8 +27,6 @@
 
 const WG: u32 = 256u;
 const KG: u32 = WG / 16u; // keys per pass of the scores
-alias Lane = vec4<f32>; // the NH query heads (include/batch_attention_io.wgsl)
-const NH: u32 = 4u; // query heads per workgroup (vec4 lanes)
 const NEG: f32 = -3.0e38;
 const HD: u32 = 128u;
 
@@ -43,11 +41,6 @@ var<workgroup> part: array<Lane, 1024>;
 // shuffles (subgroups of 16+ consecutive invocations).
 var<workgroup> sg_linear: atomic<u32>;
 var<workgroup> sg_shuffle: u32;
-
-// Head i's float of a Lane.
-fn lane_value(v: Lane, i: u32) -> f32 {
-    return v[i];
-}
 
 // The query's dims 8w .. 8w + 7.
 fn q_word(w: u32) -> array<Lane, 8> {
@@ -199,7 +192,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32,
         @builtin(num_subgroups) nsg: u32, @builtin(subgroup_size) sgs: u32) {
     // This workgroup's key/value head and query heads h0 .. h0 + nh - 1.
-    let heads = gqa_heads(wg.x);
+    let heads = column_heads(wg.x);
     let kvh = heads.x;
     let h0 = heads.y;
     let nh = heads.z;

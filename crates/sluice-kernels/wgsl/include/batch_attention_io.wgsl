@@ -4,13 +4,14 @@
 // their split of long contexts (`split_range`, `settle_splits`). The caches (bindings 3, 4,
 // 6 and 7) and `stage_heads` come from include/batch_attention_caches.wgsl (read only, the
 // query staged as it is) or include/batch_attention_rope.wgsl (the _rope kernels: the
-// query's and the new key's norm and rotation folded in, the key and value appended). The
-// kernel declares `alias Lane` (f32: one query head; vec4<f32>: up to four heads as
-// lanes), the workgroup arrays `qs` (the scaled query, a Lane per dim), `ps` (a tile's
-// weights, a Lane per key), `slots` (a tile's cache rows), `red` (a Lane per subgroup) and
-// `part` (the key lanes' per-dim sums, at least 256 + head_dim Lanes), `WG`, `NEG`,
-// `lane_value` (head i's float of a Lane) and `lane_with` (a Lane with head i's float
-// set).
+// query's and the new key's norm and rotation folded in, the key and value appended);
+// `alias Lane` (f32: one query head; vec4<f32>: up to four heads as lanes), `NH`,
+// `column_heads`, `lane_value`, `lane_with` and `put_q` from
+// include/batch_attention_one_head.wgsl or include/batch_attention_gqa_heads.wgsl. The
+// kernel's body declares the workgroup arrays `qs` (the scaled query, a Lane per dim), `ps`
+// (a tile's weights, a Lane per key), `slots` (a tile's cache rows), `red` (a Lane per
+// subgroup) and `part` (the key lanes' per-dim sums, at least 256 + head_dim Lanes), `WG`
+// and `NEG`.
 struct F32s { d: array<f32> }
 struct U32s { d: array<u32> }
 struct U32x4s { d: array<vec4<u32>> }

@@ -1041,8 +1041,9 @@ pub fn matvec_batch_cmr(dtype: WeightDtype, silu: bool) -> Option<&'static Kerne
 /// wgsl/include/matvec_batch_cmdq_body.wgsl): bindings and push constants as
 /// [`matvec_batch_cmr`], layout from [`matvec_batch_staged_layout`] with
 /// [`StagedShape::Registers`]. None for other formats and gated Q6_K. Only where
-/// [`cmd_layout_self_test`] passes. Decode steps run Q4_K on `matvec_batch_cmd_q4_k_both`
-/// instead ([`MatvecBatchCmtLayout::kernel`], [`MatvecBatchCmtLayout::both`]).
+/// [`cmd_layout_self_test`] passes. The model runs Q4_K on `matvec_batch_cmd_q4_k_both`
+/// instead ([`MatvecBatchCmtLayout::kernel`], [`MatvecBatchCmtLayout::both`]) where a
+/// gate/up pair can be bound as one range.
 pub fn matvec_batch_cmdq(dtype: WeightDtype, silu: bool) -> Option<&'static KernelDesc> {
     match (dtype, silu) {
         (WeightDtype::Q4K, false) => Some(&crate::MATVEC_BATCH_CMD_Q4_K),
@@ -1056,8 +1057,9 @@ pub fn matvec_batch_cmdq(dtype: WeightDtype, silu: bool) -> Option<&'static Kern
 /// K split over workgroups (`matvec_batch_cmdk_f16[_silu]`; wgsl/include/
 /// matvec_batch_cmd_f16_body.wgsl with _cmd_f16_split.wgsl): bindings and push constants as
 /// [`matvec_batch_cmr`], layout from [`matvec_batch_staged_layout`] with
-/// [`StagedShape::RegistersF16`]. Only where [`cmd_layout_self_test`] passes. Decode steps
-/// run `matvec_batch_cmdk_f16_both` instead ([`MatvecBatchCmtLayout::kernel`]).
+/// [`StagedShape::RegistersF16`]. Only where [`cmd_layout_self_test`] passes. The model runs
+/// `matvec_batch_cmdk_f16_both` instead ([`MatvecBatchCmtLayout::kernel`]) where a gate/up
+/// pair can be bound as one range.
 pub fn matvec_batch_cmdk_f16(silu: bool) -> &'static KernelDesc {
     if silu {
         &crate::MATVEC_BATCH_CMDK_F16_SILU
@@ -1104,12 +1106,11 @@ pub fn matvec_batch_cmdq_prefill_layout(
         gated,
         Some(1),
     );
-    let lay = if workgroups(whole.groups) >= MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS as u64 {
+    if workgroups(whole.groups) >= MATVEC_BATCH_CMD_PREFILL_MIN_GROUPS as u64 {
         whole
     } else {
         matvec_batch_staged_layout(StagedShape::Registers, rows, cols, tokens, gated)
-    };
-    MatvecBatchCmtLayout { both: false, ..lay }
+    }
 }
 
 /// Whether the batched engine runs a `rows` x `cols` `dtype` matrix (`gated`: a gate/up
@@ -1161,11 +1162,10 @@ pub struct MatvecBatchCmtLayout {
     /// A gated gate/up pair.
     pub gated: bool,
     /// Run on the kernel that takes plain and gated matrices alike where the shape has one
-    /// ([`MatvecBatchCmtLayout::both_forms`]): so a decode step's matrices all run the same
-    /// code (the GPU's instruction cache; decision 0019). Set by
-    /// [`matvec_batch_staged_layout`]; false for a single sequence's prefill chunks
-    /// ([`matvec_batch_cmdq_prefill_layout`]), whose long dispatches run the one-form
-    /// kernels faster.
+    /// ([`MatvecBatchCmtLayout::both_forms`]): so a step's matrices all run the same code
+    /// (the GPU's instruction cache; decision 0019). Set by [`matvec_batch_staged_layout`]
+    /// and [`matvec_batch_cmdq_prefill_layout`]; the model clears it for a gate/up pair it
+    /// cannot bind as one range.
     pub both: bool,
 }
 

@@ -1549,9 +1549,9 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
         matvec_batch_cmdq_prefill_layout(2560, 9728, 64, false).ksplit,
         7
     );
-    // Decode steps run Q4_K on the kernel of both forms (the plain bindings, a gate/up pair
-    // as one range with the up's vec4 offset in push field `gated`); prefill chunks, on
-    // either layout, and Q6_K on the one-form kernels.
+    // Decode steps and prefill chunks run Q4_K on the kernel of both forms (the plain
+    // bindings, a gate/up pair as one range with the up's vec4 offset in push field
+    // `gated`); Q6_K, and Q4_K where `both` is cleared, on the one-form kernels.
     let name = |lay: &MatvecBatchCmtLayout, dt, gated| lay.kernel(dt, gated).unwrap().name;
     assert!(down.both_forms(q) && !down.both_forms(q6) && down.both);
     assert_eq!(name(&down, q, false), "matvec_batch_cmd_q4_k_both");
@@ -1568,10 +1568,14 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
     assert_eq!(pair.with_up_at(875_536).gated, 875_536);
     for tokens in [512, 64] {
         let pre = matvec_batch_cmdq_prefill_layout(9728, 2560, tokens, true);
-        assert!(!pre.both_forms(q));
-        assert_eq!(name(&pre, q, true), "matvec_batch_cmd_q4_k_silu");
+        assert!(pre.both_forms(q));
+        assert_eq!(name(&pre, q, true), "matvec_batch_cmd_q4_k_both");
+        let one = MatvecBatchCmtLayout { both: false, ..pre };
+        assert_eq!(name(&one, q, true), "matvec_batch_cmd_q4_k_silu");
         let pre = matvec_batch_cmdq_prefill_layout(2560, 9728, tokens, false);
-        assert_eq!(name(&pre, q, false), "matvec_batch_cmd_q4_k");
+        assert_eq!(name(&pre, q, false), "matvec_batch_cmd_q4_k_both");
+        let one = MatvecBatchCmtLayout { both: false, ..pre };
+        assert_eq!(name(&one, q, false), "matvec_batch_cmd_q4_k");
     }
     let Some(d) = register_built_device(&[
         &MATVEC_BATCH_CMD_Q4_K,
@@ -1591,8 +1595,8 @@ fn matvec_batch_cmdq_matches_reference_and_each_token_alone() {
     ];
     let plain = [MatmulVariant::Plain, MatmulVariant::Norm];
     let mut failures = Vec::new();
-    // Q4_K on the kernel of both forms (decode steps) and on the one-form kernels
-    // (prefill chunks).
+    // Q4_K on the kernel of both forms and on the one-form kernels (a gate/up pair the
+    // model cannot bind as one range).
     for both in [true, false] {
         let shape = Some((StagedShape::Registers, both));
         failures.extend(check_batch_cm(&d, shape, q, &shapes, 141));

@@ -9,9 +9,9 @@ enable wgpu_cooperative_matrix;
 // and gated in one kernel (include/matvec_batch_both_io.wgsl): y[t, r] = (Y_ADD ? y[t, r]
 // : 0) + W[r] . xh[t], or gated y[t, r] = silu(Wg[r] . xh[t]) * (Wu[r] . xh[t]), gate and
 // up in the one binding w, so no weight load picks a binding at run time. The batched
-// decode steps' Q4_K kernel: a layer's q|k|v, o, gate/up and down run the same code, where
-// a step cycling through more kernel code than the GPU's instruction cache holds pays at
-// every switch (decision 0019); single-sequence prefill chunks keep
-// matvec_batch_cmd_q4_k[_silu]. See include/matvec_batch_cmdq_body.wgsl.
+// decode steps' and prefill chunks' Q4_K kernel: a layer's q|k|v, o, gate/up and down run
+// the same code, where a step cycling through more kernel code than the GPU's instruction
+// cache holds pays at every switch (decision 0019); matvec_batch_cmd_q4_k[_silu] where a
+// gate/up pair cannot be bound as one range. See include/matvec_batch_cmdq_body.wgsl.
 const NTT: u32 = 2u;
 const SG: u32 = 4u;

@@ -491,16 +491,15 @@ impl GpuModel {
             } else {
                 k::matvec_batch_cmt_layout(m.dtype, m.rows, cols, t.n, gated)
             };
-            // A single sequence's prefill chunk on the one-form kernels (their long
-            // dispatches run faster there); decode steps on the kernels that take both forms,
-            // a gate/up pair where the two share a buffer and the device binds the pair's
-            // bytes as one range.
+            // Decode steps and prefill chunks on the kernels that take both forms (decision
+            // 0019), a gate/up pair where the two share a buffer and the device binds the
+            // pair's bytes as one range.
             let max_range = self.device.info().max_storage_range;
             let up_at = up
                 .filter(|u| m.through_bytes(u) <= max_range)
                 .and_then(|u| m.up_at(u));
             let lay = k::MatvecBatchCmtLayout {
-                both: !t.prefill && (up.is_none() || up_at.is_some()),
+                both: up.is_none() || up_at.is_some(),
                 ..lay
             };
             // This run's scratch region (sized for any shape), as much as the shape uses.

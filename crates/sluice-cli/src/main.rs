@@ -59,6 +59,10 @@ struct Common {
     /// through shared memory (the register-built matvecs run instead)
     #[arg(long, global = true)]
     no_tiled_matmul: bool,
+    /// Bind at most this many bytes at once, below the device's maxStorageBufferRange: runs
+    /// what a device with a smaller limit runs (tables larger than it split over bindings)
+    #[arg(long, global = true, value_name = "BYTES")]
+    max_binding: Option<u64>,
     /// More log output on stderr (-v info, -vv debug: runtime decisions, -vvv trace)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -150,6 +154,7 @@ fn options(c: &Common) -> Options {
         no_int_dot: c.no_int_dot,
         no_register_operands: c.no_register_operands,
         no_tiled_matmul: c.no_tiled_matmul,
+        max_binding: c.max_binding,
         ..Options::default()
     }
 }

@@ -682,6 +682,20 @@ pub fn embed_push(dtype: WeightDtype, cols: u32, prefill: bool, x_stride: u32) -
         stride8: row_stride_field(dtype, cols),
         prefill: prefill as u32,
         x_stride,
+        first: 0,
+        last: 1,
+    }
+}
+
+impl EmbedPush {
+    /// These push constants for the part of a split table that starts at row `first`
+    /// (`last`: the part that ends the table).
+    pub fn part(self, first: u32, last: bool) -> EmbedPush {
+        EmbedPush {
+            first,
+            last: last as u32,
+            ..self
+        }
     }
 }
 
@@ -754,6 +768,13 @@ pub struct EmbedPush {
     pub prefill: u32,
     /// Floats between consecutive tokens' rows of x (prefill).
     pub x_stride: u32,
+    /// The table's row that is the binding's first: a table split over several bindings
+    /// (row ranges) runs one dispatch per part, each writing the tokens of its rows only
+    /// ([`EmbedPush::part`]). 0 for a whole table.
+    pub first: u32,
+    /// Non-zero: the binding holds the table's last rows, so a token past them writes zeros
+    /// (a whole table: always).
+    pub last: u32,
 }
 const _: () = assert!(std::mem::size_of::<EmbedPush>() == EMBED_F16.push_constant_bytes as usize);
 const _: () = assert!(std::mem::size_of::<EmbedPush>() == EMBED_BF16.push_constant_bytes as usize);

@@ -123,6 +123,8 @@ fn embed_reads_token_from_params() {
                 stride8: stride8(cols as u32),
                 prefill: 0,
                 x_stride: 0,
+                first: 0,
+                last: 1,
             };
             enc.dispatch(
                 &k,
@@ -137,6 +139,67 @@ fn embed_reads_token_from_params() {
                 got,
                 embed_cpu(&want, cols, token),
                 "{dtype:?} token {token}"
+            );
+        }
+    }
+}
+
+/// A table split over two bindings (rows 0..20 and 20..37, as the loader splits a table
+/// larger than the device binds at once): one dispatch per part (`EmbedPush::part`), in
+/// either order, writes each token's row exactly as the whole table does, a token past the
+/// table zeros (its last part), and a part alone leaves the other part's tokens untouched.
+#[test]
+fn embed_of_a_table_split_over_bindings() {
+    let d = test_device();
+    let _guard = ValidationGuard::new(&d);
+    let mut rng = Rng::new(2);
+    let (vocab, cols, split) = (37usize, 100usize, 20usize);
+    let table = rng.vec(vocab * cols, 1.0);
+    for dtype in DTYPES {
+        let k = d.pipeline(embed(dtype)).unwrap();
+        let a = weight_buffer(&d, dtype, split, cols, &table[..split * cols]);
+        let b = weight_buffer(&d, dtype, vocab - split, cols, &table[split * cols..]);
+        let want = rounded(dtype, &table);
+        let whole = embed_push(dtype, cols as u32, false, 0);
+        let parts = [
+            (&a, whole.part(0, false)),
+            (&b, whole.part(split as u32, true)),
+        ];
+        let run = |token: u32, order: &[usize]| -> Vec<f32> {
+            let x = f32_buffer(&d, "x", &vec![f32::NAN; cols], ResourceClass::TokenScratch);
+            let params = params_buffer(&d, token, 3);
+            let mut enc = d.encoder().unwrap();
+            for &i in order {
+                let (w, push) = &parts[i];
+                enc.dispatch(
+                    &k,
+                    embed_groups(cols as u32),
+                    &[params.slice(..), w.slice(..), x.slice(..)],
+                    push,
+                )
+                .unwrap();
+            }
+            enc.submit().unwrap().wait().unwrap();
+            x.read(0, cols).unwrap()
+        };
+        for token in [0u32, 7, 19, 20, 29, 36, 37, 50] {
+            let expect = if (token as usize) < vocab {
+                embed_cpu(&want, cols, token)
+            } else {
+                vec![0.0; cols]
+            };
+            for order in [[0, 1], [1, 0]] {
+                assert_eq!(
+                    run(token, &order),
+                    expect,
+                    "{dtype:?} token {token} {order:?}"
+                );
+            }
+            // The part that does not hold the token writes nothing.
+            let other = usize::from((token as usize) < split);
+            assert!(
+                run(token, &[other]).iter().all(|v| v.is_nan()),
+                "{dtype:?} token {token}: part {other} wrote"
             );
         }
     }

@@ -223,6 +223,34 @@ fn a_sequence_decodes_bit_identically_alone_and_batched() {
     }
 }
 
+/// The batched engine with its tables split over bindings (portable kernels on a device
+/// bound to 28 KiB at once, `Options::max_binding`: the tiny model's 32 KiB tied
+/// embedding and LM head in two parts) decodes a sequence among others with the tokens and
+/// logits of the whole-table engine, bit for bit.
+#[test]
+fn a_batch_with_its_tables_split_over_bindings_decodes_the_same() {
+    let run = |max_binding: Option<u64>| {
+        let d = sluice::testing::test_device_with(sluice::Options {
+            no_coopmat: true,
+            max_binding,
+            ..sluice::Options::default()
+        });
+        let _guard = ValidationGuard::new(&d);
+        let loaded = open_model(&d, "synthetic:tiny", &options(true), |_, _| {}).unwrap();
+        let parts = if max_binding.is_some() { 2 } else { 1 };
+        assert_eq!(loaded.model.table_parts(), (parts, parts));
+        let vocab = loaded.model.config().vocab;
+        let others = vec![(0, prompt(6, 17, vocab)), (2, prompt(7, 3, vocab))];
+        let mut runner =
+            BatchRunner::new(&loaded.model, Mode::Replay, GraphOptions::default()).unwrap();
+        run_with_others(&mut runner, &prompt(5, 9, vocab), 10, &others)
+    };
+    let whole = run(None);
+    let split = run(Some(28 * 1024));
+    assert_eq!(split.0, whole.0, "tokens");
+    assert!(split.1 == whole.1, "logits differ in bits");
+}
+
 /// Decode-only steps (a row per sequence) run batch_rope inside the attention kernel (its
 /// `_rope` forms: one dispatch fewer per layer); a sequence's tokens and logits are bit for
 /// bit those of the unfused step, for every batched attention kernel (one head per

@@ -84,7 +84,8 @@ pub struct DeviceInfo {
     pub max_push_constant_bytes: u32,
     /// Required alignment of storage-buffer binding offsets.
     pub storage_offset_alignment: u64,
-    /// Most bytes one storage-buffer binding may cover (`maxStorageBufferRange`).
+    /// Most bytes one storage-buffer binding may cover (`maxStorageBufferRange`, or
+    /// [`Options::max_binding`](crate::Options::max_binding) where that is smaller).
     pub max_storage_range: u64,
     /// Largest workgroup count per dimension.
     pub max_workgroup_count: [u32; 3],
@@ -707,7 +708,8 @@ impl Device {
                 memory_priority_ext: pageable_ext,
                 max_push_constant_bytes: props.limits.max_push_constants_size,
                 storage_offset_alignment: props.limits.min_storage_buffer_offset_alignment,
-                max_storage_range: props.limits.max_storage_buffer_range as u64,
+                max_storage_range: (props.limits.max_storage_buffer_range as u64)
+                    .min(options.max_binding.unwrap_or(u64::MAX)),
                 max_workgroup_count: props.limits.max_compute_work_group_count,
                 max_workgroup_memory_bytes: props.limits.max_compute_shared_memory_size,
                 max_workgroup_invocations: props.limits.max_compute_work_group_invocations,

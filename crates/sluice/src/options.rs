@@ -65,6 +65,12 @@ pub struct Options {
     /// [`crate::Device::kernel_statistics`] can report them. Default false: capturing
     /// them may slow pipeline creation, and the runtime does not need them.
     pub kernel_statistics: bool,
+    /// Bind at most this many bytes to one storage binding, below the device's own
+    /// `maxStorageBufferRange` (which [`crate::DeviceInfo::max_storage_range`] then
+    /// reports): runs what a device with a smaller limit runs (lavapipe's and many mobile
+    /// GPUs' is 128 MiB), e.g. a model whose tables are split over several bindings.
+    /// Default `None`: the device's limit.
+    pub max_binding: Option<u64>,
 }
 
 impl Default for Options {
@@ -82,6 +88,7 @@ impl Default for Options {
             no_register_operands: false,
             no_tiled_matmul: false,
             kernel_statistics: false,
+            max_binding: None,
         }
     }
 }

@@ -95,6 +95,53 @@ impl Matrix {
     }
 }
 
+/// A table of rows (the token embedding, the LM head) as one or more row ranges: a table
+/// larger than the device binds at once is split into parts that each fit one binding
+/// ([`table_part_rows`]); the kernels read each part as its own matrix.
+pub struct Table {
+    /// The parts in row order, each with the table row it starts at.
+    pub parts: Vec<(Matrix, u64)>,
+}
+
+impl Table {
+    /// The first part (the whole table where it is not split).
+    pub fn first(&self) -> &Matrix {
+        &self.parts[0].0
+    }
+
+    /// The table as one matrix, where it is not split.
+    pub fn whole(&self) -> Option<&Matrix> {
+        match &self.parts[..] {
+            [(m, _)] => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Element format (every part's).
+    pub fn dtype(&self) -> WeightDtype {
+        self.first().dtype
+    }
+
+    /// Bytes of all parts.
+    pub fn bytes(&self) -> u64 {
+        self.parts.iter().map(|(m, _)| m.bytes).sum()
+    }
+
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> u64 {
+        self.first().bytes / u64::from(self.first().rows.max(1))
+    }
+}
+
+/// Rows per part of a table of rows of `row_bytes` each, so that a part fits a binding of
+/// `max_range` bytes: a multiple of 64 rows, so a part's first output row (an f32 logit)
+/// starts at a multiple of 256 bytes, the largest storage offset alignment Vulkan allows.
+/// `None` where not even 64 rows fit.
+pub fn table_part_rows(row_bytes: u64, max_range: u64) -> Option<u64> {
+    let rows = (max_range / row_bytes.max(1)) / 64 * 64;
+    (rows > 0).then_some(rows)
+}
+
 /// Bytes of a `[rows, cols]` matrix of `dtype` in the GPU layout, checked (`None` also
 /// when `cols` does not fit the format's block).
 pub fn matrix_bytes(dtype: WeightDtype, rows: usize, cols: usize) -> Option<u64> {

@@ -197,7 +197,7 @@ impl GpuModel {
                 };
                 vec![(m, 0)]
             }
-            Weight::Head => vec![(self.head(), 0)],
+            Weight::Head => self.head().parts.iter().map(|(m, r)| (m, *r)).collect(),
         }
     }
 
@@ -217,27 +217,30 @@ impl GpuModel {
         } else {
             &self.params
         };
-        let mut groups = k::embed_groups_dt(self.embed.dtype, h);
+        let dt = self.embed.dtype();
+        let mut groups = k::embed_groups_dt(dt, h);
         groups[1] = shape.tokens();
-        enc.dispatch(
-            &self.device.pipeline(k::embed(self.embed.dtype))?,
-            groups,
-            &[
-                params.slice(..),
-                self.embed.slice(),
-                self.scratch.x.slice(..),
-            ],
-            &k::embed_push(
-                self.embed.dtype,
-                h,
-                shape.batched(),
-                if shape.batched() {
-                    self.sizes.x_stride as u32
-                } else {
-                    0
-                },
-            ),
-        )
+        let pipeline = self.device.pipeline(k::embed(dt))?;
+        let x_stride = if shape.batched() {
+            self.sizes.x_stride as u32
+        } else {
+            0
+        };
+        let push = k::embed_push(dt, h, shape.batched(), x_stride);
+        // One dispatch per part of a table split over bindings, each writing its tokens.
+        let parts = &self.embed.parts;
+        for (i, (m, first)) in parts.iter().enumerate() {
+            let first = u32::try_from(*first).map_err(|_| {
+                sluice::Error::InvalidUse(format!("embedding part from row {first}"))
+            })?;
+            enc.dispatch(
+                &pipeline,
+                groups,
+                &[params.slice(..), m.slice(), self.scratch.x.slice(..)],
+                &push.part(first, i + 1 == parts.len()),
+            )?;
+        }
+        Ok(())
     }
 
     /// One matvec-family dispatch: `m` (and `up` for the gated ones) over `x` into `y`;
@@ -1083,7 +1086,8 @@ impl GpuModel {
                     _ => None,
                 });
             // A K_M mixture's q|k and v of two formats: one dispatch for both.
-            if let (Family::Norm, None, false) = (family, handoff, batched) {
+            let qkv = matches!(l.weight, Weight::Qkv(_));
+            if let (Family::Norm, None, false, true) = (family, handoff, batched, qkv) {
                 if self.two_format_qkv(enc, &parts, norm, x_slice(parts[0].0), yb)? {
                     return Ok(());
                 }
@@ -1353,7 +1357,8 @@ impl GpuModel {
         if o.fuse_pick == Some(false) || !(o.fuse_norm && greedy) || shape.paged() {
             return None;
         }
-        let m = self.head();
+        // One dispatch over the whole head (not a table split over bindings).
+        let m = self.head().whole()?;
         let info = self.device.info();
         let tpr = o.matvec_threads_per_row;
         let plan = k::head_pick_plan(

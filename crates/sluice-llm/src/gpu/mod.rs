@@ -269,12 +269,12 @@ pub struct GpuModel {
     /// [`GpuOptions::prefill_matrix_units`]); `None` without matrix units.
     mu: Option<mu::MuScratch>,
     sizes: layout::Sizes,
-    embed: Matrix,
+    embed: layout::Table,
     layers: Vec<Layer>,
     final_norm: Buffer,
     /// Multipliers of each RoPE pair's inv_freq (models with RoPE scaling).
     rope_freq: Option<Buffer>,
-    lm_head: Option<Matrix>,
+    lm_head: Option<layout::Table>,
     scratch: Scratch,
     /// `[token, pos, seq_len, 0]` as u32, then the prompt tokens of a prefill chunk.
     params: Buffer,
@@ -309,7 +309,7 @@ impl GpuModel {
 
     /// Bytes of weights read per decode step.
     pub fn weight_bytes(&self) -> u64 {
-        let mut n = self.embed.bytes / self.embed.rows as u64; // one embedding row
+        let mut n = self.embed.row_bytes(); // one embedding row
         for l in &self.layers {
             n += l.qkv.matrices().map(|m| m.bytes).sum::<u64>();
             n += [&l.o, &l.gate, &l.up, &l.down]
@@ -317,7 +317,7 @@ impl GpuModel {
                 .map(|m| m.bytes)
                 .sum::<u64>();
         }
-        n + self.head().bytes
+        n + self.head().bytes()
     }
 
     /// Writes the per-token params: the input token and its position.
@@ -338,8 +338,14 @@ impl GpuModel {
         self.clear_result()
     }
 
-    /// The LM head (the embedding when tied).
-    fn head(&self) -> &Matrix {
+    /// How many parts the embedding table and the LM head are stored in (1: one binding
+    /// each; more where a table is larger than the device binds at once).
+    pub fn table_parts(&self) -> (usize, usize) {
+        (self.embed.parts.len(), self.head().parts.len())
+    }
+
+    /// The LM head (the embedding when tied), in parts where it is larger than one binding.
+    fn head(&self) -> &layout::Table {
         self.lm_head.as_ref().unwrap_or(&self.embed)
     }
 
@@ -355,7 +361,7 @@ impl GpuModel {
             Some((_, n)) => *n += 1,
             None => v.push((d, 1)),
         };
-        add(self.embed.dtype);
+        add(self.embed.dtype());
         for l in &self.layers {
             l.qkv.matrices().for_each(|m| add(m.dtype));
             [&l.o, &l.gate, &l.up, &l.down]
@@ -363,7 +369,7 @@ impl GpuModel {
                 .for_each(|m| add(m.dtype));
         }
         if let Some(h) = &self.lm_head {
-            add(h.dtype);
+            add(h.dtype());
         }
         v
     }

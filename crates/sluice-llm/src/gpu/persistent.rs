@@ -459,7 +459,7 @@ impl GpuModel {
         let next = match self.layers.get(i + 1).map(|n| &n.qkv) {
             Some(Qkv::Stacked(m)) => m,
             Some(Qkv::Split(runs)) => runs.first().map_or(qkv_w, |r| &r.0),
-            None => self.head(),
+            None => self.head().first(),
         };
         let s = &self.scratch;
         let push = k::PersistentLayerPush {

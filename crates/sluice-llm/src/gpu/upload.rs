@@ -7,7 +7,7 @@ use sluice::{Buffer, Device, ResourceClass};
 use sluice_kernels as k;
 use sluice_kernels::WeightDtype;
 
-use super::layout::{self, qkv_rows, Matrix, Sizes, QKV_ALIGN};
+use super::layout::{self, qkv_rows, table_part_rows, Matrix, Sizes, Table, QKV_ALIGN};
 use super::{GpuModel, GpuOptions, Kernels, Layer, Qkv, Scratch, TensorData};
 use crate::config::ModelConfig;
 use crate::error::LlmError;
@@ -217,10 +217,41 @@ impl GpuModel {
                 dtype,
             })
         };
+        // A table (the embedding, the LM head) larger than one binding: parts of whole rows
+        // that each fit one, read by one dispatch each (the embedding) or as row ranges of
+        // the head's output.
+        let upload_table = |name: &str, dtype: WeightDtype, bytes: &[u8], rows: usize| {
+            let max = device.info().max_storage_range;
+            let row_bytes = bytes.len() / rows.max(1);
+            let per = match table_part_rows(row_bytes as u64, max) {
+                Some(per) if bytes.len() as u64 > max => per as usize,
+                // Fits one binding; or not even a part of 64 rows does (refused by
+                // `upload` with the numbers).
+                _ => {
+                    return Ok(Table {
+                        parts: vec![(upload(name, dtype, bytes, rows, c.hidden)?, 0)],
+                    })
+                }
+            };
+            let mut parts = Vec::new();
+            for first in (0..rows).step_by(per) {
+                let n = per.min(rows - first);
+                let part = &bytes[first * row_bytes..(first + n) * row_bytes];
+                let m = upload(&format!("{name}[{first}..]"), dtype, part, n, c.hidden)?;
+                parts.push((m, first as u64));
+            }
+            log::debug!(
+                "{name}: {} bytes in {} parts of up to {per} rows ({} binds at most {max} bytes at once)",
+                bytes.len(),
+                parts.len(),
+                device.info().name
+            );
+            Ok::<_, LlmError>(Table { parts })
+        };
         let (h, hd, inter) = (c.hidden, c.head_dim, c.intermediate);
         let embed_name = ModelTensor::Embed.hf_name();
         let (dt, bytes) = fetch(embed_name, c.vocab, h)?;
-        let embed = upload(embed_name, dt, &bytes, c.vocab, h)?;
+        let embed = upload_table(embed_name, dt, &bytes, c.vocab)?;
         let mut matrices = Vec::new();
         for i in 0..c.layers {
             // q, k, v: stacked into one matrix (each block padded to QKV_ALIGN rows of
@@ -332,7 +363,7 @@ impl GpuModel {
         } else {
             let name = ModelTensor::LmHead.hf_name();
             let (dt, bytes) = fetch(name, c.vocab, h)?;
-            Some(upload(name, dt, &bytes, c.vocab, h)?)
+            Some(upload_table(name, dt, &bytes, c.vocab)?)
         };
         let mut floats = |name: &str, n: usize| -> Result<Vec<f32>, LlmError> {
             let v = match tensor(name)? {

@@ -787,6 +787,12 @@ impl Device {
         &self.handle.shared.info
     }
 
+    /// What sets [`DeviceInfo::max_storage_range`], for messages: the device's
+    /// `maxStorageBufferRange`, or [`Options::max_binding`] where that lowered it.
+    pub fn binding_limit_source(&self) -> &'static str {
+        self.handle.shared.binding_limit_source()
+    }
+
     /// The options the device was made with.
     pub fn options(&self) -> &Options {
         &self.handle.shared.options
@@ -1007,6 +1013,15 @@ impl DeviceShared {
     /// Heaps with their current budget and usage.
     pub(crate) fn heaps(&self) -> Vec<HeapInfo> {
         heap_infos(&self.instance, self.physical, self.info.memory_budget_ext)
+    }
+
+    /// See [`Device::binding_limit_source`].
+    pub(crate) fn binding_limit_source(&self) -> &'static str {
+        if self.options.max_binding == Some(self.info.max_storage_range) {
+            "the max_binding option, --max-binding"
+        } else {
+            "maxStorageBufferRange"
+        }
     }
 }
 

@@ -312,11 +312,12 @@ impl Encoder {
             }
             if slice.len > max_range {
                 return Err(Error::InvalidUse(format!(
-                    "kernel {:?} binding {i}: {} bytes of buffer {:?}, but {} binds at most {max_range} bytes at once (maxStorageBufferRange)",
+                    "kernel {:?} binding {i}: {} bytes of buffer {:?}, but {} binds at most {max_range} bytes at once ({})",
                     desc.name,
                     slice.len,
                     slice.buffer.name(),
-                    self.device.info.name
+                    self.device.info.name,
+                    self.device.binding_limit_source()
                 )));
             }
             let b = &slice.buffer.inner;

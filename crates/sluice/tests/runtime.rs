@@ -234,6 +234,34 @@ fn bad_dispatches_are_errors_not_panics() {
     }
     drop(enc);
     assert_no_validation_messages(&d);
+    // `Options::max_binding` lowers the limit on any device, and the refusal says so.
+    let small = test_device_with(Options {
+        max_binding: Some(192),
+        ..Options::default()
+    });
+    assert_eq!(small.info().max_storage_range, 192);
+    let k = small.pipeline(&AFFINE_U32).unwrap();
+    let a = words(&small, "a", 48, ResourceClass::Generic);
+    let b = words(&small, "b", 64, ResourceClass::Generic);
+    let mut enc = small.encoder().unwrap();
+    let p = AffinePush {
+        mul: 1,
+        add: 0,
+        n: 48,
+    };
+    match enc.dispatch(&k, [1, 1, 1], &[a.slice(..), b.slice(..)], &p) {
+        Err(Error::InvalidUse(m)) => {
+            assert!(
+                m.contains("256 bytes") && m.contains("the max_binding option"),
+                "{m}"
+            )
+        }
+        other => panic!("expected InvalidUse, got {other:?}"),
+    }
+    enc.dispatch(&k, [1, 1, 1], &[a.slice(..), b.slice(0..192)], &p)
+        .unwrap();
+    drop(enc);
+    assert_no_validation_messages(&small);
 }
 
 #[test]

@@ -103,10 +103,11 @@ fn check_binding(device: &Device, what: &str, bytes: u64, remedy: &str) -> Resul
     let max = device.info().max_storage_range;
     if bytes > max {
         return Err(LlmError::InvalidArgument(format!(
-            "{what}: {bytes} bytes ({:.1} MiB) in one binding, but {} binds at most {max} bytes ({:.1} MiB) at once (maxStorageBufferRange); {remedy}",
+            "{what}: {bytes} bytes ({:.1} MiB) in one binding, but {} binds at most {max} bytes ({:.1} MiB) at once ({}); {remedy}",
             bytes as f64 / 1048576.0,
             device.info().name,
-            max as f64 / 1048576.0
+            max as f64 / 1048576.0,
+            device.binding_limit_source()
         )));
     }
     Ok(())

@@ -352,8 +352,8 @@ fn tiny_bound_to(max_binding: Option<u64>) -> (Device, Loaded) {
     (d, loaded.unwrap_or_else(|e| panic!("{max_binding:?}: {e}")))
 }
 
-/// A table larger than the device binds at once (maxStorageBufferRange; lavapipe's and
-/// many mobile GPUs' is 128 MiB) is split into parts of whole rows that each fit one
+/// A table larger than the device binds at once (maxStorageBufferRange; lavapipe's is 128
+/// MiB) is split into parts of whole rows that each fit one
 /// binding: bound to 28 KiB (`Options::max_binding`), the tiny model's 32 KiB embedding and
 /// tied LM head run as two parts (192 + 64 rows), one embed dispatch and one head matvec
 /// per part, and give the whole table's logits and tokens bit for bit, prefill and decode.

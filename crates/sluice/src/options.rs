@@ -67,8 +67,7 @@ pub struct Options {
     pub kernel_statistics: bool,
     /// Bind at most this many bytes to one storage binding, below the device's own
     /// `maxStorageBufferRange` (which [`crate::DeviceInfo::max_storage_range`] then
-    /// reports): runs what a device with a smaller limit runs (lavapipe's and many mobile
-    /// GPUs' is 128 MiB), e.g. a model whose tables are split over several bindings.
+    /// reports): runs what a device with a smaller limit runs (lavapipe's is 128 MiB), e.g. a model whose tables are split over several bindings.
     /// Default `None`: the device's limit.
     pub max_binding: Option<u64>,
 }

@@ -31,8 +31,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wg
         token = params.prompt[wg.y];
     }
     // Another part's token (a split table): that part's dispatch writes it.
-    let past = token >= pc.first + rows || token < pc.first;
-    if (token < pc.first || (past && pc.last == 0u)) {
+    if (token < pc.first) {
+        return;
+    }
+    let past = token - pc.first >= rows;
+    if (past && pc.last == 0u) {
         return;
     }
     let xo = wg.y * pc.x_stride;

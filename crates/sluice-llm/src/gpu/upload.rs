@@ -224,29 +224,33 @@ impl GpuModel {
         let upload_table = |name: &str, dtype: WeightDtype, bytes: &[u8], rows: usize| {
             let max = device.info().max_storage_range;
             let row_bytes = bytes.len() / rows.max(1);
+            // Whole where it fits, or where not even a part of 64 rows does (`upload` then
+            // refuses it with the numbers).
             let per = match table_part_rows(row_bytes as u64, max) {
                 Some(per) if bytes.len() as u64 > max => per as usize,
-                // Fits one binding; or not even a part of 64 rows does (refused by
-                // `upload` with the numbers).
-                _ => {
-                    return Ok(Table {
-                        parts: vec![(upload(name, dtype, bytes, rows, c.hidden)?, 0)],
-                    })
-                }
+                _ => rows.max(1),
             };
             let mut parts = Vec::new();
-            for first in (0..rows).step_by(per) {
+            // (No rows: one empty part, which `upload` refuses.)
+            for first in (0..rows.max(1)).step_by(per) {
                 let n = per.min(rows - first);
                 let part = &bytes[first * row_bytes..(first + n) * row_bytes];
-                let m = upload(&format!("{name}[{first}..]"), dtype, part, n, c.hidden)?;
+                let part_name = if per < rows {
+                    format!("{name}[{first}..]")
+                } else {
+                    name.to_string()
+                };
+                let m = upload(&part_name, dtype, part, n, c.hidden)?;
                 parts.push((m, first as u64));
             }
-            log::debug!(
-                "{name}: {} bytes in {} parts of up to {per} rows ({} binds at most {max} bytes at once)",
-                bytes.len(),
-                parts.len(),
-                device.info().name
-            );
+            if parts.len() > 1 {
+                log::debug!(
+                    "{name}: {} bytes in {} parts of up to {per} rows ({} binds at most {max} bytes at once)",
+                    bytes.len(),
+                    parts.len(),
+                    device.info().name
+                );
+            }
             Ok::<_, LlmError>(Table { parts })
         };
         let (h, hd, inter) = (c.hidden, c.head_dim, c.intermediate);
